@@ -1,0 +1,1 @@
+//! The MCP gateway: authentication, the fourteen tools, uploads, the admin API and the web UI.

@@ -1,0 +1,90 @@
+//! Field maps (`inputs`, `output`, event data): the eight field types and their declarations.
+
+use indexmap::IndexMap;
+use serde_json::Value;
+use std::fmt;
+
+/// The eight field types of spec §2.3. That is the whole schema language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    String,
+    Number,
+    Boolean,
+    /// `YYYY-MM-DD`, a real calendar date.
+    Date,
+    /// RFC 3339 with an offset.
+    Datetime,
+    List,
+    Object,
+    /// An identity reference in the server's person format (shown in `describe`).
+    Person,
+}
+
+impl FieldType {
+    pub const ALL: [FieldType; 8] = [
+        FieldType::String,
+        FieldType::Number,
+        FieldType::Boolean,
+        FieldType::Date,
+        FieldType::Datetime,
+        FieldType::List,
+        FieldType::Object,
+        FieldType::Person,
+    ];
+
+    /// The type's name as written in a `PROCESS.md`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldType::String => "string",
+            FieldType::Number => "number",
+            FieldType::Boolean => "boolean",
+            FieldType::Date => "date",
+            FieldType::Datetime => "datetime",
+            FieldType::List => "list",
+            FieldType::Object => "object",
+            FieldType::Person => "person",
+        }
+    }
+
+    /// Parses a type name; `None` for anything but the eight names, compared exactly.
+    pub fn from_name(name: &str) -> Option<FieldType> {
+        FieldType::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for FieldType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One declared field: a type plus the optional `description`, `optional`, `one_of` and `items`.
+///
+/// INVARIANT (established by validation): every `one_of` value has type `field_type`, and
+/// `items` is present only when `field_type` is `List`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldSpec {
+    pub field_type: FieldType,
+    pub description: Option<String>,
+    pub optional: bool,
+    /// Allowed values, kept exactly as written (numbers unrounded).
+    pub one_of: Option<Vec<Value>>,
+    /// The element declaration of a `list`; `None` allows elements of any type.
+    pub items: Option<Box<FieldSpec>>,
+}
+
+impl FieldSpec {
+    /// A bare declaration such as `amount: number`.
+    pub fn of_type(field_type: FieldType) -> Self {
+        FieldSpec {
+            field_type,
+            description: None,
+            optional: false,
+            one_of: None,
+            items: None,
+        }
+    }
+}
+
+/// Field name to declaration, in the order the document declares them.
+pub type FieldMap = IndexMap<String, FieldSpec>;

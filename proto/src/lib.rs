@@ -1,0 +1,1 @@
+//! Wire definitions for the run service between gateways, actors and the scheduler.

@@ -1,0 +1,1 @@
+//! The run state machine (pure) and the runtime that loads runs, applies commands and commits.

@@ -1,0 +1,1 @@
+//! Fires timers, due dates and claim expiry, and delivers the notification outbox.

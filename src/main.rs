@@ -1,0 +1,3 @@
+//! The `agentprocess` binary: the server's roles and the operator commands.
+
+fn main() {}
