@@ -16,3 +16,32 @@ pub fn check_values(fields: &FieldMap, value: &Value, path: &str, person: Person
     let _ = (fields, value, path, person);
     Vec::new()
 }
+
+/// Every issue with one value against one declaration (type, `one_of`, `items`), at `path`.
+pub fn check_value(
+    spec: &crate::fields::FieldSpec,
+    value: &Value,
+    path: &str,
+    person: PersonFormat,
+) -> Vec<Issue> {
+    let _ = (spec, value, path, person);
+    Vec::new()
+}
+
+/// Whether `text` is a real calendar date written `YYYY-MM-DD`.
+pub fn is_date(text: &str) -> bool {
+    let _ = text;
+    false
+}
+
+/// Whether `text` is an RFC 3339 date-time with an offset (`Z` or `±HH:MM`).
+pub fn is_datetime(text: &str) -> bool {
+    let _ = text;
+    false
+}
+
+/// Whether `text` is a person reference in `format`.
+pub fn is_person(text: &str, format: PersonFormat) -> bool {
+    let _ = (text, format);
+    false
+}
