@@ -435,7 +435,10 @@ fn is_offset(bytes: &[u8]) -> bool {
     match *bytes {
         [b'Z' | b'z'] => true,
         [b'+' | b'-', h1, h2, b':', m1, m2] => {
-            matches!((number(&[h1, h2]), number(&[m1, m2])), (Some(hour), Some(minute)) if hour <= 23 && minute <= 59)
+            let (Some(hour), Some(minute)) = (number(&[h1, h2]), number(&[m1, m2])) else {
+                return false;
+            };
+            hour <= 23 && minute <= 59
         }
         _ => false,
     }

@@ -665,3 +665,99 @@ fn spec_2_3_is_person_email() {
     }
     assert_eq!(PersonFormat::Email.name(), "email");
 }
+
+/// Days since 1970-01-01 of a proleptic Gregorian date, for any month and day numbers (an
+/// out-of-range day rolls over). An independent calendar to check `is_date` against.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146097 + day_of_era - 719468
+}
+
+/// The date of a day count from [`days_from_civil`].
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719468;
+    let era = days.div_euclid(146097);
+    let day_of_era = days - era * 146097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[test]
+fn spec_2_3_is_date_agrees_with_an_independent_calendar_for_every_month_end() {
+    for year in 1..=9999 {
+        for month in 1..=12 {
+            for day in 27..=32 {
+                let text = format!("{year:04}-{month:02}-{day:02}");
+                let real = civil_from_days(days_from_civil(year, month, day)) == (year, month, day);
+                assert_eq!(is_date(&text), real, "{text}");
+                let datetime = format!("{text}T12:00:00Z");
+                assert_eq!(is_datetime(&datetime), real, "{datetime}");
+            }
+        }
+    }
+}
+
+#[test]
+fn spec_2_3_a_number_written_any_way_is_the_same_number() {
+    let number = |text: &str| match json(text) {
+        Value::Number(number) => number,
+        other => panic!("{other} is not a number"),
+    };
+    for digits in [
+        "1",
+        "7",
+        "10",
+        "25",
+        "12345",
+        "100200300400500600700800900",
+        "9999999999999999999999",
+    ] {
+        for sign in ["", "-"] {
+            let plain = number(&format!("{sign}{digits}"));
+            let mut changed = digits.to_string();
+            changed.replace_range(0..1, if digits.starts_with('9') { "8" } else { "9" });
+            let other = number(&format!("{sign}{changed}"));
+            for point in 0..=digits.len() {
+                for exponent in -40i64..=40 {
+                    // digits with the point moved `point` places from the right, times 10^exponent,
+                    // is digits × 10^(exponent - point): write it with the exponent that makes it
+                    // equal to `digits`, and pad with zeros that change nothing.
+                    let (integer, fraction) = digits.split_at(digits.len() - point);
+                    let integer = if integer.is_empty() { "0" } else { integer };
+                    let fraction = if fraction.is_empty() {
+                        String::new()
+                    } else {
+                        format!(".{fraction}000")
+                    };
+                    let written = format!("{sign}{integer}{fraction}e{}", point as i64 - exponent);
+                    let scaled = number(&written);
+                    let shifted = number(&format!("{sign}{digits}e{}", -exponent));
+                    if exponent == 0 {
+                        assert!(same_number(&scaled, &plain), "{written} = {sign}{digits}");
+                    } else {
+                        assert!(!same_number(&scaled, &plain), "{written} != {sign}{digits}");
+                    }
+                    assert!(
+                        same_number(&scaled, &shifted),
+                        "{written} = {sign}{digits}e{}",
+                        -exponent
+                    );
+                    assert!(!same_number(&scaled, &other), "{written} != {sign}{changed}");
+                }
+            }
+        }
+    }
+}
