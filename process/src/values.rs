@@ -1,19 +1,4 @@
 //! Checks a JSON object (run inputs, step output, event data) against a field map (spec §2.3).
-//!
-//! Every issue is reported at once, in a fixed order: declared fields in declaration order, then
-//! undeclared fields in the order the caller sent them. Issue texts, after the path:
-//!
-//! | Problem | Message |
-//! |---|---|
-//! | a required field is absent | `missing` |
-//! | a field nobody declared | `not declared` |
-//! | `null` anywhere a value is checked | `null is not a value` |
-//! | wrong type | `expected boolean`, `expected date (YYYY-MM-DD, a real calendar date)`, ... |
-//! | outside `one_of` | `"urgent" is not one of "low", "high"` (values as compact JSON) |
-//! | the whole value is not an object | `expected object`, at the object's own path |
-//!
-//! Numbers are never converted to floating point: they are kept as the caller wrote them, and
-//! `one_of` compares them as exact decimals on their text.
 
 use crate::fields::{FieldMap, FieldSpec, FieldType};
 use crate::issue::{Issue, child, index};
@@ -46,7 +31,21 @@ impl PersonFormat {
 /// Every issue with `value` against `fields`; empty when it is acceptable. `path` names the
 /// object in issues (`output`, `inputs`, `data`).
 ///
-/// A `value` that is not a JSON object gives the single issue `<path>: expected object`.
+/// Every issue is reported at once, in a fixed order: declared fields in declaration order, then
+/// undeclared fields in the order the caller sent them. Each issue's message, after its path:
+///
+/// | Problem | Message |
+/// |---|---|
+/// | a required field is absent | `missing` |
+/// | a field nobody declared | `not declared` |
+/// | `null`, for any field or list element with `items` | `null is not a value` |
+/// | wrong type | `expected boolean`, `expected date (YYYY-MM-DD, a real calendar date)`, ... |
+/// | outside `one_of` | `"urgent" is not one of "low", "high"` (values as compact JSON) |
+/// | `value` itself is not an object | `expected object`, at `path` itself, and nothing else |
+///
+/// CONTRACT: numbers are never converted to floating point. `value` is only read, so whatever
+/// the caller stores keeps every number exactly as parsed, and `one_of` compares numbers as exact
+/// decimals on their text ([`same_number`]).
 pub fn check_values(fields: &FieldMap, value: &Value, path: &str, person: PersonFormat) -> Vec<Issue> {
     let Some(object) = value.as_object() else {
         return vec![Issue::new(path, "expected object")];
