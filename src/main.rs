@@ -1,3 +1,28 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
-fn main() {}
+mod process_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// A process server for the Agent Process protocol.
+#[derive(Debug, Parser)]
+#[command(name = "agentprocess", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with PROCESS.md files: check them, hash them.
+    #[command(subcommand)]
+    Process(process_cmd::ProcessCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Process(command) => process_cmd::run(command),
+    }
+}

@@ -11,3 +11,16 @@ pub fn content_hash(frontmatter: &Value, body: &str) -> ContentHash {
     let _ = (frontmatter, body);
     ContentHash([0; 32])
 }
+
+impl ContentHash {
+    /// Lowercase hex.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}

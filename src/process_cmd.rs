@@ -1,0 +1,215 @@
+//! `agentprocess process ...`: check and hash PROCESS.md files on disk.
+
+use agentprocess_process::{Issue, Offer, parse_document, validate};
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Exit code when every input is valid.
+const EXIT_VALID: u8 = 0;
+/// Exit code when at least one input is refused.
+const EXIT_REFUSED: u8 = 1;
+/// Exit code for a usage error: bad arguments, or a path that holds no PROCESS.md.
+const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Subcommand)]
+pub enum ProcessCommand {
+    /// Check PROCESS.md files against every publication rule and print every issue.
+    ///
+    /// Exit status: 0 when all are valid, 1 when any is refused, 2 on a usage error.
+    Check(CheckArgs),
+    /// Print the content hash of a PROCESS.md (hex SHA-256 of the canonical frontmatter, a
+    /// newline, then the body).
+    Hash {
+        /// A PROCESS.md file, or a folder holding one.
+        path: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// PROCESS.md files, or folders each holding one (a folder's name must equal the process name).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Print one JSON object per input: {"path", "name", "hash", "valid", "issues"}.
+    #[arg(long)]
+    json: bool,
+    /// Profiles the server offers (repeatable). Default: every profile this server implements.
+    #[arg(long = "profile", value_enum)]
+    profiles: Vec<Profile>,
+    /// Check as for a server that offers no profile at all.
+    #[arg(long, conflicts_with = "profiles")]
+    no_profiles: bool,
+    /// Check as for a server that does not offer the `upload` tool (refuses `evidence: [file]`).
+    #[arg(long)]
+    no_upload: bool,
+    /// Check as for a server that does not offer `send_event` (refuses `wait_for`).
+    #[arg(long)]
+    no_send_event: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Profile {
+    #[value(name = "parallel-1")]
+    Parallel,
+    #[value(name = "check-1")]
+    Check,
+}
+
+impl CheckArgs {
+    fn offer(&self) -> Offer {
+        let all_profiles = self.profiles.is_empty() && !self.no_profiles;
+        Offer {
+            parallel: all_profiles || self.profiles.contains(&Profile::Parallel),
+            check: all_profiles || self.profiles.contains(&Profile::Check),
+            upload: !self.no_upload,
+            send_event: !self.no_send_event,
+        }
+    }
+}
+
+pub fn run(command: ProcessCommand) -> ExitCode {
+    match command {
+        ProcessCommand::Check(args) => check(&args),
+        ProcessCommand::Hash { path } => hash(&path),
+    }
+}
+
+/// One input read from disk: where it came from and the folder name it must match, if any.
+struct Input {
+    shown_path: String,
+    bytes: Vec<u8>,
+    folder_name: Option<String>,
+}
+
+/// Reads a PROCESS.md file or a folder holding one.
+fn read_input(path: &Path) -> Result<Input, String> {
+    let (file, folder_name) = if path.is_dir() {
+        let name = path
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+        (path.join("PROCESS.md"), name)
+    } else {
+        (path.to_path_buf(), None)
+    };
+    let bytes = std::fs::read(&file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    Ok(Input {
+        shown_path: path.display().to_string(),
+        bytes,
+        folder_name,
+    })
+}
+
+/// What checking one input found.
+struct Checked {
+    name: Option<String>,
+    hash: Option<String>,
+    issues: Vec<Issue>,
+}
+
+fn check_one(input: &Input, offer: &Offer) -> Checked {
+    let document = match parse_document(&input.bytes) {
+        Ok(document) => document,
+        Err(issues) => {
+            return Checked {
+                name: None,
+                hash: None,
+                issues,
+            };
+        }
+    };
+    let name = document
+        .frontmatter
+        .get("name")
+        .and_then(|n| n.as_str())
+        .map(str::to_string);
+    let hash = agentprocess_process::content_hash(&document.frontmatter, &document.body).to_hex();
+    let mut issues = validate(&document.frontmatter, offer).err().unwrap_or_default();
+    if let (Some(folder), Some(name)) = (&input.folder_name, &name)
+        && folder != name
+    {
+        issues.push(Issue::new(
+            "name",
+            format!("{} does not equal the folder name {}", json!(name), json!(folder)),
+        ));
+    }
+    Checked {
+        name,
+        hash: Some(hash),
+        issues,
+    }
+}
+
+fn check(args: &CheckArgs) -> ExitCode {
+    let offer = args.offer();
+    let mut inputs = Vec::new();
+    let mut unreadable = Vec::new();
+    for path in &args.paths {
+        match read_input(path) {
+            Ok(input) => inputs.push(input),
+            Err(message) => unreadable.push(message),
+        }
+    }
+    if !unreadable.is_empty() {
+        for message in unreadable {
+            eprintln!("error: {message}");
+        }
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let mut all_valid = true;
+    for input in &inputs {
+        let checked = check_one(input, &offer);
+        let valid = checked.issues.is_empty();
+        all_valid &= valid;
+        if args.json {
+            let issues: Vec<String> = checked.issues.iter().map(Issue::to_string).collect();
+            let line = json!({
+                "path": input.shown_path,
+                "name": checked.name,
+                "hash": checked.hash,
+                "valid": valid,
+                "issues": issues,
+            });
+            println!("{line}");
+        } else if valid {
+            println!(
+                "{}: valid ({})",
+                input.shown_path,
+                checked.hash.unwrap_or_default()
+            );
+        } else {
+            println!("{}: refused, {} issue(s)", input.shown_path, checked.issues.len());
+            for issue in &checked.issues {
+                println!("  {issue}");
+            }
+        }
+    }
+    ExitCode::from(if all_valid { EXIT_VALID } else { EXIT_REFUSED })
+}
+
+fn hash(path: &Path) -> ExitCode {
+    let input = match read_input(path) {
+        Ok(input) => input,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match parse_document(&input.bytes) {
+        Ok(document) => {
+            println!(
+                "{}",
+                agentprocess_process::content_hash(&document.frontmatter, &document.body)
+            );
+            ExitCode::from(EXIT_VALID)
+        }
+        Err(issues) => {
+            for issue in issues {
+                eprintln!("{}: {issue}", input.shown_path);
+            }
+            ExitCode::from(EXIT_REFUSED)
+        }
+    }
+}
