@@ -1,0 +1,159 @@
+//! Whole-process rules of spec §2.2: every step is reachable from the first, and following
+//! `next` and `on_timeout` edges no step is visited twice.
+
+use super::parallel;
+use crate::issue::{Issue, index};
+
+/// Where an edge leads: a step by its position, or the end of a `parallel-1` branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Goal {
+    Step(usize),
+    Join,
+}
+
+/// Which key made an edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EdgeKind {
+    /// A declared `next`, or one route of a `next` list.
+    Next,
+    /// No `next` declared: the following step in the list.
+    Default,
+    OnTimeout,
+    /// The only edge that may go back.
+    OnReject,
+    /// From a `parallel:` step to one of its branch entries.
+    Branch,
+}
+
+impl EdgeKind {
+    /// Whether the acyclicity rule follows this edge (`next`, its default, `on_timeout`).
+    pub(super) fn goes_forward(self) -> bool {
+        matches!(self, EdgeKind::Next | EdgeKind::Default | EdgeKind::OnTimeout)
+    }
+}
+
+/// One edge, with the path of the key that made it, for issues.
+#[derive(Debug, Clone)]
+pub(super) struct Edge {
+    pub to: Goal,
+    pub path: String,
+    pub kind: EdgeKind,
+}
+
+/// What the graph rules need of a step whose id and kind are sound.
+#[derive(Debug, Clone)]
+pub(super) struct Shape {
+    pub id: String,
+    pub kind: &'static str,
+    pub declared_next: bool,
+    /// Edges whose targets exist, in written order. Defaults are added by [`check`].
+    pub edges: Vec<Edge>,
+}
+
+/// Runs the whole-graph rules. `all_targets_known` is false when some target named no step;
+/// reachability is then not judged, since the missing edge would make it report noise.
+pub(super) fn check(mut shapes: Vec<Shape>, all_targets_known: bool, issues: &mut Vec<Issue>) {
+    let count = shapes.len();
+    for (position, shape) in shapes.iter_mut().enumerate() {
+        if shape.kind != "finish" && !shape.declared_next && position + 1 < count {
+            shape.edges.push(Edge {
+                to: Goal::Step(position + 1),
+                path: index("steps", position),
+                kind: EdgeKind::Default,
+            });
+        }
+    }
+    let mut profile_issues = Vec::new();
+    let branch_of = parallel::branches(&shapes, all_targets_known, &mut profile_issues);
+    // Inside a branch the following-step default does not apply (parallel-1 §2).
+    let follows = |from: usize, edge: &Edge| edge.kind != EdgeKind::Default || branch_of[from].is_none();
+
+    if all_targets_known && count > 0 {
+        let mut reached = vec![false; count];
+        reached[0] = true;
+        let mut queue = vec![0];
+        while let Some(from) = queue.pop() {
+            for edge in shapes[from].edges.iter().filter(|e| follows(from, e)) {
+                if let Goal::Step(to) = edge.to {
+                    if !reached[to] {
+                        reached[to] = true;
+                        queue.push(to);
+                    }
+                }
+            }
+        }
+        for (position, _) in reached.iter().enumerate().filter(|(_, r)| !**r) {
+            issues.push(Issue::new(
+                index("steps", position),
+                "not reachable from the first step",
+            ));
+        }
+    }
+
+    let forward: Vec<Vec<usize>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(from, shape)| {
+            let mut targets = Vec::new();
+            for edge in shape.edges.iter().filter(|e| e.kind.goes_forward() && follows(from, e)) {
+                if let Goal::Step(to) = edge.to {
+                    if !targets.contains(&to) {
+                        targets.push(to);
+                    }
+                }
+            }
+            targets
+        })
+        .collect();
+    for cycle in cycles(&forward) {
+        let names: Vec<&str> = cycle
+            .iter()
+            .chain(cycle.first())
+            .map(|&p| shapes[p].id.as_str())
+            .collect();
+        issues.push(Issue::new(
+            index("steps", cycle[0]),
+            format!("cycle following next and on_timeout: {}", names.join(" → ")),
+        ));
+    }
+    issues.extend(profile_issues);
+}
+
+/// Every distinct cycle, each once, rotated to start at its earliest step, in discovery order.
+fn cycles(forward: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    fn visit(at: usize, forward: &[Vec<usize>], marks: &mut [Mark], path: &mut Vec<usize>, found: &mut Vec<Vec<usize>>) {
+        marks[at] = Mark::OnPath;
+        path.push(at);
+        for &to in &forward[at] {
+            match marks[to] {
+                Mark::New => visit(to, forward, marks, path, found),
+                Mark::OnPath => {
+                    let from = path.iter().position(|&p| p == to).unwrap_or(0);
+                    let mut cycle = path[from..].to_vec();
+                    let earliest = (0..cycle.len()).min_by_key(|&i| cycle[i]).unwrap_or(0);
+                    cycle.rotate_left(earliest);
+                    if !found.contains(&cycle) {
+                        found.push(cycle);
+                    }
+                }
+                Mark::Done => {}
+            }
+        }
+        path.pop();
+        marks[at] = Mark::Done;
+    }
+    let mut marks = vec![Mark::New; forward.len()];
+    let mut found = Vec::new();
+    for start in 0..forward.len() {
+        if marks[start] == Mark::New {
+            visit(start, forward, &mut marks, &mut Vec::new(), &mut found);
+        }
+    }
+    found
+}
