@@ -127,14 +127,14 @@ impl<'a> Catalog<'a> {
         for (position, step) in list.into_iter().flatten().enumerate() {
             let Some(step) = step.as_object() else { continue };
             uses_parallel |= step.contains_key("parallel");
-            if let Some(id) = step.get("id").and_then(Value::as_str) {
-                if !steps.contains_key(id) {
-                    let output = step
-                        .get("output")
-                        .map(|value| fields::field_map(value, "output", &mut ignored))
-                        .unwrap_or_default();
-                    steps.insert(id.to_string(), (position, output));
-                }
+            if let Some(id) = step.get("id").and_then(Value::as_str)
+                && !steps.contains_key(id)
+            {
+                let output = step
+                    .get("output")
+                    .map(|value| fields::field_map(value, "output", &mut ignored))
+                    .unwrap_or_default();
+                steps.insert(id.to_string(), (position, output));
             }
         }
         Catalog {
@@ -160,7 +160,11 @@ type Shapes = Option<(Vec<graph::Shape>, bool)>;
 
 /// Reads `steps`: the typed steps (each `None` when broken) and, when every step has a sound
 /// id and kind, their shapes for the graph rules with whether every target was found.
-fn read_steps(value: &Value, catalog: &Catalog, issues: &mut Vec<Issue>) -> (Vec<Option<crate::model::Step>>, Shapes) {
+fn read_steps(
+    value: &Value,
+    catalog: &Catalog,
+    issues: &mut Vec<Issue>,
+) -> (Vec<Option<crate::model::Step>>, Shapes) {
     let list = match value.as_array() {
         Some(list) if !list.is_empty() => list,
         Some(_) => {
@@ -178,8 +182,17 @@ fn read_steps(value: &Value, catalog: &Catalog, issues: &mut Vec<Issue>) -> (Vec
     let mut all_targets_known = true;
     for (position, step) in list.iter().enumerate() {
         let start = issues.len();
-        let read = steps::step(step, position, position + 1 == list.len(), catalog, &mut seen, issues);
-        all_targets_known &= !issues[start..].iter().any(|i| i.message.starts_with("unknown step "));
+        let read = steps::step(
+            step,
+            position,
+            position + 1 == list.len(),
+            catalog,
+            &mut seen,
+            issues,
+        );
+        all_targets_known &= !issues[start..]
+            .iter()
+            .any(|i| i.message.starts_with("unknown step "));
         typed.push(read.step);
         match (read.shape, shapes.as_mut()) {
             (Some(shape), Some(shapes)) => shapes.push(shape),
@@ -220,7 +233,10 @@ fn requires(value: &Value, issues: &mut Vec<Issue>) -> Vec<String> {
         return Vec::new();
     };
     let Some(list) = systems.as_array().filter(|list| !list.is_empty()) else {
-        issues.push(Issue::new("requires.systems", "expected a list of one or more system names"));
+        issues.push(Issue::new(
+            "requires.systems",
+            "expected a list of one or more system names",
+        ));
         return Vec::new();
     };
     let mut names: Vec<String> = Vec::new();
@@ -229,10 +245,16 @@ fn requires(value: &Value, issues: &mut Vec<Issue>) -> Vec<String> {
         match entry.as_str() {
             None => issues.push(Issue::new(path, "expected a system name")),
             Some(text) if text.chars().count() > 64 => {
-                issues.push(Issue::new(path, format!("{} is longer than 64 characters", quote(text))));
+                issues.push(Issue::new(
+                    path,
+                    format!("{} is longer than 64 characters", quote(text)),
+                ));
             }
             Some(text) if !is_process_name(text) => {
-                issues.push(Issue::new(path, format!("{} does not match {NAME_PATTERN}", quote(text))));
+                issues.push(Issue::new(
+                    path,
+                    format!("{} does not match {NAME_PATTERN}", quote(text)),
+                ));
             }
             Some(text) if names.iter().any(|n| n == text) => {
                 issues.push(Issue::new(path, format!("{} is listed twice", quote(text))));

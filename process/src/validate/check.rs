@@ -30,7 +30,10 @@ pub(super) fn check(value: &Value, path: &str, issues: &mut Vec<Issue>) -> Optio
             if issues.len() > start {
                 return None;
             }
-            questions.into_iter().collect::<Option<Vec<_>>>().map(|questions| Check { questions })
+            questions
+                .into_iter()
+                .collect::<Option<Vec<_>>>()
+                .map(|questions| Check { questions })
         }
         _ => {
             issues.push(Issue::new(
@@ -86,23 +89,32 @@ const ONLY_YES_NO: &str = "allowed only on a yes/no question";
 const ONLY_CHOICE: &str = "allowed only on a choice question";
 const ONLY_CHOICE_OR_RUBRIC: &str = "allowed only on a choice or rubric question";
 
-fn yes_no(map: &Map<String, Value>, ask: Option<String>, path: &str, issues: &mut Vec<Issue>) -> Option<Question> {
+fn yes_no(
+    map: &Map<String, Value>,
+    ask: Option<String>,
+    path: &str,
+    issues: &mut Vec<Issue>,
+) -> Option<Question> {
     refuse(
         map,
         &[("unsure", ONLY_CHOICE), ("confidence", ONLY_CHOICE_OR_RUBRIC)],
         path,
         issues,
     );
-    let pass = map.get("pass").map(|v| unit_number(v, &child(path, "pass"), issues));
-    let fail = map.get("fail").map(|v| unit_number(v, &child(path, "fail"), issues));
-    if let (Some(Some(pass_at)), Some(Some(fail_at))) = (pass, fail) {
-        if fail_at > pass_at {
-            issues.push(Issue::new(
-                child(path, "fail"),
-                format!("{} is above pass {}", show(&map["fail"]), show(&map["pass"])),
-            ));
-            return None;
-        }
+    let pass = map
+        .get("pass")
+        .map(|v| unit_number(v, &child(path, "pass"), issues));
+    let fail = map
+        .get("fail")
+        .map(|v| unit_number(v, &child(path, "fail"), issues));
+    if let (Some(Some(pass_at)), Some(Some(fail_at))) = (pass, fail)
+        && fail_at > pass_at
+    {
+        issues.push(Issue::new(
+            child(path, "fail"),
+            format!("{} is above pass {}", show(&map["fail"]), show(&map["pass"])),
+        ));
+        return None;
     }
     Some(Question::YesNo {
         ask: ask?,
@@ -162,7 +174,9 @@ fn choice(
             issues,
         ),
     };
-    let confidence = map.get("confidence").map(|v| unit_number(v, &child(path, "confidence"), issues));
+    let confidence = map
+        .get("confidence")
+        .map(|v| unit_number(v, &child(path, "confidence"), issues));
     Some(Question::Choice {
         ask: ask?,
         one_of: answers?,
@@ -199,7 +213,10 @@ fn answer_names(
             continue;
         };
         if names.is_some_and(|names| !names.contains(&name)) {
-            issues.push(Issue::new(entry_path, format!("{} is not an answer in one_of", quote(name))));
+            issues.push(Issue::new(
+                entry_path,
+                format!("{} is not an answer in one_of", quote(name)),
+            ));
         } else if read.iter().any(|r| r == name) {
             issues.push(Issue::new(entry_path, format!("{} is listed twice", quote(name))));
         } else if taken.iter().any(|t| t == name) {
@@ -218,7 +235,12 @@ fn rubric(
     path: &str,
     issues: &mut Vec<Issue>,
 ) -> Option<Question> {
-    refuse(map, &[("fail", ONLY_YES_NO), ("unsure", ONLY_CHOICE)], path, issues);
+    refuse(
+        map,
+        &[("fail", ONLY_YES_NO), ("unsure", ONLY_CHOICE)],
+        path,
+        issues,
+    );
     let levels_path = child(path, "levels");
     let read_levels: Option<Vec<String>> = match levels.as_array() {
         Some(list) if (2..=10).contains(&list.len()) => {
@@ -231,7 +253,10 @@ fn rubric(
             (issues.len() == start).then_some(read)
         }
         _ => {
-            issues.push(Issue::new(&levels_path, "expected a list of 2 to 10 level descriptions"));
+            issues.push(Issue::new(
+                &levels_path,
+                "expected a list of 2 to 10 level descriptions",
+            ));
             None
         }
     };
@@ -242,7 +267,10 @@ fn rubric(
             None
         }
         (Some(pass), count) => {
-            let level = pass.as_u64().filter(|_| pass.is_u64()).and_then(|n| usize::try_from(n).ok());
+            let level = pass
+                .as_u64()
+                .filter(|_| pass.is_u64())
+                .and_then(|n| usize::try_from(n).ok());
             match (level, count) {
                 (Some(level), Some(count)) if level < count => Some(level),
                 (_, Some(count)) => {
@@ -263,7 +291,9 @@ fn rubric(
             }
         }
     };
-    let confidence = map.get("confidence").map(|v| unit_number(v, &child(path, "confidence"), issues));
+    let confidence = map
+        .get("confidence")
+        .map(|v| unit_number(v, &child(path, "confidence"), issues));
     Some(Question::Rubric {
         ask: ask?,
         levels: read_levels?,

@@ -3,7 +3,7 @@
 use super::text::{quote, show};
 use crate::fields::{FieldMap, FieldSpec, FieldType};
 use crate::issue::{Issue, child, index};
-use crate::values::{PersonFormat, check_value};
+use crate::values::{PersonFormat, check_value, same_value};
 use serde_json::Value;
 
 const TYPE_NAMES: &str = "string, number, boolean, date, datetime, list, object, person";
@@ -112,7 +112,10 @@ fn one_of_values(
     issues: &mut Vec<Issue>,
 ) -> Option<Vec<Value>> {
     if let Some(kind @ (FieldType::List | FieldType::Object)) = field_type {
-        issues.push(Issue::new(path, format!("not allowed on {} field", article(kind))));
+        issues.push(Issue::new(
+            path,
+            format!("not allowed on {} field", article(kind)),
+        ));
         return None;
     }
     let list = match value.as_array() {
@@ -127,7 +130,7 @@ fn one_of_values(
     for (position, entry) in list.iter().enumerate() {
         let entry_path = index(path, position);
         issues.extend(check_value(&element, entry, &entry_path, PersonFormat::Email));
-        if list[..position].contains(entry) {
+        if list[..position].iter().any(|earlier| same_value(earlier, entry)) {
             issues.push(Issue::new(entry_path, format!("{} is listed twice", show(entry))));
         }
     }

@@ -74,11 +74,11 @@ pub(super) fn check(mut shapes: Vec<Shape>, all_targets_known: bool, issues: &mu
         let mut queue = vec![0];
         while let Some(from) = queue.pop() {
             for edge in shapes[from].edges.iter().filter(|e| follows(from, e)) {
-                if let Goal::Step(to) = edge.to {
-                    if !reached[to] {
-                        reached[to] = true;
-                        queue.push(to);
-                    }
+                if let Goal::Step(to) = edge.to
+                    && !reached[to]
+                {
+                    reached[to] = true;
+                    queue.push(to);
                 }
             }
         }
@@ -95,11 +95,15 @@ pub(super) fn check(mut shapes: Vec<Shape>, all_targets_known: bool, issues: &mu
         .enumerate()
         .map(|(from, shape)| {
             let mut targets = Vec::new();
-            for edge in shape.edges.iter().filter(|e| e.kind.goes_forward() && follows(from, e)) {
-                if let Goal::Step(to) = edge.to {
-                    if !targets.contains(&to) {
-                        targets.push(to);
-                    }
+            for edge in shape
+                .edges
+                .iter()
+                .filter(|e| e.kind.goes_forward() && follows(from, e))
+            {
+                if let Goal::Step(to) = edge.to
+                    && !targets.contains(&to)
+                {
+                    targets.push(to);
                 }
             }
             targets
@@ -127,7 +131,13 @@ fn cycles(forward: &[Vec<usize>]) -> Vec<Vec<usize>> {
         OnPath,
         Done,
     }
-    fn visit(at: usize, forward: &[Vec<usize>], marks: &mut [Mark], path: &mut Vec<usize>, found: &mut Vec<Vec<usize>>) {
+    fn visit(
+        at: usize,
+        forward: &[Vec<usize>],
+        marks: &mut [Mark],
+        path: &mut Vec<usize>,
+        found: &mut Vec<Vec<usize>>,
+    ) {
         marks[at] = Mark::OnPath;
         path.push(at);
         for &to in &forward[at] {

@@ -10,7 +10,11 @@ use crate::issue::{Issue, index};
 /// A branch is its entry plus every step reached from it along `next` and `on_timeout`,
 /// stopping at `join`. Steps "outside" are those reached from the first step without passing
 /// a `parallel:` edge; a branch that reaches one of them has routed out of its branch.
-pub(super) fn branches(shapes: &[Shape], all_targets_known: bool, issues: &mut Vec<Issue>) -> Vec<Option<usize>> {
+pub(super) fn branches(
+    shapes: &[Shape],
+    all_targets_known: bool,
+    issues: &mut Vec<Issue>,
+) -> Vec<Option<usize>> {
     let count = shapes.len();
     let mut branch_of: Vec<Option<usize>> = vec![None; count];
     let parallels: Vec<usize> = (0..count).filter(|&p| shapes[p].kind == "parallel").collect();
@@ -34,11 +38,12 @@ pub(super) fn branches(shapes: &[Shape], all_targets_known: bool, issues: &mut V
         let mut queue = vec![0];
         while let Some(from) = queue.pop() {
             for edge in shapes[from].edges.iter().filter(|e| e.kind.goes_forward()) {
-                if let Goal::Step(to) = edge.to {
-                    if !outside[to] && !is_entry[to] {
-                        outside[to] = true;
-                        queue.push(to);
-                    }
+                if let Goal::Step(to) = edge.to
+                    && !outside[to]
+                    && !is_entry[to]
+                {
+                    outside[to] = true;
+                    queue.push(to);
                 }
             }
         }
@@ -61,7 +66,10 @@ pub(super) fn branches(shapes: &[Shape], all_targets_known: bool, issues: &mut V
         for edge in shapes[p].edges.iter().filter(|e| e.kind == EdgeKind::Branch) {
             let Goal::Step(entry) = edge.to else { continue };
             let problem = if shapes[entry].kind == "finish" {
-                Some(format!("{} is a finish; a branch cannot contain one", name(entry)))
+                Some(format!(
+                    "{} is a finish; a branch cannot contain one",
+                    name(entry)
+                ))
             } else if shapes[entry].kind == "parallel" {
                 Some(format!(
                     "{} is a parallel step; a branch cannot contain one (no nesting in parallel-1)",
@@ -96,12 +104,22 @@ pub(super) fn branches(shapes: &[Shape], all_targets_known: bool, issues: &mut V
                         "a step in a branch names next explicitly; next: join ends the branch",
                     ));
                 }
-                for edge in shapes[member].edges.iter().filter(|e| matches!(e.kind, EdgeKind::Next | EdgeKind::OnTimeout)) {
+                for edge in shapes[member]
+                    .edges
+                    .iter()
+                    .filter(|e| matches!(e.kind, EdgeKind::Next | EdgeKind::OnTimeout))
+                {
                     let Goal::Step(to) = edge.to else { continue };
                     let problem = if shapes[to].kind == "finish" {
-                        Some(format!("{} is a finish; a branch step cannot route to one", name(to)))
+                        Some(format!(
+                            "{} is a finish; a branch step cannot route to one",
+                            name(to)
+                        ))
                     } else if to == p {
-                        Some(format!("a branch step cannot route to its parallel step {}", name(p)))
+                        Some(format!(
+                            "a branch step cannot route to its parallel step {}",
+                            name(p)
+                        ))
                     } else if shapes[to].kind == "parallel" {
                         Some(format!(
                             "{} is a parallel step; a branch cannot contain one (no nesting in parallel-1)",
@@ -161,7 +179,11 @@ pub(super) fn branches(shapes: &[Shape], all_targets_known: bool, issues: &mut V
                     }
                 }
             }
-            let mut stuck: Vec<usize> = members.iter().copied().filter(|&m| !reaches[m] && !flagged[m]).collect();
+            let mut stuck: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&m| !reaches[m] && !flagged[m])
+                .collect();
             stuck.sort_unstable();
             for member in stuck {
                 issues.push(Issue::new(steps_path(member), "does not reach join"));
@@ -178,16 +200,16 @@ pub(super) fn branches(shapes: &[Shape], all_targets_known: bool, issues: &mut V
             match (edge.kind, branch_of[from]) {
                 (EdgeKind::Branch, _) => {}
                 (EdgeKind::OnReject, Some(own)) => {
-                    if let Goal::Step(to) = edge.to {
-                        if branch_of[to] != Some(own) {
-                            issues.push(Issue::new(
-                                &edge.path,
-                                format!(
-                                    "{} is outside this branch; on_reject inside a branch returns within it",
-                                    name(to)
-                                ),
-                            ));
-                        }
+                    if let Goal::Step(to) = edge.to
+                        && branch_of[to] != Some(own)
+                    {
+                        issues.push(Issue::new(
+                            &edge.path,
+                            format!(
+                                "{} is outside this branch; on_reject inside a branch returns within it",
+                                name(to)
+                            ),
+                        ));
                     }
                 }
                 (EdgeKind::OnReject, None) => {

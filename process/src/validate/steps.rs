@@ -95,7 +95,10 @@ pub(super) fn step(
     let Some(map) = value.as_object() else {
         issues.push(Issue::new(&path, "expected an object"));
         seen.push(None);
-        return Read { step: None, shape: None };
+        return Read {
+            step: None,
+            shape: None,
+        };
     };
     let start = issues.len();
     let id = step_id(map, &path, catalog, seen, issues);
@@ -134,32 +137,34 @@ pub(super) fn step(
                 Some(kind) if !allowed(kind, key) => {
                     issues.push(Issue::new(key_path, format!("not allowed on {}", a_step(kind))));
                 }
-                _ => optional_value(key, entry, &key_path, kind, catalog, &mut parts, &mut edges, issues),
+                _ => optional_value(
+                    key, entry, &key_path, kind, catalog, &mut parts, &mut edges, issues,
+                ),
             }
         } else {
             issues.push(Issue::new(key_path, "unknown field"));
         }
     }
 
-    if let Some(kind @ ("task" | "approve")) = kind {
-        if !map.contains_key("person") {
-            issues.push(Issue::new(
-                child(&path, "person"),
-                format!("missing; {} needs person", a_step(kind)),
-            ));
-        }
+    if let Some(kind @ ("task" | "approve")) = kind
+        && !map.contains_key("person")
+    {
+        issues.push(Issue::new(
+            child(&path, "person"),
+            format!("missing; {} needs person", a_step(kind)),
+        ));
     }
     if map.contains_key("on_timeout") && !map.contains_key("timeout") && kind == Some("wait_for") {
-        issues.push(Issue::new(child(&path, "on_timeout"), "allowed only with timeout"));
+        issues.push(Issue::new(
+            child(&path, "on_timeout"),
+            "allowed only with timeout",
+        ));
     }
     if map.contains_key("advisory") && !map.contains_key("check") && matches!(kind, Some("agent" | "task")) {
         issues.push(Issue::new(child(&path, "advisory"), "allowed only beside check"));
     }
     if last && kind.is_some_and(|k| k != "finish") && !map.contains_key("next") {
-        issues.push(Issue::new(
-            &path,
-            "the last step must be a finish or name next",
-        ));
+        issues.push(Issue::new(&path, "the last step must be a finish or name next"));
     }
 
     let shape = match (&id, kind) {
@@ -447,7 +452,10 @@ fn next(
     if let Some(kind @ ("approve" | "wait" | "wait_until" | "wait_for" | "parallel")) = kind {
         issues.push(Issue::new(
             path,
-            format!("a list of routes is allowed only on agent and task steps, not on {}", a_step(kind)),
+            format!(
+                "a list of routes is allowed only on agent and task steps, not on {}",
+                a_step(kind)
+            ),
         ));
     }
     if list.len() < 2 {
@@ -501,7 +509,10 @@ fn next(
 
 fn person(value: &Value, path: &str, catalog: &Catalog, issues: &mut Vec<Issue>) -> Option<PersonRef> {
     let Some(text) = value.as_str() else {
-        issues.push(Issue::new(path, "expected a role name, initiator, or a path to a person field"));
+        issues.push(Issue::new(
+            path,
+            "expected a role name, initiator, or a path to a person field",
+        ));
         return None;
     };
     if text == "initiator" {
@@ -513,7 +524,10 @@ fn person(value: &Value, path: &str, catalog: &Catalog, issues: &mut Vec<Issue>)
     if text.is_empty() || text.chars().any(char::is_whitespace) {
         issues.push(Issue::new(
             path,
-            format!("{} is not a role name; a role name is not empty and has no spaces or dots", quote(text)),
+            format!(
+                "{} is not a role name; a role name is not empty and has no spaces or dots",
+                quote(text)
+            ),
         ));
         return None;
     }
@@ -543,10 +557,18 @@ fn data_path(
             return None;
         }
         let Some(spec) = catalog.inputs.get(field) else {
-            issues.push(Issue::new(path, format!("{} names no declared input", quote(text))));
+            issues.push(Issue::new(
+                path,
+                format!("{} names no declared input", quote(text)),
+            ));
             return None;
         };
-        (DataPath::Input { field: field.to_string() }, spec)
+        (
+            DataPath::Input {
+                field: field.to_string(),
+            },
+            spec,
+        )
     } else if let Some(rest) = text.strip_prefix("steps.") {
         let Some((step, field)) = rest
             .split_once('.')
@@ -566,7 +588,11 @@ fn data_path(
         let Some(spec) = outputs.get(field) else {
             issues.push(Issue::new(
                 path,
-                format!("{} names no declared output field of step {}", quote(text), quote(step)),
+                format!(
+                    "{} names no declared output field of step {}",
+                    quote(text),
+                    quote(step)
+                ),
             ));
             return None;
         };
@@ -618,7 +644,13 @@ fn typed(id: StepId, kind: &str, parts: Parts) -> Option<Step> {
         }
         "task" => {
             let (work, person, next) = work(parts)?;
-            (StepKind::Task { work, person: person? }, next)
+            (
+                StepKind::Task {
+                    work,
+                    person: person?,
+                },
+                next,
+            )
         }
         "approve" => (
             StepKind::Approve {
@@ -629,8 +661,18 @@ fn typed(id: StepId, kind: &str, parts: Parts) -> Option<Step> {
             },
             parts.next,
         ),
-        "wait" => (StepKind::Wait { duration: parts.duration? }, parts.next),
-        "wait_until" => (StepKind::WaitUntil { path: parts.wait_until? }, parts.next),
+        "wait" => (
+            StepKind::Wait {
+                duration: parts.duration?,
+            },
+            parts.next,
+        ),
+        "wait_until" => (
+            StepKind::WaitUntil {
+                path: parts.wait_until?,
+            },
+            parts.next,
+        ),
         "wait_for" => (
             StepKind::WaitFor {
                 event: parts.event?,
@@ -640,7 +682,12 @@ fn typed(id: StepId, kind: &str, parts: Parts) -> Option<Step> {
             parts.next,
         ),
         "finish" => (StepKind::Finish { outcome: parts.text? }, None),
-        "parallel" => (StepKind::Parallel { branches: parts.branches? }, parts.next),
+        "parallel" => (
+            StepKind::Parallel {
+                branches: parts.branches?,
+            },
+            parts.next,
+        ),
         _ => return None,
     };
     Some(Step { id, kind, next })

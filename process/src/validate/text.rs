@@ -62,7 +62,9 @@ fn parse_duration(text: &str) -> Option<Duration> {
 
 /// A probability or confidence: a number from 0 to 1 inclusive.
 pub(super) fn unit_number(value: &Value, path: &str, issues: &mut Vec<Issue>) -> Option<f64> {
-    let number = value.as_f64().filter(|n| value.is_number() && (0.0..=1.0).contains(n));
+    let number = value
+        .as_f64()
+        .filter(|n| value.is_number() && (0.0..=1.0).contains(n));
     if number.is_none() {
         issues.push(Issue::new(
             path,
@@ -97,7 +99,20 @@ mod tests {
         assert_eq!(read("4h").map(|d| d.as_seconds()), Some(14_400));
         assert_eq!(read("3d").map(|d| d.as_seconds()), Some(259_200));
         assert_eq!(read("0m").map(|d| d.amount), Some(0));
-        for bad in ["", "m", "3", "3s", "3 d", " 3d", "+3d", "-3d", "1.5h", "3D", "３d", "99999999999999999999d"] {
+        for bad in [
+            "",
+            "m",
+            "3",
+            "3s",
+            "3 d",
+            " 3d",
+            "+3d",
+            "-3d",
+            "1.5h",
+            "3D",
+            "３d",
+            "99999999999999999999d",
+        ] {
             assert_eq!(read(bad), None, "{bad:?}");
         }
         assert_eq!(duration(&json!(30), "due", &mut Vec::new()), None);
