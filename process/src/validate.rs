@@ -85,8 +85,8 @@ pub fn validate(frontmatter: &Value, offer: &Offer) -> Result<Process, Vec<Issue
             issues.push(Issue::new(required, "missing"));
         }
     }
-    if let Some((_, Some((shapes, all_targets_known)))) = &steps {
-        graph::check(shapes.clone(), *all_targets_known, &mut issues);
+    if let Some((_, Some((shapes, all_edges_read)))) = &steps {
+        graph::check(shapes.clone(), *all_edges_read, &mut issues);
     }
     if !issues.is_empty() {
         return Err(issues);
@@ -159,7 +159,7 @@ impl<'a> Catalog<'a> {
 type Shapes = Option<(Vec<graph::Shape>, bool)>;
 
 /// Reads `steps`: the typed steps (each `None` when broken) and, when every step has a sound
-/// id and kind, their shapes for the graph rules with whether every target was found.
+/// id and kind, their shapes for the graph rules with whether every edge key was read whole.
 fn read_steps(
     value: &Value,
     catalog: &Catalog,
@@ -179,7 +179,7 @@ fn read_steps(
     let mut seen = Vec::new();
     let mut typed = Vec::new();
     let mut shapes = Some(Vec::new());
-    let mut all_targets_known = true;
+    let mut all_edges_read = true;
     for (position, step) in list.iter().enumerate() {
         let start = issues.len();
         let read = steps::step(
@@ -190,16 +190,30 @@ fn read_steps(
             &mut seen,
             issues,
         );
-        all_targets_known &= !issues[start..]
+        all_edges_read &= !issues[start..]
             .iter()
-            .any(|i| i.message.starts_with("unknown step "));
+            .any(|issue| is_edge_issue(&issue.path, position));
         typed.push(read.step);
         match (read.shape, shapes.as_mut()) {
             (Some(shape), Some(shapes)) => shapes.push(shape),
             _ => shapes = None,
         }
     }
-    (typed, shapes.map(|shapes| (shapes, all_targets_known)))
+    (typed, shapes.map(|shapes| (shapes, all_edges_read)))
+}
+
+/// Whether an issue is about a key that makes edges (`next`, `on_reject`, `on_timeout`,
+/// `parallel`) of steps[`position`]: the graph then lacks an edge the author meant.
+fn is_edge_issue(path: &str, position: usize) -> bool {
+    let step = index("steps", position);
+    path.strip_prefix(step.as_str()).is_some_and(|rest| {
+        [".next", ".on_reject", ".on_timeout", ".parallel"]
+            .iter()
+            .any(|key| {
+                rest.strip_prefix(key)
+                    .is_some_and(|after| after.is_empty() || after.starts_with(['.', '[']))
+            })
+    })
 }
 
 fn process_name(value: &Value, issues: &mut Vec<Issue>) -> Option<ProcessName> {

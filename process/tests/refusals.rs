@@ -4,6 +4,9 @@
 //! `issues.txt` (one `path: message` per line, in order), and optionally `offer.txt` naming what
 //! the server offers (`parallel check upload send_event`; absent means everything).
 //! `tests/corpus/accepted/<case>/PROCESS.md` and the shared conformance fixtures must publish.
+//!
+//! After a deliberate change of wording, `AGENTPROCESS_BLESS=1 cargo test --test refusals`
+//! rewrites every `issues.txt` with the actual issues; review the diff before committing.
 
 use agentprocess_process::{Offer, load};
 use std::fs;
@@ -72,7 +75,14 @@ fn spec_2_every_refused_case_reports_exactly_its_issues() {
             .map(str::to_string)
             .collect();
         let name = case.file_name().unwrap_or_default().to_string_lossy();
-        match issue_lines(&bytes, &offer(case)) {
+        let actual = issue_lines(&bytes, &offer(case));
+        if std::env::var_os("AGENTPROCESS_BLESS").is_some() {
+            let mut text = actual.clone().unwrap_or_default().join("\n");
+            text.push('\n');
+            fs::write(case.join("issues.txt"), text).expect("writing issues.txt");
+            continue;
+        }
+        match actual {
             None => failures.push(format!(
                 "{name}: accepted, expected:\n  {}",
                 expected.join("\n  ")

@@ -1,6 +1,6 @@
 //! Field maps of spec §2.3 (`inputs`, `output`): names, the eight types, `one_of` and `items`.
 
-use super::text::{quote, show};
+use super::text::{not_a_boolean, quote, show};
 use crate::fields::{FieldMap, FieldSpec, FieldType};
 use crate::issue::{Issue, child, index};
 use crate::values::{PersonFormat, check_value, same_value};
@@ -64,7 +64,7 @@ fn field_spec(value: &Value, path: &str, in_items: bool, issues: &mut Vec<Issue>
             }
             "optional" => match entry {
                 Value::Bool(flag) => optional = *flag,
-                _ => issues.push(Issue::new(entry_path, "expected a boolean")),
+                _ => issues.push(Issue::new(entry_path, not_a_boolean(entry))),
             },
             "one_of" => one_of = Some(entry),
             "items" => items = Some(entry),

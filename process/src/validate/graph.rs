@@ -1,5 +1,4 @@
-//! Whole-process rules of spec §2.2: every step is reachable from the first, and following
-//! `next` and `on_timeout` edges no step is visited twice.
+//! Whole-graph rules of spec §2.2: every step reachable, no cycle along `next` and `on_timeout`.
 
 use super::parallel;
 use crate::issue::{Issue, index};
@@ -50,9 +49,10 @@ pub(super) struct Shape {
     pub edges: Vec<Edge>,
 }
 
-/// Runs the whole-graph rules. `all_targets_known` is false when some target named no step;
-/// reachability is then not judged, since the missing edge would make it report noise.
-pub(super) fn check(mut shapes: Vec<Shape>, all_targets_known: bool, issues: &mut Vec<Issue>) {
+/// Runs the whole-graph rules. `all_edges_read` is false when some edge key could not be
+/// read (a target naming no step, a broken route list); reachability is then not judged, since
+/// the missing edge would make it report noise.
+pub(super) fn check(mut shapes: Vec<Shape>, all_edges_read: bool, issues: &mut Vec<Issue>) {
     let count = shapes.len();
     for (position, shape) in shapes.iter_mut().enumerate() {
         if shape.kind != "finish" && !shape.declared_next && position + 1 < count {
@@ -63,12 +63,15 @@ pub(super) fn check(mut shapes: Vec<Shape>, all_targets_known: bool, issues: &mu
             });
         }
     }
-    let mut profile_issues = Vec::new();
-    let branch_of = parallel::branches(&shapes, all_targets_known, &mut profile_issues);
+    let branch_of = parallel::branches(&shapes, all_edges_read, issues);
     // Inside a branch the following-step default does not apply (parallel-1 §2).
+    // A `join` outside every branch ends nothing; reachability past it would only be noise.
+    let join_outside = shapes.iter().enumerate().any(|(from, shape)| {
+        branch_of[from].is_none() && shape.edges.iter().any(|edge| edge.to == Goal::Join)
+    });
     let follows = |from: usize, edge: &Edge| edge.kind != EdgeKind::Default || branch_of[from].is_none();
 
-    if all_targets_known && count > 0 {
+    if all_edges_read && !join_outside && count > 0 {
         let mut reached = vec![false; count];
         reached[0] = true;
         let mut queue = vec![0];
@@ -120,7 +123,6 @@ pub(super) fn check(mut shapes: Vec<Shape>, all_targets_known: bool, issues: &mu
             format!("cycle following next and on_timeout: {}", names.join(" → ")),
         ));
     }
-    issues.extend(profile_issues);
 }
 
 /// Every distinct cycle, each once, rotated to start at its earliest step, in discovery order.

@@ -12,7 +12,7 @@ use crate::issue::{Issue, index};
 /// a `parallel:` edge; a branch that reaches one of them has routed out of its branch.
 pub(super) fn branches(
     shapes: &[Shape],
-    all_targets_known: bool,
+    all_edges_read: bool,
     issues: &mut Vec<Issue>,
 ) -> Vec<Option<usize>> {
     let count = shapes.len();
@@ -156,7 +156,7 @@ pub(super) fn branches(
         }
     }
 
-    if all_targets_known {
+    if all_edges_read {
         for (entry, members) in &found {
             let mut reaches = vec![false; count];
             let mut changed = true;
@@ -227,7 +227,10 @@ pub(super) fn branches(
                 (_, Some(_)) => {}
                 (kind, None) => {
                     if edge.to == Goal::Join {
-                        issues.push(Issue::new(&edge.path, "join is allowed only inside a branch"));
+                        // Which steps are in a branch is only known when every edge was read.
+                        if all_edges_read {
+                            issues.push(Issue::new(&edge.path, "join is allowed only inside a branch"));
+                        }
                     } else if let Some(to) = into {
                         let parallel = name(parallel_of[to].unwrap_or(to));
                         let message = if kind == EdgeKind::Default {

@@ -1,11 +1,10 @@
-//! One step of spec §2.2: its id, its one kind key, the optional keys that kind allows, their
-//! values, `person` and `wait_until` paths, and where its edges lead.
+//! One step of spec §2.2: id, kind, the keys its kind allows, their values, paths and edges.
 
 use super::Catalog;
 use super::check::check;
 use super::fields::field_map;
 use super::graph::{Edge, EdgeKind, Goal, Shape};
-use super::text::{a_step, duration, non_blank, quote, show};
+use super::text::{a_step, duration, non_blank, not_a_boolean, quote, show};
 use crate::fields::{FieldMap, FieldType};
 use crate::issue::{Issue, child, index};
 use crate::model::{
@@ -364,7 +363,7 @@ fn optional_value(
         }
         "advisory" => match value {
             Value::Bool(flag) => parts.advisory = *flag,
-            _ => issues.push(Issue::new(path, "expected a boolean")),
+            _ => issues.push(Issue::new(path, not_a_boolean(value))),
         },
         _ => {}
     }

@@ -29,6 +29,12 @@ pub(super) fn non_blank(value: &Value, path: &str, issues: &mut Vec<Issue>) -> O
     }
 }
 
+/// The message for a value that should be `true` or `false`. YAML 1.2 core reads `yes` as a
+/// string, so the value is shown.
+pub(super) fn not_a_boolean(value: &Value) -> String {
+    format!("{} is not a boolean; write true or false", show(value))
+}
+
 /// Spec §2.4: an integer followed by `m`, `h` or `d`. Nothing else: no sign, no spaces, no
 /// decimals, and the amount fits in 64 bits.
 pub(super) fn duration(value: &Value, path: &str, issues: &mut Vec<Issue>) -> Option<Duration> {
