@@ -405,6 +405,13 @@ fn target(
         issues.push(Issue::new(path, "expected a step id"));
         return None;
     };
+    if text == "join" && !join_allowed && catalog.uses_parallel {
+        issues.push(Issue::new(
+            path,
+            "\"join\" is not a step; it ends a branch only as a next or on_timeout target",
+        ));
+        return None;
+    }
     if text == "join" && join_allowed && catalog.uses_parallel {
         edges.push(Edge {
             to: Goal::Join,
