@@ -123,27 +123,30 @@ pub(super) fn step(
     };
 
     let mut parts = Parts::default();
-    let mut edges: Vec<Edge> = Vec::new();
+    let mut reader = Reader {
+        catalog,
+        issues,
+        edges: Vec::new(),
+    };
     for (key, entry) in map {
         let key_path = child(&path, key);
         if key == "id" {
             continue;
         }
         if KINDS.contains(&key.as_str()) {
-            kind_value(key, entry, &key_path, catalog, &mut parts, &mut edges, issues);
+            reader.kind_value(key, entry, &key_path, &mut parts);
         } else if OPTIONAL_KEYS.contains(&key.as_str()) {
             match kind {
                 Some(kind) if !allowed(kind, key) => {
-                    issues.push(Issue::new(key_path, format!("not allowed on {}", a_step(kind))));
+                    reader.push(&key_path, format!("not allowed on {}", a_step(kind)));
                 }
-                _ => optional_value(
-                    key, entry, &key_path, kind, catalog, &mut parts, &mut edges, issues,
-                ),
+                _ => reader.optional_value(key, entry, &key_path, kind, &mut parts),
             }
         } else {
-            issues.push(Issue::new(key_path, "unknown field"));
+            reader.push(&key_path, "unknown field");
         }
     }
+    let edges = reader.edges;
 
     if let Some(kind @ ("task" | "approve")) = kind
         && !map.contains_key("person")
@@ -223,149 +226,247 @@ fn step_id(
     Some(id)
 }
 
-fn kind_value(
-    kind: &str,
-    value: &Value,
-    path: &str,
-    catalog: &Catalog,
-    parts: &mut Parts,
-    edges: &mut Vec<Edge>,
-    issues: &mut Vec<Issue>,
-) {
-    match kind {
-        "agent" | "task" | "approve" | "finish" => parts.text = non_blank(value, path, issues),
-        "wait" => parts.duration = duration(value, path, issues),
-        "wait_until" => {
-            parts.wait_until = match value.as_str() {
-                Some(text) => data_path(text, FieldType::Datetime, path, catalog, issues),
-                None => {
-                    issues.push(Issue::new(path, "expected a path to a datetime field"));
-                    None
+/// Reads the keys of one step, collecting its issues and the edges its keys make.
+struct Reader<'r, 'c> {
+    catalog: &'r Catalog<'c>,
+    issues: &'r mut Vec<Issue>,
+    edges: Vec<Edge>,
+}
+
+impl Reader<'_, '_> {
+    fn push(&mut self, path: &str, message: impl Into<String>) {
+        self.issues.push(Issue::new(path, message));
+    }
+
+    /// The value of a kind key; the offer issue comes first when the kind needs what is missing.
+    fn kind_value(&mut self, kind: &str, value: &Value, path: &str, parts: &mut Parts) {
+        let offer = self.catalog.offer;
+        match kind {
+            "agent" | "task" | "approve" | "finish" => parts.text = non_blank(value, path, self.issues),
+            "wait" => parts.duration = duration(value, path, self.issues),
+            "wait_until" => {
+                parts.wait_until = match value.as_str() {
+                    Some(text) => data_path(text, FieldType::Datetime, path, self.catalog, self.issues),
+                    None => {
+                        self.push(path, "expected a path to a datetime field");
+                        None
+                    }
                 }
+            }
+            "wait_for" => {
+                if !offer.send_event {
+                    self.push(
+                        path,
+                        "needs the send_event tool, which this server does not offer",
+                    );
+                }
+                parts.event = match value.as_str() {
+                    Some(name) if is_step_id(name) => Some(name.to_string()),
+                    Some(name) => {
+                        self.push(path, format!("{} does not match {STEP_ID_PATTERN}", quote(name)));
+                        None
+                    }
+                    None => {
+                        self.push(path, "expected an event name");
+                        None
+                    }
+                };
+            }
+            "parallel" => {
+                if !offer.parallel {
+                    self.push(
+                        path,
+                        "needs the parallel-1 profile, which this server does not offer",
+                    );
+                }
+                parts.branches = self.branches(value, path);
+            }
+            _ => {}
+        }
+    }
+
+    /// `parallel:`: two or more distinct ids of existing steps, the branch entries.
+    fn branches(&mut self, value: &Value, path: &str) -> Option<Vec<StepId>> {
+        let Some(list) = value.as_array().filter(|list| list.len() >= 2) else {
+            self.push(path, "expected a list of two or more step ids");
+            return None;
+        };
+        let start = self.issues.len();
+        let mut entries: Vec<StepId> = Vec::new();
+        for (position, entry) in list.iter().enumerate() {
+            let entry_path = index(path, position);
+            let Some(text) = entry.as_str() else {
+                self.push(&entry_path, "expected a step id");
+                continue;
+            };
+            if list[..position].contains(entry) {
+                self.push(&entry_path, format!("{} is listed twice", quote(text)));
+                continue;
+            }
+            match self.catalog.step_position(text) {
+                Some(to) => {
+                    self.edges.push(Edge {
+                        to: Goal::Step(to),
+                        path: entry_path,
+                        kind: EdgeKind::Branch,
+                    });
+                    entries.extend(StepId::new(text));
+                }
+                None => self.push(&entry_path, format!("unknown step {}", quote(text))),
             }
         }
-        "wait_for" => {
-            if !catalog.offer.send_event {
-                issues.push(Issue::new(
-                    path,
-                    "needs the send_event tool, which this server does not offer",
-                ));
-            }
-            parts.event = match value.as_str() {
-                Some(name) if is_step_id(name) => Some(name.to_string()),
-                Some(name) => {
-                    issues.push(Issue::new(
+        (self.issues.len() == start).then_some(entries)
+    }
+
+    /// The value of an optional key the step's kind allows (or any, when the kind is unknown).
+    fn optional_value(
+        &mut self,
+        key: &str,
+        value: &Value,
+        path: &str,
+        kind: Option<&str>,
+        parts: &mut Parts,
+    ) {
+        let offer = self.catalog.offer;
+        match key {
+            "output" => parts.output = field_map(value, path, self.issues),
+            "evidence" => {
+                parts.evidence = evidence(value, path, self.issues);
+                if parts.evidence.contains(&EvidenceKind::File) && !offer.upload {
+                    self.push(
                         path,
-                        format!("{} does not match {STEP_ID_PATTERN}", quote(name)),
-                    ));
-                    None
+                        "file evidence needs the upload tool, which this server does not offer",
+                    );
                 }
-                None => {
-                    issues.push(Issue::new(path, "expected an event name"));
-                    None
+            }
+            "next" => parts.next = self.next(value, path, kind),
+            "person" => parts.person = person(value, path, self.catalog, self.issues),
+            "on_reject" => {
+                parts.on_reject = self
+                    .target(value, path, EdgeKind::OnReject)
+                    .and_then(|t| t.step().cloned())
+            }
+            "due" => parts.due = duration(value, path, self.issues),
+            "timeout" => parts.timeout = duration(value, path, self.issues),
+            "on_timeout" => parts.on_timeout = self.target(value, path, EdgeKind::OnTimeout),
+            "check" => {
+                if !offer.check {
+                    self.push(
+                        path,
+                        "needs the check-1 profile, which this server does not offer",
+                    );
+                }
+                parts.check = check(value, path, self.issues);
+            }
+            "advisory" => match value {
+                Value::Bool(flag) => parts.advisory = *flag,
+                _ => self.push(path, not_a_boolean(value)),
+            },
+            _ => {}
+        }
+    }
+
+    /// Resolves one edge target and records the edge for the graph rules. `join` is a target
+    /// only of `next` and `on_timeout`, and only in a process that uses parallel-1.
+    fn target(&mut self, value: &Value, path: &str, kind: EdgeKind) -> Option<Target> {
+        let Some(text) = value.as_str() else {
+            self.push(path, "expected a step id");
+            return None;
+        };
+        let goal = if text == "join" && self.catalog.uses_parallel {
+            if kind == EdgeKind::OnReject {
+                self.push(
+                    path,
+                    "\"join\" is not a step; it ends a branch only as a next or on_timeout target",
+                );
+                return None;
+            }
+            Goal::Join
+        } else if let Some(position) = self.catalog.step_position(text) {
+            Goal::Step(position)
+        } else {
+            self.push(path, format!("unknown step {}", quote(text)));
+            return None;
+        };
+        self.edges.push(Edge {
+            to: goal,
+            path: path.to_string(),
+            kind,
+        });
+        match goal {
+            Goal::Join => Some(Target::Join),
+            Goal::Step(_) => StepId::new(text).map(Target::Step),
+        }
+    }
+
+    /// `next`: one target, or a list of two or more distinct routes on agent and task steps.
+    fn next(&mut self, value: &Value, path: &str, kind: Option<&str>) -> Option<Next> {
+        let list = match value {
+            Value::String(_) => return self.target(value, path, EdgeKind::Next).map(Next::Step),
+            Value::Array(list) => list,
+            _ => {
+                self.push(path, "expected a step id or a list of routes");
+                return None;
+            }
+        };
+        let start = self.issues.len();
+        if let Some(kind @ ("approve" | "wait" | "wait_until" | "wait_for" | "parallel")) = kind {
+            self.push(
+                path,
+                format!(
+                    "a list of routes is allowed only on agent and task steps, not on {}",
+                    a_step(kind)
+                ),
+            );
+        }
+        if list.len() < 2 {
+            self.push(path, "a list of routes needs two or more routes");
+        }
+        let mut routes: Vec<Route> = Vec::new();
+        let mut written: Vec<&str> = Vec::new();
+        for (position, entry) in list.iter().enumerate() {
+            let entry_path = index(path, position);
+            let (to_value, to_path, when) = match entry {
+                Value::String(_) => (entry, entry_path.clone(), None),
+                Value::Object(route) => {
+                    for key in route.keys() {
+                        if key != "to" && key != "when" {
+                            self.push(&child(&entry_path, key), "unknown field");
+                        }
+                    }
+                    let when = route
+                        .get("when")
+                        .map(|when| non_blank(when, &child(&entry_path, "when"), self.issues));
+                    match route.get("to") {
+                        Some(to) => (to, child(&entry_path, "to"), when),
+                        None => {
+                            self.push(&child(&entry_path, "to"), "missing");
+                            continue;
+                        }
+                    }
+                }
+                _ => {
+                    self.push(&entry_path, "expected a step id or { to, when }");
+                    continue;
                 }
             };
-        }
-        "parallel" => {
-            if !catalog.offer.parallel {
-                issues.push(Issue::new(
-                    path,
-                    "needs the parallel-1 profile, which this server does not offer",
-                ));
+            if let Some(text) = to_value.as_str() {
+                if written.contains(&text) {
+                    self.push(&to_path, format!("{} is listed twice", quote(text)));
+                    continue;
+                }
+                written.push(text);
             }
-            parts.branches = branches(value, path, catalog, edges, issues);
-        }
-        _ => {}
-    }
-}
-
-fn branches(
-    value: &Value,
-    path: &str,
-    catalog: &Catalog,
-    edges: &mut Vec<Edge>,
-    issues: &mut Vec<Issue>,
-) -> Option<Vec<StepId>> {
-    let Some(list) = value.as_array().filter(|list| list.len() >= 2) else {
-        issues.push(Issue::new(path, "expected a list of two or more step ids"));
-        return None;
-    };
-    let start = issues.len();
-    let mut entries: Vec<StepId> = Vec::new();
-    for (position, entry) in list.iter().enumerate() {
-        let entry_path = index(path, position);
-        let Some(text) = entry.as_str() else {
-            issues.push(Issue::new(entry_path, "expected a step id"));
-            continue;
-        };
-        if list[..position].contains(entry) {
-            issues.push(Issue::new(entry_path, format!("{} is listed twice", quote(text))));
-            continue;
-        }
-        match catalog.step_position(text) {
-            Some(to) => {
-                edges.push(Edge {
-                    to: Goal::Step(to),
-                    path: entry_path,
-                    kind: EdgeKind::Branch,
+            let to = self.target(to_value, &to_path, EdgeKind::Next);
+            // `when` is optional; `Some(None)` means it was written but broken.
+            if let (Some(to), Some(when)) = (to, when.unwrap_or(Some(String::new()))) {
+                routes.push(Route {
+                    to,
+                    when: (!when.is_empty()).then_some(when),
                 });
-                entries.extend(StepId::new(text));
-            }
-            None => {
-                issues.push(Issue::new(entry_path, format!("unknown step {}", quote(text))));
             }
         }
-    }
-    (issues.len() == start).then_some(entries)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn optional_value(
-    key: &str,
-    value: &Value,
-    path: &str,
-    kind: Option<&str>,
-    catalog: &Catalog,
-    parts: &mut Parts,
-    edges: &mut Vec<Edge>,
-    issues: &mut Vec<Issue>,
-) {
-    match key {
-        "output" => parts.output = field_map(value, path, issues),
-        "evidence" => {
-            parts.evidence = evidence(value, path, issues);
-            if parts.evidence.contains(&EvidenceKind::File) && !catalog.offer.upload {
-                issues.push(Issue::new(
-                    path,
-                    "file evidence needs the upload tool, which this server does not offer",
-                ));
-            }
-        }
-        "next" => parts.next = next(value, path, kind, catalog, edges, issues),
-        "person" => parts.person = person(value, path, catalog, issues),
-        "on_reject" => {
-            parts.on_reject = target(value, path, false, EdgeKind::OnReject, catalog, edges, issues)
-                .and_then(|t| t.step().cloned())
-        }
-        "due" => parts.due = duration(value, path, issues),
-        "timeout" => parts.timeout = duration(value, path, issues),
-        "on_timeout" => {
-            parts.on_timeout = target(value, path, true, EdgeKind::OnTimeout, catalog, edges, issues)
-        }
-        "check" => {
-            if !catalog.offer.check {
-                issues.push(Issue::new(
-                    path,
-                    "needs the check-1 profile, which this server does not offer",
-                ));
-            }
-            parts.check = check(value, path, issues);
-        }
-        "advisory" => match value {
-            Value::Bool(flag) => parts.advisory = *flag,
-            _ => issues.push(Issue::new(path, not_a_boolean(value))),
-        },
-        _ => {}
+        (self.issues.len() == start).then_some(Next::Routes(routes))
     }
 }
 
@@ -389,128 +490,6 @@ fn evidence(value: &Value, path: &str, issues: &mut Vec<Issue>) -> Vec<EvidenceK
         }
     }
     kinds
-}
-
-/// Resolves one edge target and records it for the graph rules.
-fn target(
-    value: &Value,
-    path: &str,
-    join_allowed: bool,
-    kind: EdgeKind,
-    catalog: &Catalog,
-    edges: &mut Vec<Edge>,
-    issues: &mut Vec<Issue>,
-) -> Option<Target> {
-    let Some(text) = value.as_str() else {
-        issues.push(Issue::new(path, "expected a step id"));
-        return None;
-    };
-    if text == "join" && !join_allowed && catalog.uses_parallel {
-        issues.push(Issue::new(
-            path,
-            "\"join\" is not a step; it ends a branch only as a next or on_timeout target",
-        ));
-        return None;
-    }
-    if text == "join" && join_allowed && catalog.uses_parallel {
-        edges.push(Edge {
-            to: Goal::Join,
-            path: path.to_string(),
-            kind,
-        });
-        return Some(Target::Join);
-    }
-    match catalog.step_position(text) {
-        Some(to) => {
-            edges.push(Edge {
-                to: Goal::Step(to),
-                path: path.to_string(),
-                kind,
-            });
-            StepId::new(text).map(Target::Step)
-        }
-        None => {
-            issues.push(Issue::new(path, format!("unknown step {}", quote(text))));
-            None
-        }
-    }
-}
-
-fn next(
-    value: &Value,
-    path: &str,
-    kind: Option<&str>,
-    catalog: &Catalog,
-    edges: &mut Vec<Edge>,
-    issues: &mut Vec<Issue>,
-) -> Option<Next> {
-    let list = match value {
-        Value::String(_) => {
-            return target(value, path, true, EdgeKind::Next, catalog, edges, issues).map(Next::Step);
-        }
-        Value::Array(list) => list,
-        _ => {
-            issues.push(Issue::new(path, "expected a step id or a list of routes"));
-            return None;
-        }
-    };
-    let start = issues.len();
-    if let Some(kind @ ("approve" | "wait" | "wait_until" | "wait_for" | "parallel")) = kind {
-        issues.push(Issue::new(
-            path,
-            format!(
-                "a list of routes is allowed only on agent and task steps, not on {}",
-                a_step(kind)
-            ),
-        ));
-    }
-    if list.len() < 2 {
-        issues.push(Issue::new(path, "a list of routes needs two or more routes"));
-    }
-    let mut routes: Vec<Route> = Vec::new();
-    let mut written: Vec<&str> = Vec::new();
-    for (position, entry) in list.iter().enumerate() {
-        let entry_path = index(path, position);
-        let (to_value, to_path, when) = match entry {
-            Value::String(_) => (entry, entry_path.clone(), None),
-            Value::Object(route) => {
-                for key in route.keys() {
-                    if key != "to" && key != "when" {
-                        issues.push(Issue::new(child(&entry_path, key), "unknown field"));
-                    }
-                }
-                let when = route
-                    .get("when")
-                    .map(|when| non_blank(when, &child(&entry_path, "when"), issues));
-                match route.get("to") {
-                    Some(to) => (to, child(&entry_path, "to"), when),
-                    None => {
-                        issues.push(Issue::new(child(&entry_path, "to"), "missing"));
-                        continue;
-                    }
-                }
-            }
-            _ => {
-                issues.push(Issue::new(entry_path, "expected a step id or { to, when }"));
-                continue;
-            }
-        };
-        if let Some(text) = to_value.as_str() {
-            if written.contains(&text) {
-                issues.push(Issue::new(to_path, format!("{} is listed twice", quote(text))));
-                continue;
-            }
-            written.push(text);
-        }
-        let to = target(to_value, &to_path, true, EdgeKind::Next, catalog, edges, issues);
-        if let (Some(to), Some(when)) = (to, when.unwrap_or(Some(String::new()))) {
-            routes.push(Route {
-                to,
-                when: (!when.is_empty()).then_some(when),
-            });
-        }
-    }
-    (issues.len() == start).then_some(Next::Routes(routes))
 }
 
 fn person(value: &Value, path: &str, catalog: &Catalog, issues: &mut Vec<Issue>) -> Option<PersonRef> {
