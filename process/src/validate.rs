@@ -278,3 +278,19 @@ fn requires(value: &Value, issues: &mut Vec<Issue>) -> Vec<String> {
     }
     names
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_edge_issue;
+
+    #[test]
+    fn edge_issues_are_told_apart_by_key_and_position() {
+        assert!(is_edge_issue("steps[1].next", 1));
+        assert!(is_edge_issue("steps[1].next[2].to", 1));
+        assert!(is_edge_issue("steps[1].on_reject", 1));
+        assert!(is_edge_issue("steps[1].parallel[0]", 1));
+        assert!(!is_edge_issue("steps[10].next", 1));
+        assert!(!is_edge_issue("steps[1].nextStep", 1));
+        assert!(!is_edge_issue("steps[1].due", 1));
+    }
+}

@@ -169,3 +169,28 @@ fn cycles(forward: &[Vec<usize>]) -> Vec<Vec<usize>> {
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::cycles;
+
+    #[test]
+    fn each_cycle_is_found_once_from_its_earliest_step() {
+        // 0 → 1 → 2 → 1, 2 → 3 → 3, 4 → 0 (no cycle through 4).
+        let forward = vec![vec![1], vec![2], vec![1, 3], vec![3], vec![0]];
+        assert_eq!(cycles(&forward), vec![vec![1, 2], vec![3]]);
+    }
+
+    #[test]
+    fn a_cycle_entered_late_still_starts_at_its_earliest_step() {
+        // 0 → 3 → 2 → 1 → 3: the cycle is 1 → 3 → 2 → 1.
+        let forward = vec![vec![3], vec![3], vec![1], vec![2]];
+        assert_eq!(cycles(&forward), vec![vec![1, 3, 2]]);
+    }
+
+    #[test]
+    fn no_cycle_in_a_diamond() {
+        let forward = vec![vec![1, 2], vec![3], vec![3], vec![]];
+        assert!(cycles(&forward).is_empty());
+    }
+}
