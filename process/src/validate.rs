@@ -18,7 +18,7 @@ use crate::issue::{Issue, index};
 use crate::model::{Process, ProcessName};
 use crate::names::is_process_name;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use text::{non_blank, quote};
 
 /// What the publishing server offers: profiles and optional tools a process may need.
@@ -176,7 +176,7 @@ fn read_steps(
             return (vec![None], None);
         }
     };
-    let mut seen = Vec::new();
+    let mut seen = HashMap::new();
     let mut typed = Vec::new();
     let mut shapes = Some(Vec::new());
     let mut all_edges_read = true;
@@ -254,6 +254,7 @@ fn requires(value: &Value, issues: &mut Vec<Issue>) -> Vec<String> {
         return Vec::new();
     };
     let mut names: Vec<String> = Vec::new();
+    let mut listed: HashSet<&str> = HashSet::new();
     for (position, entry) in list.iter().enumerate() {
         let path = index("requires.systems", position);
         match entry.as_str() {
@@ -270,7 +271,7 @@ fn requires(value: &Value, issues: &mut Vec<Issue>) -> Vec<String> {
                     format!("{} does not match {NAME_PATTERN}", quote(text)),
                 ));
             }
-            Some(text) if names.iter().any(|n| n == text) => {
+            Some(text) if !listed.insert(text) => {
                 issues.push(Issue::new(path, format!("{} is listed twice", quote(text))));
             }
             Some(text) => names.push(text.to_string()),

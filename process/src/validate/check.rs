@@ -4,6 +4,7 @@ use super::text::{non_blank, quote, show, unit_number};
 use crate::issue::{Issue, child, index};
 use crate::model::{Check, Question};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 
 const QUESTION_KEYS: [&str; 7] = ["ask", "pass", "fail", "one_of", "unsure", "levels", "confidence"];
 
@@ -153,21 +154,19 @@ fn choice(
             None
         }
     };
-    let names: Option<Vec<&str>> = one_of
-        .as_object()
-        .map(|answers| answers.keys().map(String::as_str).collect());
+    let names = one_of.as_object();
     let pass = match map.get("pass") {
         None => {
             issues.push(Issue::new(child(path, "pass"), "missing"));
             None
         }
-        Some(pass) => answer_names(pass, names.as_deref(), &[], true, &child(path, "pass"), issues),
+        Some(pass) => answer_names(pass, names, &[], true, &child(path, "pass"), issues),
     };
     let unsure = match map.get("unsure") {
         None => Some(Vec::new()),
         Some(unsure) => answer_names(
             unsure,
-            names.as_deref(),
+            names,
             pass.as_deref().unwrap_or(&[]),
             false,
             &child(path, "unsure"),
@@ -189,7 +188,7 @@ fn choice(
 /// A list of answer names from `one_of`, distinct, none of them in `taken` (the pass names).
 fn answer_names(
     value: &Value,
-    names: Option<&[&str]>,
+    names: Option<&Map<String, Value>>,
     taken: &[String],
     non_empty: bool,
     path: &str,
@@ -205,21 +204,23 @@ fn answer_names(
         return None;
     };
     let start = issues.len();
+    let taken: HashSet<&str> = taken.iter().map(String::as_str).collect();
     let mut read: Vec<String> = Vec::new();
+    let mut listed: HashSet<&str> = HashSet::new();
     for (position, entry) in list.iter().enumerate() {
         let entry_path = index(path, position);
         let Some(name) = entry.as_str() else {
             issues.push(Issue::new(entry_path, "expected an answer name"));
             continue;
         };
-        if names.is_some_and(|names| !names.contains(&name)) {
+        if names.is_some_and(|names| !names.contains_key(name)) {
             issues.push(Issue::new(
                 entry_path,
                 format!("{} is not an answer in one_of", quote(name)),
             ));
-        } else if read.iter().any(|r| r == name) {
+        } else if !listed.insert(name) {
             issues.push(Issue::new(entry_path, format!("{} is listed twice", quote(name))));
-        } else if taken.iter().any(|t| t == name) {
+        } else if taken.contains(name) {
             issues.push(Issue::new(entry_path, format!("{} is also in pass", quote(name))));
         } else {
             read.push(name.to_string());

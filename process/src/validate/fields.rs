@@ -5,6 +5,7 @@ use crate::fields::{FieldMap, FieldSpec, FieldType};
 use crate::issue::{Issue, child, index};
 use crate::values::{PersonFormat, check_value, same_value};
 use serde_json::Value;
+use std::collections::HashMap;
 
 const TYPE_NAMES: &str = "string, number, boolean, date, datetime, list, object, person";
 
@@ -127,14 +128,30 @@ fn one_of_values(
     };
     let field_type = field_type?;
     let element = FieldSpec::of_type(field_type);
+    // Values that are the same have the same bucket; only values in one bucket are compared.
+    let mut buckets: HashMap<String, Vec<&Value>> = HashMap::new();
     for (position, entry) in list.iter().enumerate() {
         let entry_path = index(path, position);
         issues.extend(check_value(&element, entry, &entry_path, PersonFormat::Email));
-        if list[..position].iter().any(|earlier| same_value(earlier, entry)) {
+        let bucket = buckets.entry(bucket(entry)).or_default();
+        if bucket.iter().any(|earlier| same_value(earlier, entry)) {
             issues.push(Issue::new(entry_path, format!("{} is listed twice", show(entry))));
         }
+        bucket.push(entry);
     }
     Some(list.clone())
+}
+
+/// A key equal for equal values: exact decimals that are equal round to the same `f64`.
+fn bucket(value: &Value) -> String {
+    match value {
+        Value::Number(number) => {
+            let rounded = number.as_f64().unwrap_or(f64::NAN);
+            // -0 and 0 are the same number.
+            format!("n{}", if rounded == 0.0 { 0.0 } else { rounded })
+        }
+        other => other.to_string(),
+    }
 }
 
 fn article(field_type: FieldType) -> String {

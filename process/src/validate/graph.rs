@@ -2,6 +2,7 @@
 
 use super::parallel;
 use crate::issue::{Issue, index};
+use std::collections::HashSet;
 
 /// Where an edge leads: a step by its position, or the end of a `parallel-1` branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,13 +99,14 @@ pub(super) fn check(mut shapes: Vec<Shape>, all_edges_read: bool, issues: &mut V
         .enumerate()
         .map(|(from, shape)| {
             let mut targets = Vec::new();
+            let mut seen = HashSet::new();
             for edge in shape
                 .edges
                 .iter()
                 .filter(|e| e.kind.goes_forward() && follows(from, e))
             {
                 if let Goal::Step(to) = edge.to
-                    && !targets.contains(&to)
+                    && seen.insert(to)
                 {
                     targets.push(to);
                 }
@@ -125,46 +127,44 @@ pub(super) fn check(mut shapes: Vec<Shape>, all_edges_read: bool, issues: &mut V
     }
 }
 
-/// Every distinct cycle, each once, rotated to start at its earliest step, in discovery order.
+/// Every cycle, each once, rotated to start at its earliest step, in discovery order.
+///
+/// A depth-first search from each unvisited step in list order; every edge back to a step on
+/// the current path closes one cycle, and each cycle has exactly one such edge, so none is
+/// reported twice. Iterative, so a long chain of steps cannot exhaust the stack.
 fn cycles(forward: &[Vec<usize>]) -> Vec<Vec<usize>> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        OnPath,
-        Done,
-    }
-    fn visit(
-        at: usize,
-        forward: &[Vec<usize>],
-        marks: &mut [Mark],
-        path: &mut Vec<usize>,
-        found: &mut Vec<Vec<usize>>,
-    ) {
-        marks[at] = Mark::OnPath;
-        path.push(at);
-        for &to in &forward[at] {
-            match marks[to] {
-                Mark::New => visit(to, forward, marks, path, found),
-                Mark::OnPath => {
-                    let from = path.iter().position(|&p| p == to).unwrap_or(0);
-                    let mut cycle = path[from..].to_vec();
-                    let earliest = (0..cycle.len()).min_by_key(|&i| cycle[i]).unwrap_or(0);
-                    cycle.rotate_left(earliest);
-                    if !found.contains(&cycle) {
-                        found.push(cycle);
-                    }
-                }
-                Mark::Done => {}
-            }
-        }
-        path.pop();
-        marks[at] = Mark::Done;
-    }
-    let mut marks = vec![Mark::New; forward.len()];
+    const NEW: usize = usize::MAX;
+    const DONE: usize = usize::MAX - 1;
+    // For each step: NEW, DONE, or its depth on the current path.
+    let mut depth = vec![NEW; forward.len()];
     let mut found = Vec::new();
     for start in 0..forward.len() {
-        if marks[start] == Mark::New {
-            visit(start, forward, &mut marks, &mut Vec::new(), &mut found);
+        if depth[start] != NEW {
+            continue;
+        }
+        // The current path, each step with how many of its edges were followed.
+        let mut path: Vec<(usize, usize)> = vec![(start, 0)];
+        depth[start] = 0;
+        while let Some(&mut (at, ref mut followed)) = path.last_mut() {
+            let Some(&to) = forward[at].get(*followed) else {
+                depth[at] = DONE;
+                path.pop();
+                continue;
+            };
+            *followed += 1;
+            match depth[to] {
+                NEW => {
+                    depth[to] = path.len();
+                    path.push((to, 0));
+                }
+                DONE => {}
+                on_path => {
+                    let mut cycle: Vec<usize> = path[on_path..].iter().map(|&(step, _)| step).collect();
+                    let earliest = (0..cycle.len()).min_by_key(|&i| cycle[i]).unwrap_or(0);
+                    cycle.rotate_left(earliest);
+                    found.push(cycle);
+                }
+            }
         }
     }
     found

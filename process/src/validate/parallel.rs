@@ -3,6 +3,7 @@
 use super::graph::{EdgeKind, Goal, Shape};
 use super::text::quote;
 use crate::issue::{Issue, index};
+use std::collections::HashMap;
 
 /// Finds every branch and reports every broken branch rule. Returns, for each step, the
 /// position of the entry of the branch it belongs to (`None` outside every branch).
@@ -158,24 +159,31 @@ pub(super) fn branches(
 
     if all_edges_read {
         for (entry, members) in &found {
+            // Walk the branch's edges backwards from every step that names join.
+            let mut leads_here: HashMap<usize, Vec<usize>> = HashMap::new();
             let mut reaches = vec![false; count];
-            let mut changed = true;
-            while changed {
-                changed = false;
-                for &member in members {
-                    if reaches[member] {
-                        continue;
+            let mut queue = Vec::new();
+            for &member in members {
+                for edge in shapes[member]
+                    .edges
+                    .iter()
+                    .filter(|e| matches!(e.kind, EdgeKind::Next | EdgeKind::OnTimeout))
+                {
+                    match edge.to {
+                        Goal::Join if !reaches[member] => {
+                            reaches[member] = true;
+                            queue.push(member);
+                        }
+                        Goal::Join => {}
+                        Goal::Step(to) => leads_here.entry(to).or_default().push(member),
                     }
-                    let joins = shapes[member].edges.iter().any(|edge| {
-                        matches!(edge.kind, EdgeKind::Next | EdgeKind::OnTimeout)
-                            && match edge.to {
-                                Goal::Join => true,
-                                Goal::Step(to) => branch_of[to] == Some(*entry) && reaches[to],
-                            }
-                    });
-                    if joins {
-                        reaches[member] = true;
-                        changed = true;
+                }
+            }
+            while let Some(reached) = queue.pop() {
+                for &from in leads_here.get(&reached).into_iter().flatten() {
+                    if !reaches[from] && branch_of[from] == Some(*entry) {
+                        reaches[from] = true;
+                        queue.push(from);
                     }
                 }
             }

@@ -12,6 +12,7 @@ use crate::model::{
 };
 use crate::names::is_step_id;
 use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 
 /// The kind keys, in the order messages list them.
 pub(super) const KINDS: [&str; 8] = [
@@ -81,19 +82,18 @@ struct Parts {
     advisory: bool,
 }
 
-/// Reads steps[`position`]. `seen` maps the ids of earlier steps to their positions.
+/// Reads steps[`position`]. `seen` maps the ids of earlier steps to their first positions.
 pub(super) fn step(
     value: &Value,
     position: usize,
     last: bool,
     catalog: &Catalog,
-    seen: &mut Vec<Option<String>>,
+    seen: &mut HashMap<String, usize>,
     issues: &mut Vec<Issue>,
 ) -> Read {
     let path = index("steps", position);
     let Some(map) = value.as_object() else {
         issues.push(Issue::new(&path, "expected an object"));
-        seen.push(None);
         return Read {
             step: None,
             shape: None,
@@ -101,7 +101,9 @@ pub(super) fn step(
     };
     let start = issues.len();
     let id = step_id(map, &path, catalog, seen, issues);
-    seen.push(map.get("id").and_then(Value::as_str).map(str::to_string));
+    if let Some(text) = map.get("id").and_then(Value::as_str) {
+        seen.entry(text.to_string()).or_insert(position);
+    }
 
     let kinds: Vec<&str> = KINDS.into_iter().filter(|k| map.contains_key(*k)).collect();
     let kind = match kinds.as_slice() {
@@ -190,7 +192,7 @@ fn step_id(
     map: &Map<String, Value>,
     path: &str,
     catalog: &Catalog,
-    seen: &[Option<String>],
+    seen: &HashMap<String, usize>,
     issues: &mut Vec<Issue>,
 ) -> Option<StepId> {
     let id_path = child(path, "id");
@@ -209,7 +211,7 @@ fn step_id(
         ));
         return None;
     };
-    if let Some(earlier) = seen.iter().position(|s| s.as_deref() == Some(text)) {
+    if let Some(earlier) = seen.get(text) {
         issues.push(Issue::new(
             id_path,
             format!("{} is already the id of steps[{earlier}]", quote(text)),
@@ -293,13 +295,14 @@ impl Reader<'_, '_> {
         };
         let start = self.issues.len();
         let mut entries: Vec<StepId> = Vec::new();
+        let mut listed: HashSet<&str> = HashSet::new();
         for (position, entry) in list.iter().enumerate() {
             let entry_path = index(path, position);
             let Some(text) = entry.as_str() else {
                 self.push(&entry_path, "expected a step id");
                 continue;
             };
-            if list[..position].contains(entry) {
+            if !listed.insert(text) {
                 self.push(&entry_path, format!("{} is listed twice", quote(text)));
                 continue;
             }
@@ -423,7 +426,7 @@ impl Reader<'_, '_> {
             self.push(path, "a list of routes needs two or more routes");
         }
         let mut routes: Vec<Route> = Vec::new();
-        let mut written: Vec<&str> = Vec::new();
+        let mut written: HashSet<&str> = HashSet::new();
         for (position, entry) in list.iter().enumerate() {
             let entry_path = index(path, position);
             let (to_value, to_path, when) = match entry {
@@ -450,12 +453,11 @@ impl Reader<'_, '_> {
                     continue;
                 }
             };
-            if let Some(text) = to_value.as_str() {
-                if written.contains(&text) {
-                    self.push(&to_path, format!("{} is listed twice", quote(text)));
-                    continue;
-                }
-                written.push(text);
+            if let Some(text) = to_value.as_str()
+                && !written.insert(text)
+            {
+                self.push(&to_path, format!("{} is listed twice", quote(text)));
+                continue;
             }
             let to = self.target(to_value, &to_path, EdgeKind::Next);
             // `when` is optional; `Some(None)` means it was written but broken.
