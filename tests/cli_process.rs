@@ -1,0 +1,184 @@
+//! `agentprocess process check|hash` run as a real process against the conformance fixtures.
+
+use agentprocess_testkit::{fixtures, fixtures_dir};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn agentprocess(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(args)
+        .output()
+        .expect("run agentprocess")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("utf-8 stdout")
+}
+
+fn fixture_folder(name: &str) -> String {
+    fixtures_dir().join(name).display().to_string()
+}
+
+/// Copies a fixture's PROCESS.md into a fresh folder with the given name.
+fn copy_into_folder(fixture: &str, folder_name: &str) -> (tempfile::TempDir, String) {
+    let temp = tempfile::tempdir().unwrap();
+    let folder = temp.path().join(folder_name);
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(
+        fixtures_dir().join(fixture).join("PROCESS.md"),
+        folder.join("PROCESS.md"),
+    )
+    .unwrap();
+    (temp, folder.display().to_string())
+}
+
+#[test]
+fn every_fixture_passes_check_when_both_profiles_are_offered() {
+    let folders: Vec<String> = fixtures().iter().map(|(name, _)| fixture_folder(name)).collect();
+    let mut args = vec!["process", "check"];
+    args.extend(folders.iter().map(String::as_str));
+    let output = agentprocess(&args);
+    assert_eq!(output.status.code(), Some(0), "stdout:\n{}", stdout(&output));
+    assert_eq!(
+        stdout(&output)
+            .lines()
+            .filter(|l| l.contains(": valid ("))
+            .count(),
+        12
+    );
+}
+
+#[test]
+fn json_output_has_one_object_per_input_with_the_documented_fields() {
+    let output = agentprocess(&[
+        "process",
+        "check",
+        "--json",
+        &fixture_folder("invoice-approval"),
+        &fixture_folder("vendor-check"),
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let objects: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object a line"))
+        .collect();
+    assert_eq!(objects.len(), 2);
+    let first = objects[0].as_object().unwrap();
+    let mut keys: Vec<&str> = first.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["hash", "issues", "name", "path", "valid"]);
+    assert_eq!(first["name"], "invoice-approval");
+    assert_eq!(first["valid"], true);
+    assert_eq!(first["issues"], serde_json::json!([]));
+    let hash = first["hash"].as_str().unwrap();
+    assert_eq!(hash.len(), 64);
+    assert!(
+        hash.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
+}
+
+#[test]
+fn a_profile_that_is_not_offered_refuses_the_process_with_exit_1() {
+    let output = agentprocess(&[
+        "process",
+        "check",
+        "--json",
+        "--profile",
+        "parallel-1",
+        &fixture_folder("vendor-check"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let object: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(object["valid"], false);
+    let issues: Vec<&str> = object["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        issues,
+        ["steps[0].check: needs the check-1 profile, which this server does not offer"]
+    );
+
+    let output = agentprocess(&[
+        "process",
+        "check",
+        "--no-profiles",
+        &fixture_folder("major-incident"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).contains("needs the parallel-1 profile"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn spec_2_1_a_folder_whose_name_differs_from_the_process_name_is_refused() {
+    let (_temp, folder) = copy_into_folder("invoice-approval", "invoices");
+    let output = agentprocess(&["process", "check", "--json", &folder]);
+    assert_eq!(output.status.code(), Some(1));
+    let object: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(
+        object["issues"],
+        serde_json::json!([r#"name: "invoice-approval" does not equal the folder name "invoices""#])
+    );
+}
+
+#[test]
+fn a_file_path_is_checked_without_a_folder_name_rule() {
+    let (_temp, folder) = copy_into_folder("invoice-approval", "invoices");
+    let file = Path::new(&folder).join("PROCESS.md");
+    let output = agentprocess(&["process", "check", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+}
+
+#[test]
+fn a_refused_document_prints_every_issue_and_exits_1() {
+    let temp = tempfile::tempdir().unwrap();
+    let file = temp.path().join("PROCESS.md");
+    std::fs::write(
+        &file,
+        "---\nname: Bad_Name\ndescription: Two problems.\nsteps:\n  - id: work\n    agent: Do it.\n    next: aprove\n  - id: done\n    finish: ok\n---\nBody.\n",
+    )
+    .unwrap();
+    let output = agentprocess(&["process", "check", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    assert!(text.contains(r#"name: "Bad_Name" does not match"#), "{text}");
+    assert!(text.contains(r#"steps[0].next: unknown step "aprove""#), "{text}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(agentprocess(&["process", "check"]).status.code(), Some(2));
+    assert_eq!(
+        agentprocess(&["process", "check", "/nonexistent/PROCESS.md"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(agentprocess(&["process", "frobnicate"]).status.code(), Some(2));
+    let empty = tempfile::tempdir().unwrap();
+    let output = agentprocess(&["process", "check", empty.path().to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
+}
+
+#[test]
+fn hash_prints_the_content_hash_of_spec_6_5() {
+    let folder = fixture_folder("invoice-approval");
+    let output = agentprocess(&["process", "hash", &folder]);
+    assert_eq!(output.status.code(), Some(0));
+    let bytes = std::fs::read(Path::new(&folder).join("PROCESS.md")).unwrap();
+    let document = agentprocess_process::parse_document(&bytes).unwrap();
+    let expected = agentprocess_process::content_hash(&document.frontmatter, &document.body).to_hex();
+    assert_eq!(stdout(&output).trim(), expected);
+    let check = agentprocess(&["process", "check", "--json", &folder]);
+    let object: Value = serde_json::from_str(stdout(&check).trim()).unwrap();
+    assert_eq!(object["hash"], expected.as_str());
+}
