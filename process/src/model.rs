@@ -67,9 +67,9 @@ impl Process {
     }
 
     /// Where the run goes after `step` completes along its single `next` edge: the declared
-    /// target, or the following step in the list when none is declared. `None` for a finish,
-    /// for a step whose `next` is a route list (the actor chooses), and for a parallel step
-    /// whose continuation is only taken at the join (use its declared `next` then).
+    /// target, or the following step in the list when none is declared. `None` for a finish and
+    /// for a step whose `next` is a route list (the actor chooses). For a parallel step this is
+    /// the continuation taken once every branch has joined.
     pub fn default_next(&self, step: &Step) -> Option<Target> {
         match (&step.kind, &step.next) {
             (StepKind::Finish { .. }, _) => None,
