@@ -1,13 +1,121 @@
 //! The content hash of spec §6.5: SHA-256 of canonical frontmatter JSON, `\n`, then the body.
+//!
+//! The canonical JSON is RFC 8785 (JCS): keys sorted by UTF-16 code units, no whitespace, strings
+//! escaped as ECMAScript does, and numbers written as ECMAScript writes an IEEE 754 double. Our
+//! `serde_json` keeps every number's text (`arbitrary_precision`), which JCS serializers would
+//! copy verbatim (`1.50` would stay `1.50`), so numbers are handed to the canonicalizer as
+//! doubles here: `1.50`, `1.5` and `15e-1` all canonicalize to `1.5`.
 
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::str::FromStr;
 
-/// A SHA-256 content hash.
+/// A SHA-256 content hash. Renders and parses as 64 lowercase hex digits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ContentHash(pub [u8; 32]);
 
+impl ContentHash {
+    /// The hash as 64 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for byte in self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a text is not a content hash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseContentHashError {
+    #[error("a content hash is 64 hex digits, not {0} characters")]
+    Length(usize),
+    #[error("a content hash is hex digits only, found {0:?}")]
+    NotHex(char),
+}
+
+impl FromStr for ContentHash {
+    type Err = ParseContentHashError;
+
+    /// Reads 64 hex digits, upper or lower case.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if let Some(bad) = text.chars().find(|c| !c.is_ascii_hexdigit()) {
+            return Err(ParseContentHashError::NotHex(bad));
+        }
+        if text.len() != 64 {
+            return Err(ParseContentHashError::Length(text.len()));
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
+            *byte = (hex_value(pair[0]) << 4) | hex_value(pair[1]);
+        }
+        Ok(ContentHash(bytes))
+    }
+}
+
+/// The value of an ASCII hex digit (already checked to be one).
+fn hex_value(digit: u8) -> u8 {
+    match digit {
+        b'0'..=b'9' => digit - b'0',
+        b'a'..=b'f' => digit - b'a' + 10,
+        b'A'..=b'F' => digit - b'A' + 10,
+        _ => 0,
+    }
+}
+
 /// Hashes a document's parsed frontmatter and its body.
+///
+/// Every number in `frontmatter` must be finite as a double, which [`crate::parse`] guarantees;
+/// a number that is not is hashed as `null` rather than panicking.
 pub fn content_hash(frontmatter: &Value, body: &str) -> ContentHash {
-    let _ = (frontmatter, body);
-    ContentHash([0; 32])
+    let mut hasher = Sha256::new();
+    hasher.update(canonical_json(frontmatter));
+    hasher.update(b"\n");
+    hasher.update(body.as_bytes());
+    ContentHash(hasher.finalize().into())
+}
+
+/// The RFC 8785 canonical JSON of a value.
+pub fn canonical_json(value: &Value) -> Vec<u8> {
+    // Serializing a `Value` into memory fails only on a non-finite double, which
+    // `AsDouble` never produces.
+    serde_json_canonicalizer::to_vec(&AsDouble(value)).unwrap_or_default()
+}
+
+/// Serializes a value with every number as an IEEE 754 double, as RFC 8785 §3.2.2.3 requires.
+struct AsDouble<'a>(&'a Value);
+
+impl Serialize for AsDouble<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Null => serializer.serialize_unit(),
+            Value::Bool(b) => serializer.serialize_bool(*b),
+            Value::Number(number) => match number.to_string().parse::<f64>() {
+                Ok(double) if double.is_finite() => serializer.serialize_f64(double),
+                _ => serializer.serialize_unit(),
+            },
+            Value::String(text) => serializer.serialize_str(text),
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&AsDouble(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut out = serializer.serialize_map(Some(map.len()))?;
+                for (key, item) in map {
+                    out.serialize_entry(key, &AsDouble(item))?;
+                }
+                out.end()
+            }
+        }
+    }
 }

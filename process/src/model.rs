@@ -114,10 +114,10 @@ impl Process {
     pub fn role_names(&self) -> Vec<&str> {
         let mut roles: Vec<&str> = Vec::new();
         for step in &self.steps {
-            if let Some(PersonRef::Role(role)) = step.person() {
-                if !roles.contains(&role.as_str()) {
-                    roles.push(role);
-                }
+            if let Some(PersonRef::Role(role)) = step.person()
+                && !roles.contains(&role.as_str())
+            {
+                roles.push(role);
             }
         }
         roles

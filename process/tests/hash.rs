@@ -1,0 +1,117 @@
+//! Spec §6.5: the content hash is SHA-256 of RFC 8785 canonical frontmatter JSON, `\n`, the body.
+
+use agentprocess_process::hash::canonical_json;
+use agentprocess_process::{ContentHash, content_hash, parse_document};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+
+fn fixtures_dir() -> PathBuf {
+    match std::env::var_os("AGENTPROCESS_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/agentprocess/fixtures"),
+    }
+}
+
+fn hash_of(source: &str) -> ContentHash {
+    let document = parse_document(source.as_bytes()).unwrap_or_else(|issues| panic!("{issues:?}"));
+    content_hash(&document.frontmatter, &document.body)
+}
+
+#[test]
+fn a_fixture_hash_is_stable() {
+    let bytes = std::fs::read(fixtures_dir().join("vendor-check/PROCESS.md")).unwrap();
+    let document = parse_document(&bytes).unwrap();
+    let first = content_hash(&document.frontmatter, &document.body);
+    let again = parse_document(&bytes).unwrap();
+    assert_eq!(first, content_hash(&again.frontmatter, &again.body));
+    // Pinned once; an independent JCS + SHA-256 computation over the same file agrees.
+    assert_eq!(
+        first.to_hex(),
+        "b459ee93e2a2b77e3f5d88819fbb8c1394c4833eeaa4f179dcc62eadcd53e266"
+    );
+}
+
+#[test]
+fn one_byte_of_body_changes_the_hash() {
+    let before = hash_of("---\nname: x\n---\nApprove it.\n");
+    let after = hash_of("---\nname: x\n---\nApprove it!\n");
+    assert_ne!(before, after);
+    assert_ne!(
+        hash_of("---\nname: x\n---\nbody\n"),
+        hash_of("---\nname: x\n---\nbody\r\n")
+    );
+    assert_ne!(
+        hash_of("---\nname: x\n---\nbody\n"),
+        hash_of("---\nname: x\n---\nbody")
+    );
+}
+
+#[test]
+fn yaml_style_and_key_order_do_not_change_the_hash() {
+    let block = "---\nname: demo\n# a comment\ninputs:\n  amount: number\n  note: { type: string, optional: true }\nsteps:\n  - id: one\n    agent: Do it.\n    due: 2d\n    limit: 017\n    ratio: 1.50\n---\nbody\n";
+    let flow = "---\n{steps: [{limit: 17, due: \"2d\", ratio: 15e-1, agent: 'Do it.', id: one}],\n    inputs: {note: {optional: true, type: string}, amount: \"number\"}, name: \"demo\"}\n---\nbody\n";
+    let indented = "---\nsteps:\n    -   id: one   # trailing comment\n        agent: >-\n            Do it.\n        due: !!str 2d\n        limit: 0x11\n        ratio: 1.5\nname: 'demo'\ninputs:\n        note:\n                type: string\n                optional: True\n        amount: number\n---\nbody\n";
+    assert_eq!(hash_of(block), hash_of(flow));
+    assert_eq!(hash_of(block), hash_of(indented));
+}
+
+#[test]
+fn the_separator_is_one_newline() {
+    let frontmatter = json!({"name": "x", "b": [1, "two"], "a": null});
+    let body = "# Body\n";
+    let canonical = canonical_json(&frontmatter);
+    assert_eq!(canonical, br#"{"a":null,"b":[1,"two"],"name":"x"}"#);
+    let mut by_hand = Sha256::new();
+    by_hand.update(&canonical);
+    by_hand.update(b"\n");
+    by_hand.update(body.as_bytes());
+    let expected: [u8; 32] = by_hand.finalize().into();
+    assert_eq!(content_hash(&frontmatter, body), ContentHash(expected));
+}
+
+#[test]
+fn numbers_canonicalize_as_ecmascript_doubles() {
+    let parsed = parse_document(
+        b"---\na: 1.50\nb: 1e3\nc: 123456789012345678901234567890\nd: 0.000001\ne: 1e-7\nf: -0\ng: 1e21\nh: 0x10\ni: 9007199254740993\n---\n",
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(canonical_json(&parsed.frontmatter)).unwrap(),
+        r#"{"a":1.5,"b":1000,"c":1.2345678901234568e+29,"d":0.000001,"e":1e-7,"f":0,"g":1e+21,"h":16,"i":9007199254740992}"#
+    );
+}
+
+#[test]
+fn strings_and_keys_canonicalize_per_rfc_8785() {
+    // RFC 8785 §3.2.3: keys sort by UTF-16 code units; §3.2.2.2: minimal string escapes.
+    let value = json!({"\u{20ac}": 1, "\r": 2, "\u{1f600}": 3, "\u{fb33}": 4, "1": 5, "\u{80}": 6, "a\"\\\u{1f}/é": 7});
+    assert_eq!(
+        String::from_utf8(canonical_json(&value)).unwrap(),
+        "{\"\\r\":2,\"1\":5,\"a\\\"\\\\\\u001f/é\":7,\"\u{80}\":6,\"\u{20ac}\":1,\"\u{1f600}\":3,\"\u{fb33}\":4}"
+    );
+}
+
+#[test]
+fn hex_round_trips() {
+    let hash = hash_of("---\na: 1\n---\n");
+    let hex = hash.to_hex();
+    assert_eq!(hex.len(), 64);
+    assert_eq!(hex, hex.to_lowercase());
+    assert_eq!(hash.to_string(), hex);
+    assert_eq!(hex.parse::<ContentHash>(), Ok(hash));
+    assert_eq!(hex.to_uppercase().parse::<ContentHash>(), Ok(hash));
+    assert_eq!(
+        "abc".parse::<ContentHash>().unwrap_err().to_string(),
+        "a content hash is 64 hex digits, not 3 characters"
+    );
+    let bad = format!("{}g", &hex[..63]);
+    assert_eq!(
+        bad.parse::<ContentHash>().unwrap_err().to_string(),
+        "a content hash is hex digits only, found 'g'"
+    );
+    assert_eq!(
+        ContentHash([0xab; 32]).to_string(),
+        "abababababababababababababababababababababababababababababababab"
+    );
+}

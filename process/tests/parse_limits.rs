@@ -1,0 +1,114 @@
+//! Hostile frontmatter is refused quickly and clearly: alias bombs, deep nesting, huge expansions.
+
+use agentprocess_process::parse::{MAX_DEPTH, MAX_EXPANDED_TEXT_BYTES, MAX_VALUES};
+use agentprocess_process::parse_document;
+use std::time::{Duration, Instant};
+
+/// The one issue of a refused frontmatter, and how long the refusal took.
+fn timed_refusal(yaml: &str) -> (String, Duration) {
+    let source = format!("---\n{yaml}---\n");
+    let started = Instant::now();
+    let result = parse_document(source.as_bytes());
+    let took = started.elapsed();
+    match result {
+        Ok(_) => panic!("accepted"),
+        Err(issues) => {
+            assert_eq!(issues.len(), 1, "{issues:?}");
+            (issues[0].to_string(), took)
+        }
+    }
+}
+
+fn billion_laughs(levels: usize) -> String {
+    let mut yaml = String::from("l0: &l0 \"lol\"\n");
+    for level in 1..=levels {
+        let previous = level - 1;
+        let items = vec![format!("*l{previous}"); 10].join(", ");
+        yaml.push_str(&format!("l{level}: &l{level} [{items}]\n"));
+    }
+    yaml
+}
+
+#[test]
+fn a_billion_laughs_is_refused_quickly() {
+    let (issue, took) = timed_refusal(&billion_laughs(9));
+    assert_eq!(
+        issue,
+        format!(
+            "the frontmatter holds more than {MAX_VALUES} values once anchors and aliases are expanded (line 7)"
+        )
+    );
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+#[test]
+fn a_few_levels_of_aliases_are_fine() {
+    let source = format!("---\n{}---\n", billion_laughs(3));
+    let document = parse_document(source.as_bytes()).unwrap();
+    assert_eq!(document.frontmatter["l3"][9][9][9], "lol");
+}
+
+#[test]
+fn a_long_string_aliased_many_times_is_refused() {
+    let long = "x".repeat(512 * 1024);
+    let aliases = ["*s"; 10].join(", ");
+    let (issue, took) = timed_refusal(&format!("s: &s {long}\nt: [{aliases}]\n"));
+    assert_eq!(
+        issue,
+        format!(
+            "the frontmatter holds more than {MAX_EXPANDED_TEXT_BYTES} bytes of text once anchors and aliases are expanded (line 3)"
+        )
+    );
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+#[test]
+fn too_many_plain_values_are_refused() {
+    let items = vec!["1"; MAX_VALUES + 1].join(",");
+    let (issue, _) = timed_refusal(&format!("a: [{items}]\n"));
+    assert_eq!(
+        issue,
+        format!(
+            "the frontmatter holds more than {MAX_VALUES} values once anchors and aliases are expanded (line 2)"
+        )
+    );
+}
+
+#[test]
+fn nesting_is_limited() {
+    assert_eq!(MAX_DEPTH, 64);
+    // The top-level mapping is level 1; 63 lists inside it reach the limit exactly.
+    let deepest = format!("a: {}{}\n", "[".repeat(63), "]".repeat(63));
+    assert!(parse_document(format!("---\n{deepest}---\n").as_bytes()).is_ok());
+    let too_deep = format!("a: {}{}\n", "[".repeat(64), "]".repeat(64));
+    let path = format!("a{}", "[0]".repeat(63));
+    let (issue, _) = timed_refusal(&too_deep);
+    assert_eq!(
+        issue,
+        format!("{path}: the frontmatter nests lists and mappings more than 64 levels deep (line 2)")
+    );
+}
+
+#[test]
+fn very_deep_nesting_is_refused_without_recursion() {
+    let yaml = format!("a: {}\n", "[".repeat(500_000));
+    let (issue, took) = timed_refusal(&yaml);
+    // The YAML scanner meets its own nesting limit while looking ahead for a flow key.
+    assert_eq!(
+        issue,
+        "frontmatter line 2 column 259: the frontmatter nests lists and mappings more than 64 levels deep"
+    );
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+#[test]
+fn aliases_cannot_nest_past_the_limit() {
+    let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
+    let also_deep = format!("{}*d{}", "[".repeat(30), "]".repeat(30));
+    let (issue, _) = timed_refusal(&format!("d: &d {deep}\ne: {also_deep}\n"));
+    let path = format!("e{}", "[0]".repeat(30));
+    assert_eq!(
+        issue,
+        format!("{path}: the frontmatter nests lists and mappings more than 64 levels deep (line 3)")
+    );
+}

@@ -1,0 +1,202 @@
+//! The refusal corpus: every rule of spec §2 and of the profiles, one small document each.
+//!
+//! `tests/corpus/refused/<case>/` holds a `PROCESS.md`, the exact expected issues in
+//! `issues.txt` (one `path: message` per line, in order), and optionally `offer.txt` naming what
+//! the server offers (`parallel check upload send_event`; absent means everything).
+//! `tests/corpus/accepted/<case>/PROCESS.md` and the shared conformance fixtures must publish.
+//!
+//! After a deliberate change of wording, `AGENTPROCESS_BLESS=1 cargo test --test refusals`
+//! rewrites every `issues.txt` with the actual issues; review the diff before committing.
+
+use agentprocess_process::{Offer, load};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn corpus(kind: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(kind);
+    let mut cases: Vec<PathBuf> = fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", root.display()))
+        .map(|entry| entry.expect("corpus entry").path())
+        .filter(|path| path.join("PROCESS.md").is_file())
+        .collect();
+    cases.sort();
+    cases
+}
+
+fn fixtures() -> PathBuf {
+    std::env::var_os("AGENTPROCESS_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/agentprocess/fixtures"))
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = fixtures().join(name).join("PROCESS.md");
+    fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// Reads `offer.txt`: the words `parallel`, `check`, `upload`, `send_event`; absent is everything.
+fn offer(case: &Path) -> Offer {
+    let Ok(text) = fs::read_to_string(case.join("offer.txt")) else {
+        return Offer::EVERYTHING;
+    };
+    let mut offer = Offer::CORE;
+    for word in text.split_whitespace() {
+        match word {
+            "parallel" => offer.parallel = true,
+            "check" => offer.check = true,
+            "upload" => offer.upload = true,
+            "send_event" => offer.send_event = true,
+            other => panic!("{}: unknown offer word {other:?}", case.display()),
+        }
+    }
+    offer
+}
+
+fn issue_lines(bytes: &[u8], offer: &Offer) -> Option<Vec<String>> {
+    match load(bytes, offer) {
+        Ok(_) => None,
+        Err(issues) => Some(issues.iter().map(ToString::to_string).collect()),
+    }
+}
+
+/// Spec §2: "A server MUST refuse a file that breaks any of these", reporting every issue.
+#[test]
+fn spec_2_every_refused_case_reports_exactly_its_issues() {
+    let cases = corpus("refused");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let bytes = fs::read(case.join("PROCESS.md")).expect("PROCESS.md");
+        let expected: Vec<String> = fs::read_to_string(case.join("issues.txt"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(str::to_string)
+            .collect();
+        let name = case.file_name().unwrap_or_default().to_string_lossy();
+        let actual = issue_lines(&bytes, &offer(case));
+        if std::env::var_os("AGENTPROCESS_BLESS").is_some() {
+            let mut text = actual.clone().unwrap_or_default().join("\n");
+            text.push('\n');
+            fs::write(case.join("issues.txt"), text).expect("writing issues.txt");
+            continue;
+        }
+        match actual {
+            None => failures.push(format!(
+                "{name}: accepted, expected:\n  {}",
+                expected.join("\n  ")
+            )),
+            Some(actual) if actual != expected => failures.push(format!(
+                "{name}:\n expected:\n  {}\n actual:\n  {}",
+                expected.join("\n  "),
+                actual.join("\n  ")
+            )),
+            Some(_) => {}
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn spec_2_the_corpus_covers_at_least_sixty_refusals() {
+    let count = corpus("refused").len();
+    assert!(count >= 60, "only {count} refused cases");
+}
+
+#[test]
+fn spec_2_accepted_edge_cases_publish() {
+    for case in corpus("accepted") {
+        let bytes = fs::read(case.join("PROCESS.md")).expect("PROCESS.md");
+        if let Some(issues) = issue_lines(&bytes, &offer(&case)) {
+            panic!("{} refused:\n  {}", case.display(), issues.join("\n  "));
+        }
+    }
+}
+
+const FIXTURES: [&str; 12] = [
+    "blog-publication",
+    "contract-review",
+    "customer-offboarding",
+    "employee-onboarding",
+    "expense-reimbursement",
+    "incident-postmortem",
+    "invoice-approval",
+    "major-incident",
+    "major-incident-response",
+    "supplier-rfp",
+    "support-escalation",
+    "vendor-check",
+];
+
+#[test]
+fn spec_2_every_conformance_fixture_publishes_with_everything_offered() {
+    for name in FIXTURES {
+        if let Some(issues) = issue_lines(&fixture(name), &Offer::EVERYTHING) {
+            panic!("{name} refused:\n  {}", issues.join("\n  "));
+        }
+    }
+}
+
+/// parallel-1 preamble: "A server without the profile refuses such a process at publication."
+#[test]
+fn parallel_1_major_incident_needs_the_profile() {
+    let offer = Offer {
+        parallel: false,
+        ..Offer::EVERYTHING
+    };
+    assert_eq!(
+        issue_lines(&fixture("major-incident"), &offer),
+        Some(vec![
+            "steps[1].parallel: needs the parallel-1 profile, which this server does not offer".to_string()
+        ])
+    );
+}
+
+/// check-1 preamble: "A server without the profile ... refuses such a process at publication."
+#[test]
+fn check_1_vendor_check_needs_the_profile() {
+    let offer = Offer {
+        check: false,
+        ..Offer::EVERYTHING
+    };
+    assert_eq!(
+        issue_lines(&fixture("vendor-check"), &offer),
+        Some(vec![
+            "steps[0].check: needs the check-1 profile, which this server does not offer".to_string()
+        ])
+    );
+}
+
+/// Spec §4.2: "A server MUST refuse to publish a process that needs a tool it does not offer."
+#[test]
+fn spec_4_2_file_evidence_and_events_need_their_tools() {
+    let no_upload = Offer {
+        upload: false,
+        ..Offer::EVERYTHING
+    };
+    let issues = issue_lines(&fixture("contract-review"), &no_upload).expect("refused");
+    assert_eq!(
+        issues,
+        [
+            "steps[0].evidence: file evidence needs the upload tool, which this server does not offer",
+            "steps[3].evidence: file evidence needs the upload tool, which this server does not offer",
+        ]
+    );
+    let no_events = Offer {
+        send_event: false,
+        ..Offer::EVERYTHING
+    };
+    assert_eq!(
+        issue_lines(&fixture("customer-offboarding"), &no_events),
+        Some(vec![
+            "steps[4].wait_for: needs the send_event tool, which this server does not offer".to_string()
+        ])
+    );
+}
