@@ -9,6 +9,7 @@ use super::state::*;
 use super::time::Timestamp;
 use super::token;
 use super::{Answer, Reply, Transition, render};
+use agentprocess_process::values::is_datetime;
 use agentprocess_process::{DataPath, PersonRef, Process, Step, StepId, StepKind, Target};
 use serde_json::Value;
 
@@ -315,7 +316,7 @@ impl<'a> Tx<'a> {
             }
             StepKind::WaitUntil { path } => {
                 let at = match self.read_path(path) {
-                    Some(Value::String(text)) => Timestamp::parse_rfc3339(text),
+                    Some(Value::String(text)) if is_datetime(text) => Timestamp::parse_rfc3339(text),
                     _ => None,
                 };
                 match at {

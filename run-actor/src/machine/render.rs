@@ -5,6 +5,7 @@
 
 use super::ctx::{PinnedProcess, hex};
 use super::state::*;
+use agentprocess_process::hash::canonical_json;
 use agentprocess_process::{FieldMap, FieldSpec, Next, Step, StepKind};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -73,10 +74,10 @@ fn record_json(record: &StepRecord) -> Map<String, Value> {
     out
 }
 
-/// `snapshot`: hex SHA-256 of the run data as rendered now. Equal data, equal snapshot.
+/// `snapshot`: hex SHA-256 of the RFC 8785 canonical JSON of the run data as rendered now.
+/// Equal data, equal snapshot, whatever the key order.
 pub fn snapshot(run: &RunState) -> String {
-    let bytes = serde_json::to_vec(&run_data(run)).unwrap_or_default();
-    hex(&Sha256::digest(bytes))
+    hex(&Sha256::digest(canonical_json(&run_data(run))))
 }
 
 /// The run view returned by `get_run` and every write that returns one. Never carries a token.
