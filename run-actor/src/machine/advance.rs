@@ -10,7 +10,7 @@ use super::time::Timestamp;
 use super::token;
 use super::{Answer, Reply, Transition, render};
 use agentprocess_process::values::is_datetime;
-use agentprocess_process::{DataPath, PersonRef, Process, Step, StepId, StepKind, Target};
+use agentprocess_process::{DataPath, Next, PersonRef, Process, Step, StepId, StepKind, Target};
 use serde_json::Value;
 
 /// One command being applied: the run as it changes, and the effects gathered so far.
@@ -204,11 +204,18 @@ impl<'a> Tx<'a> {
     /// attempt, and continues at `next`.
     pub fn complete(&mut self, step: &str, record: StepRecord, next: Option<Target>) {
         self.record_completion(step, record, StepState::Done);
+        self.follow(step, next);
+    }
+
+    /// Continues from a step that just finished along `next`: a step, or (`parallel-1`) the end
+    /// of its branch.
+    pub fn follow(&mut self, from: &str, next: Option<Target>) {
         match next {
-            Some(target) => self.advance_to(target),
+            Some(Target::Step(id)) => self.advance_to(&id),
+            Some(Target::Join) => self.join_branch(from),
             None => {
-                let note = format!("step {step} completed but names no next step");
-                self.fail_run_at(step, "server", note);
+                let note = format!("step {from} completed but names no next step");
+                self.fail_run_at(from, "server", note);
             }
         }
     }
@@ -242,32 +249,71 @@ impl<'a> Tx<'a> {
         self.cancel_timers(step, None);
     }
 
-    /// Follows edges from `target` until the run rests: steps that complete at once (finish,
-    /// a past `wait_until`, a held event) are completed in the same write.
-    pub fn advance_to(&mut self, target: Target) {
-        let mut next = Some(target);
-        while let Some(target) = next.take() {
+    /// Makes `target` ready and follows edges until the run rests: steps that complete at once
+    /// (finish, a past `wait_until`, a held event) are completed in the same write.
+    pub fn advance_to(&mut self, target: &StepId) {
+        let mut id = target.clone();
+        loop {
             if self.run.has_ended() {
                 return;
             }
-            next = match target {
-                Target::Step(id) => self.enter(&id),
-                Target::Join => {
-                    self.fail_run_at_server(
-                        "a branch joined, but parallel steps are not supported by this server",
-                    );
-                    None
-                }
-            };
+            match self.enter(&id) {
+                None => return,
+                Some(Some(Target::Step(next))) => id = next,
+                Some(next) => return self.follow(id.as_str(), next),
+            }
         }
     }
 
-    /// Makes one step ready. Returns where to go next when the step completed at once.
-    fn enter(&mut self, id: &StepId) -> Option<Target> {
+    /// `parallel-1`: a branch reached `join`. When it is the last one, the parallel step is done
+    /// and the run continues at its `next`, in the same write.
+    fn join_branch(&mut self, step: &str) {
+        let Some((parallel, entry)) = self.branch_of(step) else {
+            let note = format!("step {step} joined outside a parallel branch");
+            return self.fail_run_at(step, "server", note);
+        };
+        let process = self.process();
+        let parallel_step = process.step(&parallel).expect("branch_of names a process step");
+        let StepKind::Parallel { branches } = &parallel_step.kind else {
+            unreachable!("branch_of returns parallel steps")
+        };
+        let run_parallel = self.step_run(parallel.as_str());
+        if !run_parallel.joined.iter().any(|e| e == entry.as_str()) {
+            run_parallel.joined.push(entry.to_string());
+        }
+        let all_joined = branches
+            .iter()
+            .all(|b| run_parallel.joined.iter().any(|e| e == b.as_str()));
+        if all_joined {
+            run_parallel.state = Some(StepState::Done);
+            self.follow(parallel.as_str(), process.default_next(parallel_step));
+        }
+    }
+
+    /// `parallel-1`: the parallel step and branch entry whose branch holds `step`.
+    pub fn branch_of(&self, step: &str) -> Option<(StepId, StepId)> {
+        let process = self.process();
+        process.steps.iter().find_map(|parallel| match &parallel.kind {
+            StepKind::Parallel { branches } => branches.iter().find_map(|entry| {
+                branch_steps(process, entry)
+                    .iter()
+                    .any(|s| s.as_str() == step)
+                    .then(|| (parallel.id.clone(), entry.clone()))
+            }),
+            _ => None,
+        })
+    }
+
+    /// Makes one step ready. Returns `None` when the step now rests (ready, waiting), or
+    /// `Some(next)` when it completed at once and the run goes on at `next`.
+    fn enter(&mut self, id: &StepId) -> Option<Option<Target>> {
         let process = self.process();
         let step = process.step(id).expect("targets name existing steps");
         let now = self.now();
+        self.run.counters.entries += 1;
+        let entered = self.run.counters.entries;
         let run_step = self.step_run(id.as_str());
+        run_step.entered = entered;
         run_step.ready_since = Some(now);
         run_step.due_at = None;
         run_step.overdue = false;
@@ -328,7 +374,7 @@ impl<'a> Tx<'a> {
                     Some(at) if at <= now => {
                         self.step_run(id.as_str()).state = Some(StepState::Waiting);
                         self.record_completion(id.as_str(), self.server_record(), StepState::Done);
-                        process.default_next(step)
+                        Some(process.default_next(step))
                     }
                     Some(at) => {
                         self.step_run(id.as_str()).state = Some(StepState::Waiting);
@@ -348,7 +394,7 @@ impl<'a> Tx<'a> {
                         ..StepRecord::default()
                     };
                     self.record_completion(id.as_str(), record, StepState::Done);
-                    return process.default_next(step);
+                    return Some(process.default_next(step));
                 }
                 if let Some(timeout) = timeout {
                     self.arm_timer(
@@ -370,13 +416,12 @@ impl<'a> Tx<'a> {
                 });
                 None
             }
-            StepKind::Parallel { .. } => {
+            StepKind::Parallel { branches } => {
                 run_step.state = Some(StepState::Waiting);
-                self.fail_run_at(
-                    id.as_str(),
-                    "server",
-                    "parallel steps are not supported by this server".to_string(),
-                );
+                run_step.joined.clear();
+                for entry in branches {
+                    self.advance_to(entry);
+                }
                 None
             }
         }
@@ -476,16 +521,6 @@ impl<'a> Tx<'a> {
         });
     }
 
-    fn fail_run_at_server(&mut self, note: &str) {
-        self.end_run(RunEnd {
-            cancelled: false,
-            outcome: Some("failed".to_string()),
-            by: "server".to_string(),
-            at: self.now(),
-            note: Some(note.to_string()),
-        });
-    }
-
     /// Ends the run: unfinished steps become `cancelled`, work items go, tokens die, timers are
     /// cancelled and held events are discarded (spec §3.5).
     pub fn end_run(&mut self, end: RunEnd) {
@@ -513,28 +548,39 @@ impl<'a> Tx<'a> {
         });
     }
 
-    /// Rejection into `on_reject` (spec §3.1): every step completed after the returned-to step,
+    /// Rejection into `on_reject` (spec §3.1): every step reached after the returned-to step,
     /// other than the rejecting approval, moves its current record into `history` and is no
-    /// longer reached; the approval keeps its rejection current; the returned-to step is ready.
+    /// longer reached; the approval keeps its rejection current; the returned-to step is made
+    /// ready again. `parallel-1`: when the returned-to step is inside a branch, only that branch
+    /// is rewound; returning to a parallel step rewinds every branch and forks again.
     pub fn rewind(&mut self, approval: &str, rejection: StepRecord, to: &StepId) {
         self.record_completion(approval, rejection, StepState::Done);
         self.step_run(approval).state = None;
-        let since = self
-            .run
-            .step(to.as_str())
-            .and_then(|s| s.current.as_ref())
-            .map_or(0, |r| r.seq);
+        let since = self.run.step(to.as_str()).map_or(0, |s| s.entered);
+        let region: Option<Vec<StepId>> = self
+            .branch_of(to.as_str())
+            .map(|(_, entry)| branch_steps(self.process(), &entry));
         for run_step in &mut self.run.steps {
-            if run_step.id == approval || run_step.id == to.as_str() {
+            let in_region = region
+                .as_ref()
+                .is_none_or(|steps| steps.iter().any(|s| s.as_str() == run_step.id));
+            if run_step.id == approval
+                || run_step.id == to.as_str()
+                || !in_region
+                || run_step.state.is_none()
+                || run_step.entered <= since
+            {
                 continue;
             }
-            if run_step.current.as_ref().is_some_and(|r| r.seq > since) {
-                let record = run_step.current.take().expect("checked above");
+            if run_step.state == Some(StepState::Done)
+                && let Some(record) = run_step.current.take()
+            {
                 run_step.history.push(record);
-                run_step.state = None;
             }
+            run_step.state = None;
+            run_step.joined.clear();
         }
-        self.advance_to(Target::Step(to.clone()));
+        self.advance_to(to);
     }
 
     /// Bytes of run data (`inputs` and `steps`) as JSON, for `limits.runDataBytes`.
@@ -590,4 +636,35 @@ impl<'a> Tx<'a> {
         }
         Ok(())
     }
+}
+
+/// `parallel-1`: the steps of the branch that starts at `entry`: the entry and every step
+/// reachable from it along `next` and `on_timeout` edges, stopping at `join`.
+pub(crate) fn branch_steps(process: &Process, entry: &StepId) -> Vec<StepId> {
+    let mut seen = vec![entry.clone()];
+    let mut position = 0;
+    while let Some(id) = seen.get(position).cloned() {
+        position += 1;
+        let Some(step) = process.step(&id) else { continue };
+        let mut targets: Vec<&Target> = match &step.next {
+            Some(Next::Step(target)) => vec![target],
+            Some(Next::Routes(routes)) => routes.iter().map(|r| &r.to).collect(),
+            None => Vec::new(),
+        };
+        if let StepKind::WaitFor {
+            on_timeout: Some(target),
+            ..
+        } = &step.kind
+        {
+            targets.push(target);
+        }
+        for target in targets {
+            if let Target::Step(next) = target
+                && !seen.contains(next)
+            {
+                seen.push(next.clone());
+            }
+        }
+    }
+    seen
 }

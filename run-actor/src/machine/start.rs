@@ -7,7 +7,7 @@ use super::ctx::{Actor, Ctx, PinnedProcess, hex};
 use super::refusal::Refusal;
 use super::state::*;
 use super::{Answer, Transition};
-use agentprocess_process::{PersonRef, Target, check_values};
+use agentprocess_process::{PersonRef, check_values};
 use serde_json::Value;
 
 pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) -> Result<Transition, Refusal> {
@@ -81,6 +81,6 @@ pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) ->
         .expect("a valid process has steps")
         .id
         .clone();
-    tx.advance_to(Target::Step(first));
+    tx.advance_to(&first);
     Ok(tx.finish(Answer::RunView))
 }

@@ -102,6 +102,9 @@ pub struct RunEnd {
 /// Per-run counters for ids and generations; they only grow.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
+    /// Counts step entries; a step's `entered` orders when it was last reached.
+    #[serde(default)]
+    pub entries: u64,
     pub work_items: u64,
     pub leases: u64,
     pub timers: u64,
@@ -157,6 +160,12 @@ pub struct StepRun {
     pub timers: Vec<ArmedTimer>,
     /// The open work item of this step, if any.
     pub work_item: Option<String>,
+    /// When the step was last reached, on the run's entry counter (0: never).
+    #[serde(default)]
+    pub entered: u64,
+    /// `parallel-1`, on a parallel step: the branch entries whose branch reached `join`.
+    #[serde(default)]
+    pub joined: Vec<String>,
 }
 
 impl StepRun {
@@ -174,6 +183,8 @@ impl StepRun {
             escalation: None,
             timers: Vec::new(),
             work_item: None,
+            entered: 0,
+            joined: Vec::new(),
         }
     }
 }
