@@ -619,3 +619,56 @@ fn spec_3_5_a_run_with_people_ends_with_work_items_removed() {
     assert_eq!(transition.reply.data()["workItems"], json!([]));
     assert_eq!(world.step_state("approve"), "cancelled");
 }
+
+#[test]
+fn spec_3_3_any_operator_may_take_an_escalation_from_the_queue() {
+    let (mut world, item) = escalated();
+    let mut outsider = operator();
+    if let agentprocess_run_actor::machine::Actor::Person { groups, .. } = &mut outsider.actor {
+        groups.clear();
+    }
+    world
+        .decide(outsider, &item, Decision::Returned)
+        .note("Go on.")
+        .send()
+        .unwrap();
+    assert_eq!(world.step_state("check_vendor"), "ready");
+}
+
+#[test]
+fn spec_3_1_repeated_rework_keeps_every_earlier_completion_in_order() {
+    let mut world = at_approval();
+    for round in 1..=2 {
+        let item = world.work_item_on("approve");
+        world
+            .decide(finance(), &item, Decision::Rejected)
+            .note(&format!("Round {round}."))
+            .send()
+            .unwrap();
+        world.advance(60);
+        let token = world.claim_token(agent("a_screener"), "check_vendor");
+        world
+            .submit(agent("a_screener"), &token, screening("approve"))
+            .unwrap();
+    }
+    let item = world.work_item_on("approve");
+    let view = world
+        .decide(finance(), &item, Decision::Approved)
+        .send()
+        .unwrap()
+        .reply
+        .data()
+        .clone();
+    let screening = &view["data"]["steps"]["check_vendor"];
+    assert_eq!(screening["history"].as_array().unwrap().len(), 2);
+    assert_eq!(screening["history"][0]["at"], "2026-10-06T09:00:00Z");
+    assert_eq!(screening["history"][1]["at"], "2026-10-06T09:01:00Z");
+    let approval = &view["data"]["steps"]["approve"];
+    let notes: Vec<&str> = approval["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["note"].as_str().unwrap())
+        .collect();
+    assert_eq!(notes, vec!["Round 1.", "Round 2."]);
+}

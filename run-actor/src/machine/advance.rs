@@ -539,6 +539,8 @@ impl<'a> Tx<'a> {
             self.effects.push(Effect::CloseWorkItem { id: item.id });
         }
         self.run.held_events.clear();
+        // Every write to an ended run is `run_ended` before any token is looked at.
+        self.run.retired_tokens.clear();
         let state = if end.cancelled { "cancelled" } else { "ended" };
         let outcome = end.outcome.clone();
         self.run.end = Some(end);

@@ -38,10 +38,11 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
     let Actor::Person { email, groups } = &decide.caller.actor else {
         return Err(Refusal::forbidden("only a person may decide"));
     };
+    // Escalations wait in the operators' queue: any operator may take them.
     let member = match &item.assigned_to {
         Assignment::Group(group) => groups.contains(group),
         Assignment::Person(person) => person == email,
-    };
+    } || (item.kind == WorkItemKind::Escalation && decide.caller.operator);
     if !member {
         return Err(Refusal::forbidden("you are not in this work item's assignment"));
     }

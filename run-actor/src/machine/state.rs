@@ -224,9 +224,30 @@ pub struct Claim {
     pub progress: Option<String>,
 }
 
-/// SHA-256 of a token's secret part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// SHA-256 of a token's secret part. Stored as 64 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TokenHash(pub [u8; 32]);
+
+impl Serialize for TokenHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::ctx::hex(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let mut bytes = [0u8; 32];
+        if text.len() != 64 || !text.is_ascii() {
+            return Err(serde::de::Error::custom("a token hash is 64 hex digits"));
+        }
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[i * 2..i * 2 + 2], 16)
+                .map_err(|_| serde::de::Error::custom("a token hash is 64 hex digits"))?;
+        }
+        Ok(TokenHash(bytes))
+    }
+}
 
 /// What the previous attempt at a step left behind (spec §3.3). Empty renders as `null`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
