@@ -4,100 +4,10 @@
 
 mod common;
 
-use agentprocess_process::{FieldMap, FieldSpec, FieldType, Next, Offer, StepKind, load};
-use agentprocess_run_actor::machine::{
-    Assignment, Caller, Command, Decision, EvidenceItem, PinnedProcess, StepState, Submission, WorkItemKind,
-};
+use agentprocess_process::StepKind;
+use agentprocess_run_actor::machine::{Command, Decision, StepState, WorkItemKind};
 use common::*;
-use indexmap::IndexMap;
-use serde_json::{Map, Value, json};
-use std::path::PathBuf;
-
-fn fixtures_dir() -> PathBuf {
-    schemas_dir().join("../../fixtures")
-}
-
-fn fixture(name: &str) -> PinnedProcess {
-    let path = fixtures_dir().join(name).join("PROCESS.md");
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let loaded = load(&bytes, &Offer::EVERYTHING).unwrap_or_else(|issues| panic!("{name}: {issues:?}"));
-    let roles: IndexMap<String, String> = loaded
-        .process
-        .role_names()
-        .into_iter()
-        .map(|role| (role.to_string(), format!("g_{role}")))
-        .collect();
-    PinnedProcess {
-        process: loaded.process,
-        version: 1,
-        body: loaded.body,
-        roles,
-    }
-}
-
-/// A value that satisfies a declaration.
-fn sample(spec: &FieldSpec, name: &str) -> Value {
-    if let Some(first) = spec.one_of.as_ref().and_then(|values| values.first()) {
-        return first.clone();
-    }
-    match spec.field_type {
-        FieldType::String => json!(format!("{name} text")),
-        FieldType::Number => json!(42),
-        FieldType::Boolean => json!(true),
-        FieldType::Date => json!("2026-10-06"),
-        FieldType::Datetime => json!("2026-10-01T00:00:00Z"),
-        FieldType::List => json!([]),
-        FieldType::Object => json!({}),
-        FieldType::Person => json!(format!("{}@acme.example", name.to_lowercase())),
-    }
-}
-
-fn sample_map(fields: &FieldMap) -> Map<String, Value> {
-    fields
-        .iter()
-        .filter(|(_, spec)| !spec.optional)
-        .map(|(name, spec)| (name.clone(), sample(spec, name)))
-        .collect()
-}
-
-/// A submission that meets `step`'s declaration, choosing `next` (or the first route).
-fn good_submission(world: &World, step: &str, next: Option<&str>) -> Submission {
-    let step = world.process.process.step(&id(step)).unwrap();
-    let work = step.work().unwrap();
-    let evidence = work
-        .evidence
-        .iter()
-        .map(|kind| match kind.name() {
-            "file" => file("f_91a"),
-            _ => link("https://example.com/record"),
-        })
-        .collect::<Vec<EvidenceItem>>();
-    let (next, reason) = match &step.next {
-        Some(Next::Routes(routes)) => (
-            Some(
-                next.map(str::to_string)
-                    .unwrap_or_else(|| routes[0].to.to_string()),
-            ),
-            Some("Chosen by the walk.".to_string()),
-        ),
-        _ => (None, None),
-    };
-    Submission {
-        output: Some(sample_map(&work.output)),
-        evidence,
-        summary: Some(format!("Did {}.", step.id)),
-        next,
-        reason,
-    }
-}
-
-/// Someone who may decide an item with this assignment.
-fn assignee(assigned_to: &Assignment) -> Caller {
-    match assigned_to {
-        Assignment::Group(group) => person("member@acme.example", &[group.as_str()]),
-        Assignment::Person(email) => person(email, &[]),
-    }
-}
+use serde_json::{Value, json};
 
 /// What the walk does at a step; `None` from a script takes the default.
 #[derive(Debug, Clone)]

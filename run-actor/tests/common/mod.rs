@@ -4,12 +4,13 @@
 #![allow(dead_code)]
 
 use agentprocess_process::{
-    Duration, DurationUnit, EvidenceKind, FieldMap, FieldSpec, FieldType, Next, PersonFormat, PersonRef,
-    Process, ProcessName, Route, Step, StepId, StepKind, Target, Work,
+    Duration, DurationUnit, EvidenceKind, FieldMap, FieldSpec, FieldType, Next, Offer, PersonFormat,
+    PersonRef, Process, ProcessName, Route, Step, StepId, StepKind, Target, Work, load,
 };
 use agentprocess_run_actor::machine::{
-    self, Actor, Caller, Command, Ctx, Decide, Decision, EvidenceItem, Limits, Mode, PinnedProcess, Refusal,
-    RunState, StartRun, Submission, Timestamp, Transition, UploadLookup, UploadStatus, render,
+    self, Actor, Assignment, Caller, Command, Ctx, Decide, Decision, EvidenceItem, Limits, Mode,
+    PinnedProcess, Refusal, RunState, StartRun, Submission, Timestamp, Transition, UploadLookup,
+    UploadStatus, render,
 };
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
@@ -591,4 +592,92 @@ pub fn screening(next: &str) -> Submission {
 pub fn refused(result: Result<Transition, Refusal>) -> (machine::Code, Vec<String>) {
     let refusal = result.expect_err("refused");
     (refusal.code, refusal.issues)
+}
+
+// ---------------------------------------------------------------- fixtures
+
+pub fn fixtures_dir() -> PathBuf {
+    schemas_dir().join("../../fixtures")
+}
+
+pub fn fixture(name: &str) -> PinnedProcess {
+    let path = fixtures_dir().join(name).join("PROCESS.md");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let loaded = load(&bytes, &Offer::EVERYTHING).unwrap_or_else(|issues| panic!("{name}: {issues:?}"));
+    let roles: IndexMap<String, String> = loaded
+        .process
+        .role_names()
+        .into_iter()
+        .map(|role| (role.to_string(), format!("g_{role}")))
+        .collect();
+    PinnedProcess {
+        process: loaded.process,
+        version: 1,
+        body: loaded.body,
+        roles,
+    }
+}
+
+/// A value that satisfies a declaration.
+pub fn sample(spec: &FieldSpec, name: &str) -> Value {
+    if let Some(first) = spec.one_of.as_ref().and_then(|values| values.first()) {
+        return first.clone();
+    }
+    match spec.field_type {
+        FieldType::String => json!(format!("{name} text")),
+        FieldType::Number => json!(42),
+        FieldType::Boolean => json!(true),
+        FieldType::Date => json!("2026-10-06"),
+        FieldType::Datetime => json!("2026-10-01T00:00:00Z"),
+        FieldType::List => json!([]),
+        FieldType::Object => json!({}),
+        FieldType::Person => json!(format!("{}@acme.example", name.to_lowercase())),
+    }
+}
+
+pub fn sample_map(fields: &FieldMap) -> Map<String, Value> {
+    fields
+        .iter()
+        .filter(|(_, spec)| !spec.optional)
+        .map(|(name, spec)| (name.clone(), sample(spec, name)))
+        .collect()
+}
+
+/// A submission that meets `step`'s declaration, choosing `next` (or the first route).
+pub fn good_submission(world: &World, step: &str, next: Option<&str>) -> Submission {
+    let step = world.process.process.step(&id(step)).unwrap();
+    let work = step.work().unwrap();
+    let evidence = work
+        .evidence
+        .iter()
+        .map(|kind| match kind.name() {
+            "file" => file("f_91a"),
+            _ => link("https://example.com/record"),
+        })
+        .collect::<Vec<EvidenceItem>>();
+    let (next, reason) = match &step.next {
+        Some(Next::Routes(routes)) => (
+            Some(
+                next.map(str::to_string)
+                    .unwrap_or_else(|| routes[0].to.to_string()),
+            ),
+            Some("Chosen by the walk.".to_string()),
+        ),
+        _ => (None, None),
+    };
+    Submission {
+        output: Some(sample_map(&work.output)),
+        evidence,
+        summary: Some(format!("Did {}.", step.id)),
+        next,
+        reason,
+    }
+}
+
+/// Someone who may decide an item with this assignment.
+pub fn assignee(assigned_to: &Assignment) -> Caller {
+    match assigned_to {
+        Assignment::Group(group) => person("member@acme.example", &[group.as_str()]),
+        Assignment::Person(email) => person(email, &[]),
+    }
 }
