@@ -1,12 +1,10 @@
 //! The content hash of spec §6.5: SHA-256 of canonical frontmatter JSON, `\n`, then the body.
 //!
 //! The canonical JSON is RFC 8785 (JCS): keys sorted by UTF-16 code units, no whitespace, strings
-//! escaped as ECMAScript does, and numbers written as ECMAScript writes an IEEE 754 double. Our
-//! `serde_json` keeps every number's text (`arbitrary_precision`), which JCS serializers would
-//! copy verbatim (`1.50` would stay `1.50`), so numbers are handed to the canonicalizer as
-//! doubles here: `1.50`, `1.5` and `15e-1` all canonicalize to `1.5`.
+//! escaped as ECMAScript does, and numbers written as ECMAScript writes an IEEE 754 double, so
+//! `1.50`, `1.5` and `15e-1` all canonicalize to `1.5`. Our `serde_json` keeps every number's
+//! text (`arbitrary_precision`); the canonicalizer reads that text as a double, as JCS requires.
 
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -72,8 +70,7 @@ fn hex_value(digit: u8) -> u8 {
 
 /// Hashes a document's parsed frontmatter and its body.
 ///
-/// Every number in `frontmatter` must be finite as a double, which [`crate::parse`] guarantees;
-/// a number that is not is hashed as `null` rather than panicking.
+/// Every number in `frontmatter` must be finite as a double, as [`crate::parse`] guarantees.
 pub fn content_hash(frontmatter: &Value, body: &str) -> ContentHash {
     let mut hasher = Sha256::new();
     hasher.update(canonical_json(frontmatter));
@@ -83,39 +80,9 @@ pub fn content_hash(frontmatter: &Value, body: &str) -> ContentHash {
 }
 
 /// The RFC 8785 canonical JSON of a value.
+///
+/// A number too large for a double has no canonical form; such a value (never one that
+/// [`crate::parse`] produced) gives empty bytes rather than a panic.
 pub fn canonical_json(value: &Value) -> Vec<u8> {
-    // Serializing a `Value` into memory fails only on a non-finite double, which
-    // `AsDouble` never produces.
-    serde_json_canonicalizer::to_vec(&AsDouble(value)).unwrap_or_default()
-}
-
-/// Serializes a value with every number as an IEEE 754 double, as RFC 8785 §3.2.2.3 requires.
-struct AsDouble<'a>(&'a Value);
-
-impl Serialize for AsDouble<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::Null => serializer.serialize_unit(),
-            Value::Bool(b) => serializer.serialize_bool(*b),
-            Value::Number(number) => match number.to_string().parse::<f64>() {
-                Ok(double) if double.is_finite() => serializer.serialize_f64(double),
-                _ => serializer.serialize_unit(),
-            },
-            Value::String(text) => serializer.serialize_str(text),
-            Value::Array(items) => {
-                let mut seq = serializer.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(&AsDouble(item))?;
-                }
-                seq.end()
-            }
-            Value::Object(map) => {
-                let mut out = serializer.serialize_map(Some(map.len()))?;
-                for (key, item) in map {
-                    out.serialize_entry(key, &AsDouble(item))?;
-                }
-                out.end()
-            }
-        }
-    }
+    serde_json_canonicalizer::to_vec(value).unwrap_or_default()
 }

@@ -226,8 +226,6 @@ struct Cost {
 #[derive(Debug)]
 struct Frame {
     node: Node,
-    /// The JSON path of this collection, for issues.
-    path: String,
     anchor: usize,
     /// The budget spent when this collection started, to know its own cost at its end.
     spent_before: Cost,
@@ -246,6 +244,9 @@ enum Node {
 }
 
 /// Builds the JSON tree from parser events with an explicit stack (no recursion).
+///
+/// Paths for issues are worked out from the stack only when an issue is raised: building one
+/// per node would copy long keys once per value below them.
 #[derive(Debug, Default)]
 struct Builder {
     stack: Vec<Frame>,
@@ -254,24 +255,44 @@ struct Builder {
     root: Option<Value>,
 }
 
-/// Where the next node goes.
-enum Slot {
-    /// The key of a mapping: the path is the mapping's.
-    Key(String),
-    /// A value (of the document, a list or a mapping) at this path.
-    Value(String),
-}
-
 impl Builder {
-    fn slot(&self) -> Slot {
-        match self.stack.last() {
-            None => Slot::Value(String::new()),
-            Some(frame) => match &frame.node {
-                Node::List(items) => Slot::Value(issue::index(&frame.path, items.len())),
-                Node::Mapping { key: None, .. } => Slot::Key(frame.path.clone()),
-                Node::Mapping { key: Some(key), .. } => Slot::Value(issue::child(&frame.path, key)),
-            },
+    /// Whether the next node is the key of a mapping.
+    fn expects_key(&self) -> bool {
+        matches!(
+            self.stack.last(),
+            Some(Frame {
+                node: Node::Mapping { key: None, .. },
+                ..
+            })
+        )
+    }
+
+    /// The JSON path of the collection `depth` levels down the stack (0: the root).
+    fn path_at(&self, depth: usize) -> String {
+        let mut path = String::new();
+        for frame in self.stack.iter().take(depth) {
+            path = match &frame.node {
+                Node::List(items) => issue::index(&path, items.len()),
+                Node::Mapping { key: Some(key), .. } => issue::child(&path, key),
+                Node::Mapping { key: None, .. } => path,
+            };
         }
+        path
+    }
+
+    /// The path an issue about the next node carries: the node's own path, or for a key the
+    /// path of its mapping.
+    fn next_path(&self) -> String {
+        if self.expects_key() {
+            self.path_at(self.stack.len() - 1)
+        } else {
+            self.path_at(self.stack.len())
+        }
+    }
+
+    /// An issue about the next node; `message` ends with its line.
+    fn refuse(&self, message: String, line: usize) -> Issue {
+        Issue::new(self.next_path(), format!("{message} (line {line})"))
     }
 
     fn on_event(&mut self, event: Event<'_>, span: &Span) -> Result<(), Issue> {
@@ -285,11 +306,8 @@ impl Builder {
         }
         match event {
             Event::Scalar(text, style, anchor, tag) => {
-                let slot = self.slot();
-                let path = match &slot {
-                    Slot::Key(path) | Slot::Value(path) => path.clone(),
-                };
-                let value = resolve_scalar(&text, style, tag.as_deref(), &path, line)?;
+                let value = resolve_scalar(&text, style, tag.as_deref())
+                    .map_err(|message| self.refuse(message, line))?;
                 let cost = Cost {
                     values: 1,
                     text_bytes: text.len(),
@@ -298,10 +316,10 @@ impl Builder {
                 if anchor != 0 {
                     self.keep_anchor(anchor, value.clone(), cost, 0, line)?;
                 }
-                self.place(slot, value, 0, line)
+                self.place(value, 0, line)
             }
             Event::SequenceStart(anchor, tag) => {
-                self.open(Node::List(Vec::new()), anchor, tag.as_deref(), "list", line)
+                self.open(Node::List(Vec::new()), anchor, tag.as_deref(), line)
             }
             Event::MappingStart(anchor, tag) => self.open(
                 Node::Mapping {
@@ -310,21 +328,22 @@ impl Builder {
                 },
                 anchor,
                 tag.as_deref(),
-                "mapping",
                 line,
             ),
             Event::SequenceEnd | Event::MappingEnd => self.close(line),
             Event::Alias(anchor) => {
-                let slot = self.slot();
                 let Some(anchored) = self.anchors.get(&anchor) else {
-                    return Err(Issue::new(
-                        slot_path(&slot),
-                        format!("an alias refers to a node that contains it (line {line})"),
-                    ));
+                    return Err(self.refuse("an alias refers to a node that contains it".to_string(), line));
                 };
-                let (value, cost, height) = (anchored.value.clone(), anchored.cost, anchored.height);
+                let (cost, height) = (anchored.cost, anchored.height);
+                // Spend before copying, so an alias bomb stops before it allocates.
                 self.spend(cost, line)?;
-                self.place(slot, value, height, line)
+                let value = self
+                    .anchors
+                    .get(&anchor)
+                    .map(|anchored| anchored.value.clone())
+                    .unwrap_or_default();
+                self.place(value, height, line)
             }
             Event::StreamStart
             | Event::StreamEnd
@@ -335,43 +354,27 @@ impl Builder {
     }
 
     /// Starts a list or mapping after checking its tag and the depth limit.
-    fn open(
-        &mut self,
-        node: Node,
-        anchor: usize,
-        tag: Option<&Tag>,
-        kind: &str,
-        line: usize,
-    ) -> Result<(), Issue> {
-        let path = match self.slot() {
-            Slot::Key(path) => {
-                return Err(Issue::new(
-                    path,
-                    format!("a mapping key is a {kind}; keys must be strings (line {line})"),
-                ));
-            }
-            Slot::Value(path) => path,
+    fn open(&mut self, node: Node, anchor: usize, tag: Option<&Tag>, line: usize) -> Result<(), Issue> {
+        let (kind, expected_tag) = match node {
+            Node::List(_) => ("list", "seq"),
+            Node::Mapping { .. } => ("mapping", "map"),
         };
+        if self.expects_key() {
+            return Err(self.refuse(format!("a mapping key is a {kind}; keys must be strings"), line));
+        }
         if let Some(tag) = tag {
-            let expected = if matches!(node, Node::List(_)) {
-                "seq"
-            } else {
-                "map"
-            };
             match core_tag(tag) {
-                Some(name) if name == expected => {}
+                Some(name) if name == expected_tag => {}
                 Some(name) if is_known_core_tag(name) => {
-                    return Err(Issue::new(
-                        path,
-                        format!("the tag !!{name} cannot be put on a {kind} (line {line})"),
-                    ));
+                    return Err(self.refuse(format!("the tag !!{name} cannot be put on a {kind}"), line));
                 }
-                _ => return Err(unsupported_tag(path, tag, line)),
+                _ => return Err(self.refuse(unsupported_tag(tag), line)),
             }
         }
         if self.stack.len() + 1 > MAX_DEPTH {
-            return Err(too_deep(path, line));
+            return Err(self.refuse(DEPTH_MESSAGE.to_string(), line));
         }
+        let spent_before = self.spent;
         self.spend(
             Cost {
                 values: 1,
@@ -381,12 +384,8 @@ impl Builder {
         )?;
         self.stack.push(Frame {
             node,
-            path,
             anchor,
-            spent_before: Cost {
-                values: self.spent.values - 1,
-                text_bytes: self.spent.text_bytes,
-            },
+            spent_before,
             height: 0,
         });
         Ok(())
@@ -404,8 +403,9 @@ impl Builder {
             Node::List(items) => Value::Array(items),
             Node::Mapping { map, key: None } => Value::Object(map),
             Node::Mapping { key: Some(key), .. } => {
+                // The parser always gives a key its value, if only an empty one.
                 return Err(Issue::new(
-                    frame.path,
+                    self.path_at(self.stack.len()),
                     format!("key {key:?} has no value (line {line})"),
                 ));
             }
@@ -418,8 +418,7 @@ impl Builder {
             };
             self.keep_anchor(frame.anchor, value.clone(), cost, height, line)?;
         }
-        let slot = self.slot();
-        self.place(slot, value, height, line)
+        self.place(value, height, line)
     }
 
     /// Keeps a copy of an anchored value; the copy counts against the budgets.
@@ -461,42 +460,43 @@ impl Builder {
 
     /// Puts a finished value where the next node goes: a key, a mapping value, a list item or
     /// the root. `height` is its levels of nesting, for the depth limit.
-    fn place(&mut self, slot: Slot, value: Value, height: usize, line: usize) -> Result<(), Issue> {
+    fn place(&mut self, value: Value, height: usize, line: usize) -> Result<(), Issue> {
         if self.stack.len() + height > MAX_DEPTH {
-            return Err(too_deep(slot_path(&slot), line));
+            return Err(self.refuse(DEPTH_MESSAGE.to_string(), line));
         }
+        let mapping_depth = self.stack.len().saturating_sub(1);
         let Some(frame) = self.stack.last_mut() else {
             self.root = Some(value);
             return Ok(());
         };
         frame.height = frame.height.max(height);
-        match &mut frame.node {
-            Node::List(items) => items.push(value),
-            Node::Mapping { map, key } => match key.take() {
-                Some(key) => {
-                    map.insert(key, value);
-                }
-                None => {
-                    let Value::String(name) = value else {
-                        return Err(non_string_key(&frame.path, &value, line));
-                    };
-                    if map.contains_key(&name) {
-                        return Err(Issue::new(
-                            frame.path.clone(),
-                            format!("duplicate key {name:?} (line {line})"),
-                        ));
-                    }
-                    *key = Some(name);
-                }
-            },
+        let Node::Mapping { map, key } = &mut frame.node else {
+            if let Node::List(items) = &mut frame.node {
+                items.push(value);
+            }
+            return Ok(());
+        };
+        if let Some(key) = key.take() {
+            map.insert(key, value);
+            return Ok(());
         }
+        let name = match value {
+            Value::String(name) => name,
+            other => {
+                return Err(Issue::new(
+                    self.path_at(mapping_depth),
+                    non_string_key(&other, line),
+                ));
+            }
+        };
+        if map.contains_key(&name) {
+            return Err(Issue::new(
+                self.path_at(mapping_depth),
+                format!("duplicate key {name:?} (line {line})"),
+            ));
+        }
+        *key = Some(name);
         Ok(())
-    }
-}
-
-fn slot_path(slot: &Slot) -> String {
-    match slot {
-        Slot::Key(path) | Slot::Value(path) => path.clone(),
     }
 }
 
@@ -505,28 +505,20 @@ const DEPTH_MESSAGE: &str = "the frontmatter nests lists and mappings more than 
 
 const _: () = assert!(MAX_DEPTH == 64, "DEPTH_MESSAGE names the limit");
 
-fn too_deep(path: String, line: usize) -> Issue {
-    Issue::new(path, format!("{DEPTH_MESSAGE} (line {line})"))
-}
-
-fn non_string_key(path: &str, key: &Value, line: usize) -> Issue {
-    let message = match key {
-        Value::Array(_) | Value::Object(_) => {
-            format!(
-                "a mapping key is {}; keys must be strings (line {line})",
-                kind_of(key)
-            )
-        }
-        Value::Null => format!("a mapping key is empty or null; keys must be strings (line {line})"),
-        Value::Bool(b) => quote_key_hint(&b.to_string(), "a boolean", line),
-        Value::Number(n) => quote_key_hint(&n.to_string(), "a number", line),
-        Value::String(_) => format!("a mapping key is not a string (line {line})"),
+/// Why a non-string value cannot be a mapping key, and how to fix it.
+fn non_string_key(key: &Value, line: usize) -> String {
+    let quote_it = |text: String, kind: &str| {
+        format!("mapping key {text} is {kind}; keys must be strings, so quote it: \"{text}\" (line {line})")
     };
-    Issue::new(path, message)
-}
-
-fn quote_key_hint(text: &str, kind: &str, line: usize) -> String {
-    format!("mapping key {text} is {kind}; keys must be strings, so quote it: \"{text}\" (line {line})")
+    match key {
+        Value::Null => format!("a mapping key is empty or null; keys must be strings (line {line})"),
+        Value::Bool(b) => quote_it(b.to_string(), "a boolean"),
+        Value::Number(n) => quote_it(n.to_string(), "a number"),
+        Value::String(_) | Value::Array(_) | Value::Object(_) => format!(
+            "a mapping key is {}; keys must be strings (line {line})",
+            kind_of(key)
+        ),
+    }
 }
 
 /// The name of a core tag (`str` for `!!str`), or `None` for any other tag.
@@ -558,25 +550,17 @@ fn tag_name(tag: &Tag) -> String {
     }
 }
 
-fn unsupported_tag(path: String, tag: &Tag, line: usize) -> Issue {
-    Issue::new(
-        path,
-        format!(
-            "the tag {} is not allowed; only the core tags !!str, !!int, !!float, !!bool, !!null, !!map and !!seq are (line {line})",
-            tag_name(tag)
-        ),
+/// The refusal of a tag outside the core schema, without its line.
+fn unsupported_tag(tag: &Tag) -> String {
+    format!(
+        "the tag {} is not allowed; only the core tags !!str, !!int, !!float, !!bool, !!null, !!map and !!seq are",
+        tag_name(tag)
     )
 }
 
-/// Resolves one scalar by the YAML 1.2 core schema, honouring an explicit core tag.
-fn resolve_scalar(
-    text: &str,
-    style: ScalarStyle,
-    tag: Option<&Tag>,
-    path: &str,
-    line: usize,
-) -> Result<Value, Issue> {
-    let refuse = |message: String| Issue::new(path, format!("{message} (line {line})"));
+/// Resolves one scalar by the YAML 1.2 core schema, honouring an explicit core tag. A refusal
+/// is the message alone; the caller adds where.
+fn resolve_scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
     let Some(tag) = tag else {
         if style != ScalarStyle::Plain {
             return Ok(Value::String(text.to_string()));
@@ -584,25 +568,24 @@ fn resolve_scalar(
         return match plain(text) {
             Plain::Null => Ok(Value::Null),
             Plain::Bool(b) => Ok(Value::Bool(b)),
-            Plain::Number(number) => number_value(text, number).map_err(refuse),
-            Plain::NotFinite => Err(refuse(not_finite(text))),
+            Plain::Number(number) => number_value(text, number),
+            Plain::NotFinite => Err(not_finite(text)),
             Plain::String => Ok(Value::String(text.to_string())),
         };
     };
     let name = match core_tag(tag) {
         Some(name) if is_known_core_tag(name) => name,
-        _ => return Err(unsupported_tag(path.to_string(), tag, line)),
+        _ => return Err(unsupported_tag(tag)),
     };
-    let mismatch = || refuse(format!("{text:?} is not a valid !!{name}"));
     match (name, plain(text)) {
         ("str", _) => Ok(Value::String(text.to_string())),
         ("null", Plain::Null) => Ok(Value::Null),
         ("bool", Plain::Bool(b)) => Ok(Value::Bool(b)),
-        ("int", Plain::Number(number)) if !number.is_float() => number_value(text, number).map_err(refuse),
-        ("float", Plain::Number(number)) if !number.is_radix() => number_value(text, number).map_err(refuse),
-        ("float", Plain::NotFinite) => Err(refuse(not_finite(text))),
-        ("map" | "seq", _) => Err(refuse(format!("the tag !!{name} cannot be put on a scalar"))),
-        _ => Err(mismatch()),
+        ("int", Plain::Number(number)) if !number.is_float() => number_value(text, number),
+        ("float", Plain::Number(number)) if !number.is_radix() => number_value(text, number),
+        ("float", Plain::NotFinite) => Err(not_finite(text)),
+        ("map" | "seq", _) => Err(format!("the tag !!{name} cannot be put on a scalar")),
+        _ => Err(format!("{text:?} is not a valid !!{name}")),
     }
 }
 

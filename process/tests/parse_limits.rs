@@ -112,3 +112,19 @@ fn aliases_cannot_nest_past_the_limit() {
         format!("{path}: the frontmatter nests lists and mappings more than 64 levels deep (line 3)")
     );
 }
+
+#[test]
+fn a_long_key_over_many_values_parses_quickly() {
+    let key = "k".repeat(400_000);
+    let items = ["1"; 90_000].join(",");
+    // An explicit key: YAML limits implicit ones to 1024 characters.
+    let source = format!("---\n? {key}\n: [{items}]\n---\n");
+    let started = Instant::now();
+    let document = parse_document(source.as_bytes()).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(document.frontmatter[&key].as_array().map(Vec::len), Some(90_000));
+}

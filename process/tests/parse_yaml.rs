@@ -1,6 +1,6 @@
 //! Spec §2.1: the frontmatter is YAML 1.2 read with the core schema only, into JSON.
 
-use agentprocess_process::parse_document;
+use agentprocess_process::{Issue, parse_document};
 use serde_json::{Value, json};
 
 /// Parses `yaml` as the whole frontmatter of a document.
@@ -352,4 +352,19 @@ fn syntax_errors_name_the_file_line_and_column() {
 fn crlf_frontmatter_reads_like_lf() {
     let crlf = parse_document(b"---\r\na: 1\r\nb: |\r\n  x\r\n  y\r\n---\r\n").unwrap();
     assert_eq!(crlf.frontmatter, json!({"a": 1, "b": "x\ny\n"}));
+}
+
+#[test]
+fn a_duplicate_step_key_is_one_issue_at_the_step() {
+    let source = "---\nname: x\ndescription: y\nsteps:\n  - id: a\n    agent: |\n      Do it.\n    due: 2d\n    id: b\n---\n";
+    assert_eq!(
+        parse_document(source.as_bytes()).unwrap_err(),
+        vec![Issue::new("steps[0]", "duplicate key \"id\" (line 9)")]
+    );
+    let crlf = source.replace('\n', "\r\n");
+    assert_eq!(
+        parse_document(crlf.as_bytes()).unwrap_err(),
+        vec![Issue::new("steps[0]", "duplicate key \"id\" (line 9)")],
+        "CRLF counts lines the same"
+    );
 }

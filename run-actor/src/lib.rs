@@ -1,1 +1,25 @@
 //! The run state machine (pure) and the runtime that loads runs, applies commands and commits.
+//!
+//! [`machine`] is the protocol's heart: [`machine::apply`] takes a pinned process version, the
+//! run's state, one command and a context (time, fresh randomness, limits, lookups), and returns
+//! either a [`machine::Transition`] (new state, effects as data, the rendered reply) or a
+//! [`machine::Refusal`]. The runtime persists the new state with the index entries, timers,
+//! leases and outbox entries the effects name, in one transaction, and only then acts on them.
+//! [`machine::render`] renders the run view, work items, `get_work` items and `snapshot` for
+//! reads that do not go through `apply`.
+//!
+//! ```text
+//! machine/
+//!   mod.rs        apply, Transition, Reply
+//!   command.rs    Command and its arguments       ctx.rs       Ctx, Caller, PinnedProcess, UploadLookup
+//!   state.rs      RunState and what it holds      effect.rs    Effect, Notification
+//!   refusal.rs    Refusal { code, message, issues }
+//!   start.rs claim.rs renew.rs submit.rs escalate.rs decide.rs cancel.rs send_event.rs timer.rs
+//!   advance.rs    readiness, completion, routes, rework, joins, run end
+//!   acceptance.rs output, evidence, summary, next/reason and the run-data cap
+//!   render.rs     run view, run data, snapshot, work items, get_work items, claim, handoff
+//!   token.rs      claim tokens: run id in the clear, hashed secret
+//!   time.rs       Timestamp: milliseconds since the epoch, RFC 3339
+//! ```
+
+pub mod machine;

@@ -2,6 +2,7 @@
 
 #![no_main]
 
+use agentprocess_process::parse::MAX_DOCUMENT_BYTES;
 use agentprocess_process::{content_hash, parse_document};
 use libfuzzer_sys::fuzz_target;
 
@@ -19,9 +20,15 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(hash.to_hex().parse(), Ok(hash));
 
     // The parsed frontmatter written back as JSON (which is YAML) parses to the same value, so
-    // number normalization and string handling are stable.
+    // number normalization and string handling are stable. Aliases can expand it past the size
+    // limit; those are skipped.
     let json = serde_json::to_string(&document.frontmatter).expect("a Value always serializes");
-    let again = parse_document(format!("---\n{json}\n---\n").as_bytes())
-        .unwrap_or_else(|issues| panic!("re-parsing {json} failed: {issues:?}"));
-    assert_eq!(again.frontmatter, document.frontmatter, "re-parsing {json}");
+    let source = format!("---\n{json}\n---\n");
+    if source.len() > MAX_DOCUMENT_BYTES {
+        return;
+    }
+    let shown: String = json.chars().take(2000).collect();
+    let again = parse_document(source.as_bytes())
+        .unwrap_or_else(|issues| panic!("re-parsing {shown} failed: {issues:?}"));
+    assert_eq!(again.frontmatter, document.frontmatter, "re-parsing {shown}");
 });

@@ -1,0 +1,25 @@
+//! `cancel`: an operator ends an active or waiting run with a reason.
+
+use super::Answer;
+use super::advance::Tx;
+use super::ctx::Caller;
+use super::refusal::Refusal;
+use super::state::RunEnd;
+
+pub(crate) fn cancel(tx: &mut Tx<'_>, caller: &Caller, reason: String) -> Result<Answer, Refusal> {
+    tx.refuse_if_ended()?;
+    if !caller.operator {
+        return Err(Refusal::forbidden("only an operator may cancel a run"));
+    }
+    if reason.trim().is_empty() {
+        return Err(Refusal::invalid("a cancel needs a reason").with_issues(vec!["reason: required".into()]));
+    }
+    tx.end_run(RunEnd {
+        cancelled: true,
+        outcome: None,
+        by: caller.name().to_string(),
+        at: tx.now(),
+        note: Some(reason),
+    });
+    Ok(Answer::RunView)
+}

@@ -1,0 +1,112 @@
+//! Commands: the protocol's writes, with their arguments already shaped by the tool schemas,
+//! plus the scheduler's (timer fired, claim expired).
+
+use super::ctx::Caller;
+use super::state::{Mode, TimerKind};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    StartRun(StartRun),
+    Claim {
+        caller: Caller,
+        step: String,
+    },
+    Renew {
+        caller: Caller,
+        token: String,
+        progress: Option<String>,
+    },
+    Submit {
+        caller: Caller,
+        token: String,
+        submission: Submission,
+    },
+    Escalate {
+        caller: Caller,
+        token: String,
+        note: String,
+    },
+    Decide(Decide),
+    Cancel {
+        caller: Caller,
+        reason: String,
+    },
+    SendEvent {
+        caller: Caller,
+        name: String,
+        data: Option<Map<String, Value>>,
+    },
+    /// The scheduler fired a timer armed by an `ArmTimer` effect.
+    TimerFired {
+        step: String,
+        kind: TimerKind,
+        generation: u64,
+    },
+    /// A claim lease lapsed (or its holder's lease vanished).
+    ClaimExpired {
+        step: String,
+        lease: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartRun {
+    pub caller: Caller,
+    /// The run's inputs: a JSON object per the tool schema (anything else is refused).
+    pub inputs: Value,
+    pub mode: Mode,
+}
+
+/// What a `submit` (or a `completed` decision) hands in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Submission {
+    pub output: Option<Map<String, Value>>,
+    pub evidence: Vec<EvidenceItem>,
+    pub summary: Option<String>,
+    pub next: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// An evidence item as sent: `{ kind, ref }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidenceItem {
+    /// `file` or `link`.
+    pub kind: String,
+    pub reference: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Completed,
+    Approved,
+    Rejected,
+    Returned,
+    Failed,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Completed => "completed",
+            Decision::Approved => "approved",
+            Decision::Rejected => "rejected",
+            Decision::Returned => "returned",
+            Decision::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decide {
+    pub caller: Caller,
+    pub work_item: String,
+    pub snapshot: String,
+    pub decision: Decision,
+    pub output: Option<Map<String, Value>>,
+    pub evidence: Option<Vec<EvidenceItem>>,
+    pub summary: Option<String>,
+    pub next: Option<String>,
+    pub reason: Option<String>,
+    pub note: Option<String>,
+}

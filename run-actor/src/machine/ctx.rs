@@ -1,0 +1,137 @@
+//! What the runtime passes in with every command: time, fresh randomness, limits, the caller and
+//! the few lookups the machine needs. Nothing in here is read from the environment.
+
+use super::time::Timestamp;
+use agentprocess_process::{PersonFormat, Process};
+use indexmap::IndexMap;
+use sha2::{Digest, Sha256};
+
+/// The context of one command.
+///
+/// DETERMINISM: `apply` uses nothing but this, the process and the run state, so the same
+/// state, command and context always give the same transition. Fresh ids and token secrets
+/// are derived from `seed`, which the runtime MUST fill with new random bytes for every command.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx<'a> {
+    pub now: Timestamp,
+    /// 32 random bytes for this command; every fresh id and token secret is derived from them.
+    pub seed: [u8; 32],
+    pub limits: Limits,
+    pub person_format: PersonFormat,
+    /// The group that escalated agent steps are assigned to (the organization's operator queue).
+    pub escalation_group: &'a str,
+    pub uploads: &'a dyn UploadLookup,
+}
+
+/// Server limits shown in `describe`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `limits.runDataBytes`: the most run data (inputs and step records, as JSON) may weigh.
+    pub run_data_bytes: usize,
+    /// `leaseSeconds`: how long a claim lasts before it must be renewed.
+    pub lease_seconds: u64,
+}
+
+/// Looks up an `upload` id for file evidence (spec §5).
+pub trait UploadLookup: std::fmt::Debug {
+    fn lookup(&self, organization: &str, upload_id: &str) -> UploadStatus;
+}
+
+/// What the blob store says about an upload id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UploadStatus {
+    /// Exists in this organization and the stored bytes still match; the hex SHA-256 recorded.
+    Verified { sha256: String },
+    /// No such upload in this organization.
+    NotFound,
+    /// Exists, but the stored bytes no longer match the hash recorded at upload.
+    HashMismatch,
+}
+
+/// An upload lookup that knows no files, for processes without file evidence.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoUploads;
+
+impl UploadLookup for NoUploads {
+    fn lookup(&self, _organization: &str, _upload_id: &str) -> UploadStatus {
+        UploadStatus::NotFound
+    }
+}
+
+/// Who is calling, as established by the gateway's authentication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub organization: String,
+    pub actor: Actor,
+    /// Whether this identity is one of the organization's operators.
+    pub operator: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    Agent {
+        id: String,
+    },
+    /// A human identity: its `person` value (an email) and the groups it belongs to.
+    Person {
+        email: String,
+        groups: Vec<String>,
+    },
+}
+
+impl Caller {
+    /// The identity as recorded in `by` fields: the agent id or the person value.
+    pub fn name(&self) -> &str {
+        match &self.actor {
+            Actor::Agent { id } => id,
+            Actor::Person { email, .. } => email,
+        }
+    }
+
+    pub fn is_agent(&self) -> bool {
+        matches!(self.actor, Actor::Agent { .. })
+    }
+}
+
+/// A published process version as a run pins it: the validated document, its version number,
+/// the markdown body, and the role bindings (role name → group id) made at import.
+#[derive(Debug, Clone)]
+pub struct PinnedProcess {
+    pub process: Process,
+    pub version: u64,
+    pub body: String,
+    pub roles: IndexMap<String, String>,
+}
+
+/// Derives fresh values from the command's seed, each distinct by a purpose and a counter.
+#[derive(Debug)]
+pub(crate) struct Fresh {
+    seed: [u8; 32],
+    counter: u64,
+}
+
+impl Fresh {
+    pub(crate) fn new(seed: [u8; 32]) -> Self {
+        Fresh { seed, counter: 0 }
+    }
+
+    pub(crate) fn bytes(&mut self, purpose: &str) -> [u8; 32] {
+        self.counter += 1;
+        let mut hasher = Sha256::new();
+        hasher.update(self.seed);
+        hasher.update(purpose.as_bytes());
+        hasher.update(self.counter.to_be_bytes());
+        hasher.finalize().into()
+    }
+}
+
+/// Lower-case hex of some bytes.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}

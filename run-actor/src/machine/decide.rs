@@ -1,0 +1,164 @@
+//! `decide`: a person completes a work item (spec §3.4, tools.md `decide`). Errors in the order
+//! the contract gives: `run_ended`, `already_decided`, `not_found`, `stale`, `forbidden`,
+//! `not_accepted`. Argument combinations the contract calls `invalid` are checked right after
+//! `run_ended`, since they do not depend on the item.
+
+use super::Answer;
+use super::acceptance::accept;
+use super::advance::Tx;
+use super::command::{Decide, Decision, Submission};
+use super::ctx::Actor;
+use super::refusal::Refusal;
+use super::render;
+use super::state::{Assignment, RunEnd, StepRecord, StepState, WorkItemKind};
+use agentprocess_process::StepKind;
+
+pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal> {
+    tx.refuse_if_ended()?;
+    let issues = argument_issues(&decide);
+    if !issues.is_empty() {
+        return Err(Refusal::invalid("these arguments do not fit this decision").with_issues(issues));
+    }
+    if tx.run.decided_work_items.contains(&decide.work_item) {
+        return Err(Refusal::conflict(
+            "already_decided",
+            "this work item was already decided",
+        ));
+    }
+    let item = tx
+        .run
+        .work_item(&decide.work_item)
+        .cloned()
+        .ok_or_else(|| Refusal::not_found(format!("no work item {} on this run", decide.work_item)))?;
+    if decide.snapshot != render::snapshot(&tx.run) {
+        return Err(Refusal::stale(
+            "run data changed since this snapshot; read the run again",
+        ));
+    }
+    let Actor::Person { email, groups } = &decide.caller.actor else {
+        return Err(Refusal::forbidden("only a person may decide"));
+    };
+    // Escalations wait in the operators' queue: any operator may take them.
+    let member = match &item.assigned_to {
+        Assignment::Group(group) => groups.contains(group),
+        Assignment::Person(person) => person == email,
+    } || (item.kind == WorkItemKind::Escalation && decide.caller.operator);
+    if !member {
+        return Err(Refusal::forbidden("you are not in this work item's assignment"));
+    }
+    let allowed: &[Decision] = match item.kind {
+        WorkItemKind::Task => &[Decision::Completed, Decision::Failed],
+        WorkItemKind::Approve => &[Decision::Approved, Decision::Rejected, Decision::Failed],
+        WorkItemKind::Escalation => &[Decision::Returned, Decision::Completed, Decision::Failed],
+    };
+    if !allowed.contains(&decide.decision) {
+        let names: Vec<&str> = allowed.iter().map(|d| d.as_str()).collect();
+        return Err(Refusal::invalid(format!(
+            "decision {} is not allowed on this work item; allowed: {}",
+            decide.decision.as_str(),
+            names.join(", ")
+        ))
+        .with_issues(vec![format!("decision: one of {}", names.join(", "))]));
+    }
+
+    let process = tx.process();
+    let step = process
+        .steps
+        .iter()
+        .find(|s| s.id.as_str() == item.step)
+        .expect("work items are on process steps");
+    let by = email.clone();
+    let now = tx.now();
+    match decide.decision {
+        Decision::Completed => {
+            let submission = Submission {
+                output: decide.output,
+                evidence: decide.evidence.unwrap_or_default(),
+                summary: decide.summary,
+                next: decide.next,
+                reason: decide.reason,
+            };
+            let accepted = accept(tx, step, submission, &by, false).map_err(Refusal::not_accepted)?;
+            tx.complete(&item.step, accepted.record, accepted.next);
+        }
+        Decision::Approved => {
+            let record = StepRecord {
+                decision: Some("approved".to_string()),
+                note: decide.note,
+                by,
+                at: now,
+                ..StepRecord::default()
+            };
+            tx.complete(&item.step, record, process.default_next(step));
+        }
+        Decision::Rejected => {
+            let note = decide.note.expect("checked with the arguments");
+            let record = StepRecord {
+                decision: Some("rejected".to_string()),
+                note: Some(note.clone()),
+                by: by.clone(),
+                at: now,
+                ..StepRecord::default()
+            };
+            match &step.kind {
+                StepKind::Approve {
+                    on_reject: Some(to), ..
+                } => tx.rewind(&item.step, record, to),
+                _ => {
+                    tx.record_completion(&item.step, record, StepState::Done);
+                    tx.end_run(RunEnd {
+                        cancelled: false,
+                        outcome: Some("rejected".to_string()),
+                        by,
+                        at: now,
+                        note: Some(note),
+                    });
+                }
+            }
+        }
+        Decision::Returned => {
+            let note = decide.note.expect("checked with the arguments");
+            tx.close_work_item(&item.step, true);
+            let run_step = tx.step_run(&item.step);
+            run_step.escalation = None;
+            run_step.handoff.returned = Some(super::state::Returned { note, by, at: now });
+            tx.make_claimable_again(&item.step);
+        }
+        Decision::Failed => {
+            let note = decide.note.expect("checked with the arguments");
+            tx.fail_run_at(&item.step, &by, note);
+        }
+    }
+    Ok(Answer::RunView)
+}
+
+/// The `invalid` combinations of tools.md `decide`, independent of the item.
+fn argument_issues(decide: &Decide) -> Vec<String> {
+    let mut issues = Vec::new();
+    let completed = decide.decision == Decision::Completed;
+    let name = decide.decision.as_str();
+    if !completed {
+        for (field, present) in [
+            ("next", decide.next.is_some()),
+            ("reason", decide.reason.is_some()),
+            ("output", decide.output.is_some()),
+            ("evidence", decide.evidence.is_some()),
+            ("summary", decide.summary.is_some()),
+        ] {
+            if present {
+                issues.push(format!("{field}: not allowed with decision {name}"));
+            }
+        }
+    }
+    if completed && decide.note.is_some() {
+        issues.push("note: not allowed with decision completed".to_string());
+    }
+    let needs_note = matches!(
+        decide.decision,
+        Decision::Rejected | Decision::Returned | Decision::Failed
+    );
+    if needs_note && decide.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
+        issues.push(format!("note: required with decision {name}"));
+    }
+    issues
+}

@@ -1,0 +1,151 @@
+//! The run state machine: applies one command to one run and returns the new state, the effects
+//! the runtime must carry out, and the reply; or a refusal that changes nothing.
+//!
+//! PURE: no clock, no IO, no randomness. Time, fresh randomness, limits and lookups come in
+//! through [`Ctx`]. A write returns only after every automatic transition it triggered (finish
+//! reached, `wait_until` already past, held event consumed) was applied.
+
+mod acceptance;
+mod advance;
+mod cancel;
+mod claim;
+mod command;
+mod ctx;
+mod decide;
+mod effect;
+mod escalate;
+mod refusal;
+pub mod render;
+mod renew;
+mod send_event;
+mod start;
+mod state;
+mod submit;
+mod time;
+mod timer;
+pub mod token;
+
+pub use command::{Command, Decide, Decision, EvidenceItem, StartRun, Submission};
+pub use ctx::{Actor, Caller, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
+pub use effect::{Effect, Notification, Recipient};
+pub use refusal::{Code, Refusal};
+pub use state::*;
+pub use time::Timestamp;
+
+use advance::Tx;
+use serde_json::Value;
+
+/// The result of an applied command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub state: RunState,
+    pub effects: Vec<Effect>,
+    pub reply: Reply,
+}
+
+/// What the caller gets back: the tool result's `data`, already rendered from the new state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `start_run`, `submit`, `escalate`, `decide`, `cancel`.
+    RunView(Value),
+    Claim(Value),
+    Renew(Value),
+    SendEvent(Value),
+    /// Scheduler commands answer nothing.
+    None,
+}
+
+impl Reply {
+    /// The `data` of the tool result; `Value::Null` for scheduler commands.
+    pub fn data(&self) -> &Value {
+        match self {
+            Reply::RunView(v) | Reply::Claim(v) | Reply::Renew(v) | Reply::SendEvent(v) => v,
+            Reply::None => &Value::Null,
+        }
+    }
+}
+
+/// What a command handler asks `finish` to render once every automatic transition is applied.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    RunView,
+    Claim {
+        step: String,
+        token: String,
+    },
+    Renew {
+        token: String,
+        expires_at: Timestamp,
+    },
+    SendEvent {
+        consumed_by: Option<String>,
+    },
+    /// A scheduler command that no longer applies (stale generation, renewed lease, ended run):
+    /// nothing changes.
+    Ignored,
+    /// A scheduler command that was applied.
+    Applied,
+}
+
+/// Applies `command` to `run` (`None` only for `StartRun`).
+pub fn apply(
+    process: &PinnedProcess,
+    run: Option<&RunState>,
+    command: Command,
+    ctx: &Ctx<'_>,
+) -> Result<Transition, Refusal> {
+    let run = match (command, run) {
+        (Command::StartRun(start), None) => return start::start(process, start, ctx),
+        (Command::StartRun(_), Some(_)) => {
+            return Err(Refusal::conflict("run_exists", "this run already exists"));
+        }
+        (_, None) => return Err(Refusal::not_found("no such run in this organization")),
+        (command, Some(run)) => (command, run),
+    };
+    let (command, run) = run;
+    if let Some(caller) = caller_of(&command)
+        && caller.organization != run.organization
+    {
+        return Err(Refusal::not_found("no such run in this organization"));
+    }
+    let mut tx = Tx::new(process, ctx, run.clone());
+    let answer = match command {
+        Command::StartRun(_) => unreachable!("handled above"),
+        Command::Claim { caller, step } => claim::claim(&mut tx, &caller, &step)?,
+        Command::Renew {
+            caller,
+            token,
+            progress,
+        } => renew::renew(&mut tx, &caller, &token, progress)?,
+        Command::Submit {
+            caller,
+            token,
+            submission,
+        } => submit::submit(&mut tx, &caller, &token, submission)?,
+        Command::Escalate { caller, token, note } => escalate::escalate(&mut tx, &caller, &token, note)?,
+        Command::Decide(decide) => decide::decide(&mut tx, decide)?,
+        Command::Cancel { caller, reason } => cancel::cancel(&mut tx, &caller, reason)?,
+        Command::SendEvent { caller, name, data } => send_event::send_event(&mut tx, &caller, &name, data)?,
+        Command::TimerFired {
+            step,
+            kind,
+            generation,
+        } => timer::timer_fired(&mut tx, &step, kind, generation),
+        Command::ClaimExpired { step, lease } => timer::claim_expired(&mut tx, &step, lease),
+    };
+    Ok(tx.finish(answer))
+}
+
+fn caller_of(command: &Command) -> Option<&Caller> {
+    match command {
+        Command::StartRun(StartRun { caller, .. })
+        | Command::Claim { caller, .. }
+        | Command::Renew { caller, .. }
+        | Command::Submit { caller, .. }
+        | Command::Escalate { caller, .. }
+        | Command::Decide(Decide { caller, .. })
+        | Command::Cancel { caller, .. }
+        | Command::SendEvent { caller, .. } => Some(caller),
+        Command::TimerFired { .. } | Command::ClaimExpired { .. } => None,
+    }
+}

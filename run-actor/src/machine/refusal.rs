@@ -1,0 +1,113 @@
+//! Refusals: the protocol saying no (spec §4.3). A refusal changes nothing and is not an error
+//! of the server; infrastructure failures are not the machine's business.
+
+use super::state::RunState;
+use serde_json::{Value, json};
+use std::fmt;
+
+/// The error codes of spec §4.3 a machine can return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    Invalid,
+    NotAccepted,
+    Stale,
+    Conflict,
+    Forbidden,
+    NotFound,
+    Retry,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Invalid => "invalid",
+            Code::NotAccepted => "not_accepted",
+            Code::Stale => "stale",
+            Code::Conflict => "conflict",
+            Code::Forbidden => "forbidden",
+            Code::NotFound => "not_found",
+            Code::Retry => "retry",
+        }
+    }
+}
+
+/// A refused command: `{ code, message, issues? }` for the caller.
+///
+/// `remember` is the one exception to "nothing changed": a submission that was not accepted
+/// leaves its issues in the step's `handoff` for whoever claims the step next (spec §3.3). Run
+/// data, and so the snapshot, are untouched; the runtime SHOULD persist this state without an
+/// idempotency record, since the call itself failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub code: Code,
+    pub message: String,
+    pub issues: Vec<String>,
+    pub remember: Option<Box<RunState>>,
+}
+
+impl Refusal {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Refusal {
+            code,
+            message: message.into(),
+            issues: Vec::new(),
+            remember: None,
+        }
+    }
+
+    pub fn with_issues(mut self, issues: Vec<String>) -> Self {
+        self.issues = issues;
+        self
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Refusal::new(Code::Invalid, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Refusal::new(Code::Forbidden, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Refusal::new(Code::NotFound, message)
+    }
+
+    pub fn stale(message: impl Into<String>) -> Self {
+        Refusal::new(Code::Stale, message)
+    }
+
+    /// `conflict` with the one machine-readable issue that says why.
+    pub fn conflict(issue: &str, message: impl Into<String>) -> Self {
+        Refusal::new(Code::Conflict, message).with_issues(vec![issue.to_string()])
+    }
+
+    /// `conflict` with `issues: ["run_ended"]`: every write to an ended run (spec §3.5).
+    pub fn run_ended() -> Self {
+        Refusal::conflict("run_ended", "the run has ended")
+    }
+
+    pub fn not_accepted(issues: Vec<String>) -> Self {
+        Refusal::new(Code::NotAccepted, "the submission was not accepted").with_issues(issues)
+    }
+
+    /// The `error` object of a tool result.
+    pub fn to_json(&self) -> Value {
+        let mut error = json!({ "code": self.code.as_str(), "message": self.message });
+        if !self.issues.is_empty() {
+            error["issues"] = json!(self.issues);
+        }
+        error
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)?;
+        if !self.issues.is_empty() {
+            write!(f, " ({})", self.issues.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Refusal {}

@@ -1,0 +1,346 @@
+//! Rendering from run state, in the shapes of the tool contracts: the run view, run data,
+//! `snapshot`, work items with their exact `decide` call, agent `get_work` items with their exact
+//! `claim` call, the claim result and `handoff`. Tokens are never rendered here except in the
+//! claim result that mints them.
+
+use super::ctx::{PinnedProcess, hex};
+use super::state::*;
+use agentprocess_process::hash::canonical_json;
+use agentprocess_process::{FieldMap, FieldSpec, Next, Step, StepKind};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// The placeholder the caller replaces with a fresh request id in the exact calls we hand out.
+pub const NEW_REQUEST_ID: &str = "<new UUID>";
+
+/// `data`: `{ inputs, steps }`, with a `steps.<id>` entry for every step that has a current
+/// record or history. File evidence carries `sha256`; the short-lived `url` is added by the
+/// gateway, which signs it.
+pub fn run_data(run: &RunState) -> Value {
+    let mut steps = Map::new();
+    for step in &run.steps {
+        if step.current.is_none() && step.history.is_empty() {
+            continue;
+        }
+        let mut entry = match &step.current {
+            Some(record) => record_json(record),
+            None => Map::new(),
+        };
+        entry.insert(
+            "history".to_string(),
+            Value::Array(
+                step.history
+                    .iter()
+                    .map(|r| Value::Object(record_json(r)))
+                    .collect(),
+            ),
+        );
+        steps.insert(step.id.clone(), Value::Object(entry));
+    }
+    json!({ "inputs": run.inputs, "steps": steps })
+}
+
+fn record_json(record: &StepRecord) -> Map<String, Value> {
+    let mut out = Map::new();
+    if let Some(output) = &record.output {
+        out.insert("output".into(), Value::Object(output.clone()));
+    }
+    if let Some(evidence) = &record.evidence {
+        let items = evidence
+            .iter()
+            .map(|e| {
+                let mut item = json!({ "kind": e.kind, "ref": e.reference });
+                if let Some(sha256) = &e.sha256 {
+                    item["sha256"] = json!(sha256);
+                }
+                item
+            })
+            .collect();
+        out.insert("evidence".into(), Value::Array(items));
+    }
+    for (key, value) in [
+        ("summary", &record.summary),
+        ("next", &record.next),
+        ("reason", &record.reason),
+        ("decision", &record.decision),
+        ("note", &record.note),
+    ] {
+        if let Some(value) = value {
+            out.insert(key.into(), json!(value));
+        }
+    }
+    out.insert("by".into(), json!(record.by));
+    out.insert("at".into(), json!(record.at.to_rfc3339()));
+    out
+}
+
+/// `snapshot`: hex SHA-256 of the RFC 8785 canonical JSON of the run data as rendered now.
+/// Equal data, equal snapshot, whatever the key order.
+pub fn snapshot(run: &RunState) -> String {
+    hex(&Sha256::digest(canonical_json(&run_data(run))))
+}
+
+/// The run view returned by `get_run` and every write that returns one. Never carries a token.
+pub fn run_view(pinned: &PinnedProcess, run: &RunState) -> Value {
+    let snapshot = snapshot(run);
+    let ended = run.end.as_ref().map_or(
+        Value::Null,
+        |end| json!({ "by": end.by, "at": end.at.to_rfc3339(), "note": end.note }),
+    );
+    let outcome = run.end.as_ref().and_then(|e| e.outcome.clone());
+    let steps: Vec<Value> = pinned
+        .process
+        .steps
+        .iter()
+        .map(|step| {
+            let run_step = run.step(step.id.as_str());
+            let state = run_step.and_then(|s| s.state);
+            let mut item = json!({
+                "id": step.id.as_str(),
+                "kind": step.kind_name(),
+                "state": state.map(StepState::as_str),
+            });
+            if let Some(run_step) = run_step
+                && let (Some(due), true) = (run_step.due_at, state.is_some_and(StepState::is_open))
+            {
+                item["due"] = json!(due.to_rfc3339());
+                item["overdue"] = json!(run_step.overdue);
+            }
+            item
+        })
+        .collect();
+    let work_items: Vec<Value> = run
+        .work_items
+        .iter()
+        .map(|item| work_item_with(pinned, run, item, &snapshot))
+        .collect();
+    json!({
+        "run": {
+            "id": run.id,
+            "process": run.process,
+            "version": run.version,
+            "mode": run.mode.as_str(),
+            "state": run.state_name(),
+            "outcome": outcome,
+            "ended": ended,
+            "startedBy": run.started_by,
+            "startedAt": run.started_at.to_rfc3339(),
+            "updatedAt": run.updated_at.to_rfc3339(),
+        },
+        "data": run_data(run),
+        "steps": steps,
+        "workItems": work_items,
+        "body": pinned.body,
+    })
+}
+
+/// One work item as `get_run` and a person's `get_work` show it, with a snapshot taken now.
+pub fn work_item(pinned: &PinnedProcess, run: &RunState, item: &WorkItem) -> Value {
+    work_item_with(pinned, run, item, &snapshot(run))
+}
+
+fn work_item_with(pinned: &PinnedProcess, run: &RunState, item: &WorkItem, snapshot: &str) -> Value {
+    let step = pinned
+        .process
+        .steps
+        .iter()
+        .find(|s| s.id.as_str() == item.step)
+        .expect("work items name process steps");
+    let run_step = run.step(&item.step);
+    let (kind, decisions): (&str, &[&str]) = match item.kind {
+        WorkItemKind::Task => ("task", &["completed", "failed"]),
+        WorkItemKind::Approve => ("approve", &["approved", "rejected", "failed"]),
+        WorkItemKind::Escalation => ("agent", &["returned", "completed", "failed"]),
+    };
+    let (output, evidence, next) = requirements(step);
+    let assigned_to = match &item.assigned_to {
+        Assignment::Group(group) => json!({ "group": group }),
+        Assignment::Person(person) => json!({ "person": person }),
+    };
+    let escalation = run_step
+        .and_then(|s| s.escalation.as_ref())
+        .filter(|_| item.kind == WorkItemKind::Escalation)
+        .map_or(
+            Value::Null,
+            |e| json!({ "note": e.note, "by": e.by, "at": e.at.to_rfc3339() }),
+        );
+    let handoff = match item.kind {
+        WorkItemKind::Approve => Value::Null,
+        _ => run_step.map_or(Value::Null, |s| handoff(&s.handoff)),
+    };
+    let mut value = json!({
+        "id": item.id,
+        "stepId": item.step,
+        "kind": kind,
+        "text": step_text(step),
+        "output": output,
+        "evidence": evidence,
+        "next": next,
+        "handoff": handoff,
+        "assignedTo": assigned_to,
+        "snapshot": snapshot,
+        "due": run_step.and_then(|s| s.due_at).map(|d| d.to_rfc3339()),
+        "escalation": escalation,
+        "decide": {
+            "tool": "decide",
+            "arguments": {
+                "runId": run.id,
+                "workItemId": item.id,
+                "snapshot": snapshot,
+                "requestId": NEW_REQUEST_ID,
+            },
+            "decisions": decisions,
+        },
+    });
+    if run.mode == Mode::Test {
+        value["mode"] = json!("test");
+    }
+    value
+}
+
+/// A person's `get_work` item for one work item.
+pub fn person_work_item(pinned: &PinnedProcess, run: &RunState, item: &WorkItem) -> Value {
+    json!({
+        "runId": run.id,
+        "process": run.process,
+        "version": run.version,
+        "mode": run.mode.as_str(),
+        "workItem": work_item(pinned, run, item),
+    })
+}
+
+/// An agent's `get_work` item for a ready agent step, with the exact `claim` call; `None` when
+/// the step is not claimable.
+pub fn agent_work_item(run: &RunState, step: &str) -> Option<Value> {
+    let run_step = run.step(step)?;
+    if run_step.state != Some(StepState::Ready) || run.has_ended() {
+        return None;
+    }
+    Some(json!({
+        "runId": run.id,
+        "stepId": step,
+        "process": run.process,
+        "version": run.version,
+        "mode": run.mode.as_str(),
+        "readySince": run_step.ready_since.map(|t| t.to_rfc3339()),
+        "due": run_step.due_at.map(|t| t.to_rfc3339()),
+        "overdue": run_step.overdue,
+        "handoff": handoff(&run_step.handoff),
+        "claim": {
+            "tool": "claim",
+            "arguments": { "runId": run.id, "stepId": step, "requestId": NEW_REQUEST_ID },
+        },
+    }))
+}
+
+/// The `claim` result for the token just minted on `step`.
+pub fn claim_result(pinned: &PinnedProcess, run: &RunState, step_id: &str, token: &str) -> Value {
+    let step = pinned
+        .process
+        .steps
+        .iter()
+        .find(|s| s.id.as_str() == step_id)
+        .expect("claims name process steps");
+    let run_step = run.step(step_id).expect("claims name run steps");
+    let expires_at = run_step.claim.as_ref().map(|c| c.expires_at.to_rfc3339());
+    let (output, evidence, next) = requirements(step);
+    json!({
+        "token": token,
+        "expiresAt": expires_at,
+        "mode": run.mode.as_str(),
+        "step": {
+            "id": step_id,
+            "instructions": step_text(step),
+            "output": output,
+            "evidence": evidence,
+            "next": next,
+        },
+        "handoff": handoff(&run_step.handoff),
+        "body": pinned.body,
+        "data": run_data(run),
+    })
+}
+
+/// `handoff`: what the previous attempt left, or `null` on a first attempt.
+pub fn handoff(handoff: &Handoff) -> Value {
+    if handoff.is_empty() {
+        return Value::Null;
+    }
+    let mut out = Map::new();
+    if let Some(progress) = &handoff.progress {
+        out.insert("progress".into(), json!(progress));
+    }
+    if let Some(returned) = &handoff.returned {
+        out.insert(
+            "returned".into(),
+            json!({ "note": returned.note, "by": returned.by, "at": returned.at.to_rfc3339() }),
+        );
+    }
+    if let Some(issues) = &handoff.issues {
+        out.insert("issues".into(), json!(issues));
+    }
+    Value::Object(out)
+}
+
+fn step_text(step: &Step) -> &str {
+    match &step.kind {
+        StepKind::Agent { work } | StepKind::Task { work, .. } => &work.instructions,
+        StepKind::Approve { text, .. } => text,
+        _ => "",
+    }
+}
+
+/// A step's `output`, `evidence` and `next` as `claim.step` gives them; `null` on an approval.
+fn requirements(step: &Step) -> (Value, Value, Value) {
+    let Some(work) = step.work() else {
+        return (Value::Null, Value::Null, Value::Null);
+    };
+    let evidence: Vec<&str> = work.evidence.iter().map(|k| k.name()).collect();
+    let next = match &step.next {
+        Some(Next::Routes(routes)) => Value::Array(
+            routes
+                .iter()
+                .map(|route| {
+                    let mut item = json!({ "to": route.to.to_string() });
+                    if let Some(when) = &route.when {
+                        item["when"] = json!(when);
+                    }
+                    item
+                })
+                .collect(),
+        ),
+        _ => Value::Null,
+    };
+    (field_map(&work.output), json!(evidence), next)
+}
+
+/// A field map as written: a bare type name, or an object when more than the type is declared.
+pub fn field_map(fields: &FieldMap) -> Value {
+    Value::Object(
+        fields
+            .iter()
+            .map(|(name, spec)| (name.clone(), field_spec(spec)))
+            .collect(),
+    )
+}
+
+fn field_spec(spec: &FieldSpec) -> Value {
+    if spec.description.is_none() && !spec.optional && spec.one_of.is_none() && spec.items.is_none() {
+        return json!(spec.field_type.name());
+    }
+    let mut out = Map::new();
+    out.insert("type".into(), json!(spec.field_type.name()));
+    if let Some(description) = &spec.description {
+        out.insert("description".into(), json!(description));
+    }
+    if spec.optional {
+        out.insert("optional".into(), json!(true));
+    }
+    if let Some(one_of) = &spec.one_of {
+        out.insert("one_of".into(), Value::Array(one_of.clone()));
+    }
+    if let Some(items) = &spec.items {
+        out.insert("items".into(), field_spec(items));
+    }
+    Value::Object(out)
+}

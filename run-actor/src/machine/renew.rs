@@ -1,0 +1,27 @@
+//! `renew`: extend a live claim, rotate its token (the old one stops working at once) and keep
+//! the latest `progress` note.
+
+use super::Answer;
+use super::advance::Tx;
+use super::ctx::Caller;
+use super::refusal::Refusal;
+
+pub(crate) fn renew(
+    tx: &mut Tx<'_>,
+    caller: &Caller,
+    token: &str,
+    progress: Option<String>,
+) -> Result<Answer, Refusal> {
+    tx.refuse_if_ended()?;
+    let step = tx.verify_token(token)?;
+    tx.check_holder(&step, caller)?;
+    let claim = tx
+        .step_run(&step)
+        .claim
+        .take()
+        .expect("verified tokens belong to a claim");
+    tx.run.retired_tokens.push(claim.token);
+    let progress = progress.or(claim.progress);
+    let (token, expires_at) = tx.grant_claim(&step, &claim.holder, progress, Some(claim.lease));
+    Ok(Answer::Renew { token, expires_at })
+}

@@ -1,0 +1,69 @@
+//! `send_event`: delivers an event to one run (spec §3.6). A waiting `wait_for` step with that
+//! event name consumes it at once; otherwise it is held, oldest first, until a wait consumes it
+//! or the run ends.
+
+use super::Answer;
+use super::advance::Tx;
+use super::ctx::Caller;
+use super::refusal::Refusal;
+use super::state::{HeldEvent, StepRecord, StepState};
+use agentprocess_process::StepKind;
+use agentprocess_process::names::is_step_id;
+use serde_json::{Map, Value};
+
+pub(crate) fn send_event(
+    tx: &mut Tx<'_>,
+    caller: &Caller,
+    name: &str,
+    data: Option<Map<String, Value>>,
+) -> Result<Answer, Refusal> {
+    tx.refuse_if_ended()?;
+    if !caller.is_agent() && !caller.operator {
+        return Err(Refusal::forbidden(
+            "events are accepted from agents and operators only",
+        ));
+    }
+    if !is_step_id(name) {
+        return Err(Refusal::invalid("bad event name").with_issues(vec![format!(
+            "name: must match ^[a-z][a-z0-9_-]{{0,63}}$, got {name:?}"
+        )]));
+    }
+    let process = tx.process();
+    let waiting = process.steps.iter().find(|step| {
+        matches!(&step.kind, StepKind::WaitFor { event, .. } if event == name)
+            && tx.run.step(step.id.as_str()).and_then(|s| s.state) == Some(StepState::Waiting)
+    });
+    let event_bytes = data
+        .as_ref()
+        .map_or(0, |d| serde_json::to_vec(d).map_or(usize::MAX, |b| b.len()));
+    let cap = tx.ctx.limits.run_data_bytes;
+    let total = tx.run_data_bytes().saturating_add(event_bytes);
+    if total > cap {
+        return Err(Refusal::not_accepted(vec![format!(
+            "data: run data would be {total} bytes, over limits.runDataBytes ({cap})"
+        )]));
+    }
+    match waiting {
+        Some(step) => {
+            let record = StepRecord {
+                output: data,
+                by: caller.name().to_string(),
+                at: tx.now(),
+                ..StepRecord::default()
+            };
+            tx.complete(step.id.as_str(), record, process.default_next(step));
+            Ok(Answer::SendEvent {
+                consumed_by: Some(step.id.to_string()),
+            })
+        }
+        None => {
+            tx.run.held_events.push(HeldEvent {
+                name: name.to_string(),
+                data,
+                by: caller.name().to_string(),
+                at: tx.now(),
+            });
+            Ok(Answer::SendEvent { consumed_by: None })
+        }
+    }
+}

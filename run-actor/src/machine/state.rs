@@ -1,0 +1,334 @@
+//! The state of one run: everything the machine needs to apply the next command, and nothing a
+//! run view must not show (only token hashes are kept, never tokens).
+
+use super::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One run of a pinned process version.
+///
+/// INVARIANTS: `steps` has one entry per process step, in document order; a step with a claim is
+/// `Claimed`; an open work item's step is `Waiting`; once `end` is set, no step is `Ready`,
+/// `Claimed` or `Waiting`, no claim or work item is open and no timer is armed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub id: String,
+    pub organization: String,
+    pub process: String,
+    pub version: u64,
+    pub mode: Mode,
+    /// The agent id or person value of whoever started the run.
+    pub started_by: String,
+    /// The person who started the run; `None` when an agent did.
+    pub initiator: Option<String>,
+    pub started_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub end: Option<RunEnd>,
+    pub inputs: Map<String, Value>,
+    pub steps: Vec<StepRun>,
+    /// Open work items, oldest first.
+    pub work_items: Vec<WorkItem>,
+    /// Ids of work items that were decided (or closed by a decision), for `already_decided`.
+    pub decided_work_items: Vec<String>,
+    /// Events delivered before a matching `wait_for` step was ready, oldest first.
+    pub held_events: Vec<HeldEvent>,
+    /// Hashes of tokens that once were current on this run: presenting one is `stale`, not
+    /// `invalid`.
+    pub retired_tokens: Vec<TokenHash>,
+    pub counters: Counters,
+}
+
+impl RunState {
+    pub fn step(&self, id: &str) -> Option<&StepRun> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    pub(crate) fn step_mut(&mut self, id: &str) -> Option<&mut StepRun> {
+        self.steps.iter_mut().find(|s| s.id == id)
+    }
+
+    pub fn has_ended(&self) -> bool {
+        self.end.is_some()
+    }
+
+    pub fn work_item(&self, id: &str) -> Option<&WorkItem> {
+        self.work_items.iter().find(|w| w.id == id)
+    }
+
+    /// The run's state as a run view shows it (spec §3.5).
+    pub fn state_name(&self) -> &'static str {
+        match &self.end {
+            Some(RunEnd { cancelled: true, .. }) => "cancelled",
+            Some(_) => "ended",
+            None if self
+                .steps
+                .iter()
+                .any(|s| matches!(s.state, Some(StepState::Ready | StepState::Claimed))) =>
+            {
+                "active"
+            }
+            None => "waiting",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Live,
+    Test,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Test => "test",
+        }
+    }
+}
+
+/// How a run ended: `run.ended` plus the outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEnd {
+    pub cancelled: bool,
+    /// The finish outcome, `rejected` or `failed`; `None` when cancelled.
+    pub outcome: Option<String>,
+    pub by: String,
+    pub at: Timestamp,
+    pub note: Option<String>,
+}
+
+/// Per-run counters for ids and generations; they only grow.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Counts step entries; a step's `entered` orders when it was last reached.
+    #[serde(default)]
+    pub entries: u64,
+    pub work_items: u64,
+    pub leases: u64,
+    pub timers: u64,
+    pub completions: u64,
+}
+
+/// A step's state (spec §3.5); `None` on a `StepRun` means not currently reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepState {
+    Ready,
+    Claimed,
+    Waiting,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl StepState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepState::Ready => "ready",
+            StepState::Claimed => "claimed",
+            StepState::Waiting => "waiting",
+            StepState::Done => "done",
+            StepState::Failed => "failed",
+            StepState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Reached and not finished: ends as `cancelled` when the run ends.
+    pub fn is_open(self) -> bool {
+        matches!(self, StepState::Ready | StepState::Claimed | StepState::Waiting)
+    }
+}
+
+/// The run-side record of one process step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRun {
+    pub id: String,
+    pub state: Option<StepState>,
+    /// The current completion: `data.steps.<id>` without `history`.
+    pub current: Option<StepRecord>,
+    /// Earlier completions, oldest first.
+    pub history: Vec<StepRecord>,
+    /// When the current attempt became ready.
+    pub ready_since: Option<Timestamp>,
+    pub due_at: Option<Timestamp>,
+    pub overdue: bool,
+    pub claim: Option<Claim>,
+    pub handoff: Handoff,
+    pub escalation: Option<Escalation>,
+    pub timers: Vec<ArmedTimer>,
+    /// The open work item of this step, if any.
+    pub work_item: Option<String>,
+    /// When the step was last reached, on the run's entry counter (0: never).
+    #[serde(default)]
+    pub entered: u64,
+    /// `parallel-1`, on a parallel step: the branch entries whose branch reached `join`.
+    #[serde(default)]
+    pub joined: Vec<String>,
+}
+
+impl StepRun {
+    pub fn new(id: &str) -> Self {
+        StepRun {
+            id: id.to_string(),
+            state: None,
+            current: None,
+            history: Vec::new(),
+            ready_since: None,
+            due_at: None,
+            overdue: false,
+            claim: None,
+            handoff: Handoff::default(),
+            escalation: None,
+            timers: Vec::new(),
+            work_item: None,
+            entered: 0,
+            joined: Vec::new(),
+        }
+    }
+}
+
+/// One completion of a step as `data.steps.<id>` shows it (spec §3.1). `seq` orders completions
+/// across the run, for rewinding on rejection; it is not rendered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub output: Option<Map<String, Value>>,
+    pub evidence: Option<Vec<EvidenceRecord>>,
+    pub summary: Option<String>,
+    pub next: Option<String>,
+    pub reason: Option<String>,
+    pub decision: Option<String>,
+    pub note: Option<String>,
+    pub by: String,
+    pub at: Timestamp,
+    pub seq: u64,
+}
+
+/// An evidence item as recorded: file items carry the hash verified at submission.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceRecord {
+    pub kind: String,
+    pub reference: String,
+    pub sha256: Option<String>,
+}
+
+/// A live claim on an agent step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub holder: String,
+    pub lease: u64,
+    pub token: TokenHash,
+    pub expires_at: Timestamp,
+    /// The latest `renew` progress note.
+    pub progress: Option<String>,
+}
+
+/// SHA-256 of a token's secret part. Stored as 64 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenHash(pub [u8; 32]);
+
+impl Serialize for TokenHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::ctx::hex(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let mut bytes = [0u8; 32];
+        if text.len() != 64 || !text.is_ascii() {
+            return Err(serde::de::Error::custom("a token hash is 64 hex digits"));
+        }
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[i * 2..i * 2 + 2], 16)
+                .map_err(|_| serde::de::Error::custom("a token hash is 64 hex digits"))?;
+        }
+        Ok(TokenHash(bytes))
+    }
+}
+
+/// What the previous attempt at a step left behind (spec §3.3). Empty renders as `null`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handoff {
+    pub progress: Option<String>,
+    pub returned: Option<Returned>,
+    pub issues: Option<Vec<String>>,
+}
+
+impl Handoff {
+    pub fn is_empty(&self) -> bool {
+        self.progress.is_none() && self.returned.is_none() && self.issues.is_none()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Returned {
+    pub note: String,
+    pub by: String,
+    pub at: Timestamp,
+}
+
+/// An agent's escalation of a step it held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Escalation {
+    pub note: String,
+    pub by: String,
+    pub at: Timestamp,
+}
+
+/// A timer the runtime was asked to arm; a firing with another generation is ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArmedTimer {
+    pub kind: TimerKind,
+    pub generation: u64,
+    pub fire_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerKind {
+    /// A `wait` duration or a `wait_until` time.
+    Wait,
+    /// A `wait_for` step's `timeout`.
+    WaitForTimeout,
+    /// A step's `due`.
+    Due,
+}
+
+/// An open work item for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkItem {
+    pub id: String,
+    pub step: String,
+    pub kind: WorkItemKind,
+    pub assigned_to: Assignment,
+    pub opened_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkItemKind {
+    Task,
+    Approve,
+    /// An agent step an agent escalated.
+    Escalation,
+}
+
+/// Who may decide a work item: the members of a group, or one person.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Assignment {
+    Group(String),
+    Person(String),
+}
+
+/// An event held for a `wait_for` step that is not ready yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldEvent {
+    pub name: String,
+    pub data: Option<Map<String, Value>>,
+    pub by: String,
+    pub at: Timestamp,
+}

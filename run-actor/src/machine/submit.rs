@@ -1,0 +1,43 @@
+//! `submit`: an agent hands in the work of the step it holds. Accepted (the step is done and the
+//! run moves on) or `not_accepted` with every issue, leaving the claim standing.
+
+use super::Answer;
+use super::acceptance::accept;
+use super::advance::Tx;
+use super::command::Submission;
+use super::ctx::Caller;
+use super::refusal::Refusal;
+
+pub(crate) fn submit(
+    tx: &mut Tx<'_>,
+    caller: &Caller,
+    token: &str,
+    submission: Submission,
+) -> Result<Answer, Refusal> {
+    tx.refuse_if_ended()?;
+    let step_id = tx.verify_token(token)?;
+    tx.check_holder(&step_id, caller)?;
+    let step = tx
+        .process()
+        .steps
+        .iter()
+        .find(|s| s.id.as_str() == step_id)
+        .expect("claims are on process steps");
+    match accept(tx, step, submission, caller.name(), true) {
+        Ok(accepted) => {
+            tx.complete(&step_id, accepted.record, accepted.next);
+            Ok(Answer::RunView)
+        }
+        Err(issues) => {
+            // Nothing changes for the caller; the issues wait in the handoff for whoever
+            // claims the step next.
+            let mut remembered = tx.run.clone();
+            if let Some(run_step) = remembered.step_mut(&step_id) {
+                run_step.handoff.issues = Some(issues.clone());
+            }
+            let mut refusal = Refusal::not_accepted(issues);
+            refusal.remember = Some(Box::new(remembered));
+            Err(refusal)
+        }
+    }
+}

@@ -1,0 +1,683 @@
+//! Test harness for the run state machine: hand-built processes, callers, a world that applies
+//! commands with a moving clock, and schema checks of every rendered result.
+
+#![allow(dead_code)]
+
+use agentprocess_process::{
+    Duration, DurationUnit, EvidenceKind, FieldMap, FieldSpec, FieldType, Next, Offer, PersonFormat,
+    PersonRef, Process, ProcessName, Route, Step, StepId, StepKind, Target, Work, load,
+};
+use agentprocess_run_actor::machine::{
+    self, Actor, Assignment, Caller, Command, Ctx, Decide, Decision, EvidenceItem, Limits, Mode,
+    PinnedProcess, Refusal, RunState, StartRun, Submission, Timestamp, Transition, UploadLookup,
+    UploadStatus, render,
+};
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+// ---------------------------------------------------------------- schemas
+
+pub fn schemas_dir() -> PathBuf {
+    match std::env::var("AGENTPROCESS_SCHEMAS") {
+        Ok(dir) => PathBuf::from(dir),
+        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/agentprocess/schemas/core-2"),
+    }
+}
+
+const SCHEMA_BASE: &str = "https://agentprocess.io/schemas/core-2/";
+
+/// Resolves `$ref`s to other schema files by their `$id`, from the local copy.
+struct LocalSchemas(PathBuf);
+
+impl jsonschema::Retrieve for LocalSchemas {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        let relative = uri
+            .as_str()
+            .strip_prefix(SCHEMA_BASE)
+            .ok_or_else(|| format!("not an agentprocess schema: {}", uri.as_str()))?;
+        let text = std::fs::read_to_string(self.0.join(relative))?;
+        Ok(serde_json::from_str(&text)?)
+    }
+}
+
+fn validators() -> &'static Mutex<HashMap<String, jsonschema::Validator>> {
+    static VALIDATORS: OnceLock<Mutex<HashMap<String, jsonschema::Validator>>> = OnceLock::new();
+    VALIDATORS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Asserts `value` is valid against `schema_file` (relative to the core-2 schema folder).
+pub fn assert_matches_schema(schema_file: &str, value: &Value) {
+    let mut validators = validators().lock().unwrap_or_else(|e| e.into_inner());
+    let validator = validators.entry(schema_file.to_string()).or_insert_with(|| {
+        let dir = schemas_dir();
+        let text = std::fs::read_to_string(dir.join(schema_file))
+            .unwrap_or_else(|e| panic!("cannot read schema {schema_file} in {}: {e}", dir.display()));
+        let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
+        jsonschema::options()
+            .with_retriever(LocalSchemas(dir))
+            .build(&schema)
+            .unwrap_or_else(|e| panic!("schema {schema_file} does not compile: {e}"))
+    });
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{schema_file} rejects the value:\n{}\nvalue: {}",
+        errors.join("\n"),
+        serde_json::to_string_pretty(value).unwrap()
+    );
+}
+
+// ---------------------------------------------------------------- processes
+
+pub fn id(text: &str) -> StepId {
+    StepId::new(text).expect("test step ids are valid")
+}
+
+pub fn fields(list: &[(&str, FieldType)]) -> FieldMap {
+    list.iter()
+        .map(|(name, t)| (name.to_string(), FieldSpec::of_type(*t)))
+        .collect()
+}
+
+pub fn work(
+    instructions: &str,
+    output: &[(&str, FieldType)],
+    evidence: &[EvidenceKind],
+    due: Option<Duration>,
+) -> Work {
+    Work {
+        instructions: instructions.to_string(),
+        output: fields(output),
+        evidence: evidence.to_vec(),
+        due,
+        check: None,
+        advisory: false,
+    }
+}
+
+pub fn to(step: &str) -> Option<Next> {
+    Some(Next::Step(Target::Step(id(step))))
+}
+
+pub fn routes(list: &[(&str, &str)]) -> Option<Next> {
+    Some(Next::Routes(
+        list.iter()
+            .map(|(step, when)| Route {
+                to: Target::Step(id(step)),
+                when: Some(when.to_string()),
+            })
+            .collect(),
+    ))
+}
+
+pub fn hours(amount: u64) -> Duration {
+    Duration {
+        amount,
+        unit: DurationUnit::Hours,
+    }
+}
+
+pub fn minutes(amount: u64) -> Duration {
+    Duration {
+        amount,
+        unit: DurationUnit::Minutes,
+    }
+}
+
+pub fn agent_step(step: &str, work: Work, next: Option<Next>) -> Step {
+    Step {
+        id: id(step),
+        kind: StepKind::Agent { work },
+        next,
+    }
+}
+
+pub fn task_step(step: &str, person: PersonRef, work: Work, next: Option<Next>) -> Step {
+    Step {
+        id: id(step),
+        kind: StepKind::Task { work, person },
+        next,
+    }
+}
+
+pub fn approve_step(
+    step: &str,
+    role: &str,
+    on_reject: Option<&str>,
+    due: Option<Duration>,
+    next: Option<Next>,
+) -> Step {
+    Step {
+        id: id(step),
+        kind: StepKind::Approve {
+            text: format!("Approve {step}."),
+            person: PersonRef::Role(role.to_string()),
+            on_reject: on_reject.map(id),
+            due,
+        },
+        next,
+    }
+}
+
+pub fn finish_step(step: &str, outcome: &str) -> Step {
+    Step {
+        id: id(step),
+        kind: StepKind::Finish {
+            outcome: outcome.to_string(),
+        },
+        next: None,
+    }
+}
+
+pub fn step_of(step: &str, kind: StepKind, next: Option<Next>) -> Step {
+    Step {
+        id: id(step),
+        kind,
+        next,
+    }
+}
+
+pub fn pinned(name: &str, inputs: FieldMap, steps: Vec<Step>) -> PinnedProcess {
+    let mut roles = IndexMap::new();
+    roles.insert("finance-approver".to_string(), "g_finance".to_string());
+    roles.insert("accounts".to_string(), "g_accounts".to_string());
+    PinnedProcess {
+        process: Process {
+            name: ProcessName::new(name).expect("test names are valid"),
+            description: format!("The {name} process."),
+            inputs,
+            required_systems: Vec::new(),
+            steps,
+        },
+        version: 3,
+        body: format!("# {name}\n\nHow it goes.\n"),
+        roles,
+    }
+}
+
+/// The supplier-onboarding example of spec §2: screen (routes), approve (on_reject), finishes.
+pub fn supplier_onboarding() -> PinnedProcess {
+    pinned(
+        "supplier-onboarding",
+        fields(&[("vendorName", FieldType::String), ("amount", FieldType::Number)]),
+        vec![
+            agent_step(
+                "check_vendor",
+                work(
+                    "Check the vendor against the sanctions lists.",
+                    &[("cleared", FieldType::Boolean), ("summary", FieldType::String)],
+                    &[EvidenceKind::File],
+                    None,
+                ),
+                routes(&[("approve", "Vendor is cleared"), ("decline", "Any sanctions hit")]),
+            ),
+            approve_step(
+                "approve",
+                "finance-approver",
+                Some("check_vendor"),
+                Some(Duration {
+                    amount: 2,
+                    unit: DurationUnit::Days,
+                }),
+                to("done"),
+            ),
+            finish_step("decline", "declined"),
+            finish_step("done", "onboarded"),
+        ],
+    )
+}
+
+// ---------------------------------------------------------------- callers
+
+pub const ORG: &str = "o_acme";
+pub const OPERATORS: &str = "g_ops";
+
+pub fn agent(name: &str) -> Caller {
+    Caller {
+        organization: ORG.to_string(),
+        actor: Actor::Agent { id: name.to_string() },
+        operator: false,
+    }
+}
+
+pub fn person(email: &str, groups: &[&str]) -> Caller {
+    Caller {
+        organization: ORG.to_string(),
+        actor: Actor::Person {
+            email: email.to_string(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        },
+        operator: false,
+    }
+}
+
+pub fn operator() -> Caller {
+    Caller {
+        organization: ORG.to_string(),
+        actor: Actor::Person {
+            email: "ops@acme.example".to_string(),
+            groups: vec![OPERATORS.to_string()],
+        },
+        operator: true,
+    }
+}
+
+pub fn mira() -> Caller {
+    person("mira@acme.example", &["g_staff"])
+}
+
+pub fn finance() -> Caller {
+    person("fin@acme.example", &["g_finance"])
+}
+
+// ---------------------------------------------------------------- uploads
+
+#[derive(Debug, Default)]
+pub struct Uploads(pub HashMap<String, UploadStatus>);
+
+impl UploadLookup for Uploads {
+    fn lookup(&self, organization: &str, upload_id: &str) -> UploadStatus {
+        if organization != ORG {
+            return UploadStatus::NotFound;
+        }
+        self.0.get(upload_id).cloned().unwrap_or(UploadStatus::NotFound)
+    }
+}
+
+pub fn uploads() -> Uploads {
+    let mut map = HashMap::new();
+    map.insert(
+        "f_91a".to_string(),
+        UploadStatus::Verified {
+            sha256: "4f1c".repeat(16),
+        },
+    );
+    map.insert("f_bad".to_string(), UploadStatus::HashMismatch);
+    Uploads(map)
+}
+
+pub fn file(reference: &str) -> EvidenceItem {
+    EvidenceItem {
+        kind: "file".to_string(),
+        reference: reference.to_string(),
+    }
+}
+
+pub fn link(reference: &str) -> EvidenceItem {
+    EvidenceItem {
+        kind: "link".to_string(),
+        reference: reference.to_string(),
+    }
+}
+
+pub fn obj(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+// ---------------------------------------------------------------- the world
+
+/// 2026-10-06T09:00:00Z.
+pub const T0: i64 = 1_791_277_200_000;
+
+/// One run and a clock. Every applied command is checked for determinism, and every rendered
+/// result against its schema.
+pub struct World {
+    pub process: PinnedProcess,
+    pub run: Option<RunState>,
+    pub now: i64,
+    pub seeds: u64,
+    pub uploads: Uploads,
+    pub limits: Limits,
+    pub last: Option<Transition>,
+}
+
+impl World {
+    pub fn new(process: PinnedProcess) -> Self {
+        World {
+            process,
+            run: None,
+            now: T0,
+            seeds: 0,
+            uploads: uploads(),
+            limits: Limits {
+                run_data_bytes: 256 * 1024,
+                lease_seconds: 600,
+            },
+            last: None,
+        }
+    }
+
+    pub fn run(&self) -> &RunState {
+        self.run.as_ref().expect("the run has started")
+    }
+
+    pub fn advance(&mut self, seconds: i64) {
+        self.now += seconds * 1000;
+    }
+
+    pub fn apply(&mut self, command: Command) -> Result<Transition, Refusal> {
+        self.seeds += 1;
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&self.seeds.to_be_bytes());
+        let ctx = Ctx {
+            now: Timestamp::from_millis(self.now),
+            seed,
+            limits: self.limits,
+            person_format: PersonFormat::Email,
+            escalation_group: OPERATORS,
+            uploads: &self.uploads,
+        };
+        let schema = result_schema(&command);
+        let first = machine::apply(&self.process, self.run.as_ref(), command.clone(), &ctx);
+        let second = machine::apply(&self.process, self.run.as_ref(), command, &ctx);
+        assert_eq!(first, second, "apply is deterministic");
+        match &first {
+            Ok(transition) => {
+                if let Some(schema) = schema {
+                    assert_matches_schema(schema, transition.reply.data());
+                }
+                self.run = Some(transition.state.clone());
+                self.last = Some(transition.clone());
+                self.check_renderings();
+            }
+            Err(refusal) => assert_matches_schema("tool-error.json", &refusal.to_json()),
+        }
+        first
+    }
+
+    /// Checks the run view, run data, work items and get_work items against their schemas.
+    pub fn check_renderings(&self) {
+        let run = self.run();
+        let view = render::run_view(&self.process, run);
+        assert_matches_schema("run-view.json", &view);
+        assert_matches_schema("tools/get_run.result.json", &view);
+        assert_matches_schema("run-data.json", &render::run_data(run));
+        let mut items = Vec::new();
+        for step in &run.steps {
+            if let Some(item) = render::agent_work_item(run, &step.id) {
+                items.push(item);
+            }
+        }
+        for item in &run.work_items {
+            assert_matches_schema("work-item.json", &render::work_item(&self.process, run, item));
+            items.push(render::person_work_item(&self.process, run, item));
+        }
+        assert_matches_schema(
+            "tools/get_work.result.json",
+            &json!({ "items": items, "nextCursor": null }),
+        );
+    }
+
+    pub fn view(&self) -> Value {
+        render::run_view(&self.process, self.run())
+    }
+
+    pub fn start(&mut self, caller: Caller, inputs: Value) -> Result<Transition, Refusal> {
+        self.start_mode(caller, inputs, Mode::Live)
+    }
+
+    pub fn start_mode(&mut self, caller: Caller, inputs: Value, mode: Mode) -> Result<Transition, Refusal> {
+        self.apply(Command::StartRun(StartRun { caller, inputs, mode }))
+    }
+
+    pub fn claim(&mut self, caller: Caller, step: &str) -> Result<Transition, Refusal> {
+        self.apply(Command::Claim {
+            caller,
+            step: step.to_string(),
+        })
+    }
+
+    /// Claims and returns the token.
+    pub fn claim_token(&mut self, caller: Caller, step: &str) -> String {
+        let transition = self.claim(caller, step).expect("claim succeeds");
+        transition.reply.data()["token"]
+            .as_str()
+            .expect("a token")
+            .to_string()
+    }
+
+    pub fn submit(
+        &mut self,
+        caller: Caller,
+        token: &str,
+        submission: Submission,
+    ) -> Result<Transition, Refusal> {
+        self.apply(Command::Submit {
+            caller,
+            token: token.to_string(),
+            submission,
+        })
+    }
+
+    pub fn decide(&mut self, caller: Caller, work_item: &str, decision: Decision) -> DecideBuilder<'_> {
+        let snapshot = render::snapshot(self.run());
+        DecideBuilder {
+            world: self,
+            decide: Decide {
+                caller,
+                work_item: work_item.to_string(),
+                snapshot,
+                decision,
+                output: None,
+                evidence: None,
+                summary: None,
+                next: None,
+                reason: None,
+                note: None,
+            },
+        }
+    }
+
+    /// The id of the open work item on `step`.
+    pub fn work_item_on(&self, step: &str) -> String {
+        self.run()
+            .work_items
+            .iter()
+            .find(|w| w.step == step)
+            .unwrap_or_else(|| panic!("no work item on {step}"))
+            .id
+            .clone()
+    }
+
+    pub fn step_state(&self, step: &str) -> Value {
+        self.view()["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == step)
+            .unwrap()["state"]
+            .clone()
+    }
+
+    pub fn run_state(&self) -> Value {
+        self.view()["run"]["state"].clone()
+    }
+
+    /// Fires every armed timer due by now, oldest first.
+    pub fn fire_due_timers(&mut self) {
+        loop {
+            let run = self.run();
+            let next = run
+                .steps
+                .iter()
+                .flat_map(|s| {
+                    s.timers
+                        .iter()
+                        .map(move |t| (t.fire_at, s.id.clone(), t.kind, t.generation))
+                })
+                .filter(|(at, ..)| at.as_millis() <= self.now)
+                .min_by_key(|(at, _, _, generation)| (*at, *generation));
+            let Some((_, step, kind, generation)) = next else {
+                return;
+            };
+            self.apply(Command::TimerFired {
+                step,
+                kind,
+                generation,
+            })
+            .expect("timers apply");
+        }
+    }
+}
+
+fn result_schema(command: &Command) -> Option<&'static str> {
+    Some(match command {
+        Command::StartRun(_) => "tools/start_run.result.json",
+        Command::Claim { .. } => "tools/claim.result.json",
+        Command::Renew { .. } => "tools/renew.result.json",
+        Command::Submit { .. } => "tools/submit.result.json",
+        Command::Escalate { .. } => "tools/escalate.result.json",
+        Command::Decide(_) => "tools/decide.result.json",
+        Command::Cancel { .. } => "tools/cancel.result.json",
+        Command::SendEvent { .. } => "tools/send_event.result.json",
+        Command::TimerFired { .. } | Command::ClaimExpired { .. } => return None,
+    })
+}
+
+pub struct DecideBuilder<'w> {
+    world: &'w mut World,
+    pub decide: Decide,
+}
+
+impl DecideBuilder<'_> {
+    pub fn note(mut self, note: &str) -> Self {
+        self.decide.note = Some(note.to_string());
+        self
+    }
+    pub fn output(mut self, output: Value) -> Self {
+        self.decide.output = Some(obj(output));
+        self
+    }
+    pub fn evidence(mut self, evidence: Vec<EvidenceItem>) -> Self {
+        self.decide.evidence = Some(evidence);
+        self
+    }
+    pub fn next(mut self, next: &str, reason: &str) -> Self {
+        self.decide.next = Some(next.to_string());
+        self.decide.reason = Some(reason.to_string());
+        self
+    }
+    pub fn snapshot(mut self, snapshot: &str) -> Self {
+        self.decide.snapshot = snapshot.to_string();
+        self
+    }
+    pub fn send(self) -> Result<Transition, Refusal> {
+        self.world.apply(Command::Decide(self.decide))
+    }
+}
+
+/// A good screening submission for `check_vendor` choosing `next`.
+pub fn screening(next: &str) -> Submission {
+    Submission {
+        output: Some(obj(json!({ "cleared": true, "summary": "No matches." }))),
+        evidence: vec![file("f_91a")],
+        summary: Some("Searched both lists by legal name. No hits.".to_string()),
+        next: Some(next.to_string()),
+        reason: Some("Vendor is cleared.".to_string()),
+    }
+}
+
+pub fn refused(result: Result<Transition, Refusal>) -> (machine::Code, Vec<String>) {
+    let refusal = result.expect_err("refused");
+    (refusal.code, refusal.issues)
+}
+
+// ---------------------------------------------------------------- fixtures
+
+pub fn fixtures_dir() -> PathBuf {
+    schemas_dir().join("../../fixtures")
+}
+
+pub fn fixture(name: &str) -> PinnedProcess {
+    let path = fixtures_dir().join(name).join("PROCESS.md");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let loaded = load(&bytes, &Offer::EVERYTHING).unwrap_or_else(|issues| panic!("{name}: {issues:?}"));
+    let roles: IndexMap<String, String> = loaded
+        .process
+        .role_names()
+        .into_iter()
+        .map(|role| (role.to_string(), format!("g_{role}")))
+        .collect();
+    PinnedProcess {
+        process: loaded.process,
+        version: 1,
+        body: loaded.body,
+        roles,
+    }
+}
+
+/// A value that satisfies a declaration.
+pub fn sample(spec: &FieldSpec, name: &str) -> Value {
+    if let Some(first) = spec.one_of.as_ref().and_then(|values| values.first()) {
+        return first.clone();
+    }
+    match spec.field_type {
+        FieldType::String => json!(format!("{name} text")),
+        FieldType::Number => json!(42),
+        FieldType::Boolean => json!(true),
+        FieldType::Date => json!("2026-10-06"),
+        FieldType::Datetime => json!("2026-10-01T00:00:00Z"),
+        FieldType::List => json!([]),
+        FieldType::Object => json!({}),
+        FieldType::Person => json!(format!("{}@acme.example", name.to_lowercase())),
+    }
+}
+
+pub fn sample_map(fields: &FieldMap) -> Map<String, Value> {
+    fields
+        .iter()
+        .filter(|(_, spec)| !spec.optional)
+        .map(|(name, spec)| (name.clone(), sample(spec, name)))
+        .collect()
+}
+
+/// A submission that meets `step`'s declaration, choosing `next` (or the first route).
+pub fn good_submission(world: &World, step: &str, next: Option<&str>) -> Submission {
+    let step = world.process.process.step(&id(step)).unwrap();
+    let work = step.work().unwrap();
+    let evidence = work
+        .evidence
+        .iter()
+        .map(|kind| match kind.name() {
+            "file" => file("f_91a"),
+            _ => link("https://example.com/record"),
+        })
+        .collect::<Vec<EvidenceItem>>();
+    let (next, reason) = match &step.next {
+        Some(Next::Routes(routes)) => (
+            Some(
+                next.map(str::to_string)
+                    .unwrap_or_else(|| routes[0].to.to_string()),
+            ),
+            Some("Chosen by the walk.".to_string()),
+        ),
+        _ => (None, None),
+    };
+    Submission {
+        output: Some(sample_map(&work.output)),
+        evidence,
+        summary: Some(format!("Did {}.", step.id)),
+        next,
+        reason,
+    }
+}
+
+/// Someone who may decide an item with this assignment.
+pub fn assignee(assigned_to: &Assignment) -> Caller {
+    match assigned_to {
+        Assignment::Group(group) => person("member@acme.example", &[group.as_str()]),
+        Assignment::Person(email) => person(email, &[]),
+    }
+}

@@ -1,0 +1,388 @@
+//! Walks of the conformance fixtures through their main paths: happy paths, routes, rejection
+//! with `on_reject` and history, escalation, lease expiry with handoff, cancel, held events and
+//! `wait_for` timeouts. Every rendered result is checked against the core-2 schemas on the way.
+
+mod common;
+
+use agentprocess_process::StepKind;
+use agentprocess_run_actor::machine::{Command, Decision, StepState, WorkItemKind};
+use common::*;
+use serde_json::{Value, json};
+
+/// What the walk does at a step; `None` from a script takes the default.
+#[derive(Debug, Clone)]
+enum Act {
+    Submit(Option<&'static str>),
+    Escalate(&'static str),
+    Approve,
+    Reject(&'static str),
+    Complete(Option<&'static str>),
+    Return(&'static str),
+    Fail(&'static str),
+    Event,
+    Timers,
+}
+
+/// Drives the run until it ends, taking `script`'s act where it gives one.
+fn walk(world: &mut World, script: &mut dyn FnMut(&World, &str) -> Option<Act>) {
+    for _ in 0..200 {
+        if world.run().has_ended() {
+            return;
+        }
+        let run = world.run().clone();
+        if let Some(step) = run.steps.iter().find(|s| s.state == Some(StepState::Ready)) {
+            let act = script(world, &step.id).unwrap_or(Act::Submit(None));
+            let token = world.claim_token(agent("a_walker"), &step.id);
+            match act {
+                Act::Submit(next) => {
+                    let submission = good_submission(world, &step.id, next);
+                    world
+                        .submit(agent("a_walker"), &token, submission)
+                        .expect("a good submission is accepted");
+                }
+                Act::Escalate(note) => {
+                    world
+                        .apply(Command::Escalate {
+                            caller: agent("a_walker"),
+                            token,
+                            note: note.into(),
+                        })
+                        .unwrap();
+                }
+                other => panic!("{other:?} on a ready agent step"),
+            }
+            continue;
+        }
+        if let Some(item) = run.work_items.first() {
+            let caller = assignee(&item.assigned_to);
+            let default = match item.kind {
+                WorkItemKind::Approve => Act::Approve,
+                WorkItemKind::Task | WorkItemKind::Escalation => Act::Complete(None),
+            };
+            let act = script(world, &item.step).unwrap_or(default);
+            let result = match act {
+                Act::Approve => world.decide(caller, &item.id, Decision::Approved).send(),
+                Act::Reject(note) => world
+                    .decide(caller, &item.id, Decision::Rejected)
+                    .note(note)
+                    .send(),
+                Act::Return(note) => world
+                    .decide(caller, &item.id, Decision::Returned)
+                    .note(note)
+                    .send(),
+                Act::Fail(note) => world.decide(caller, &item.id, Decision::Failed).note(note).send(),
+                Act::Complete(next) => {
+                    let submission = good_submission(world, &item.step, next);
+                    let mut decide = world.decide(caller, &item.id, Decision::Completed);
+                    decide.decide.output = submission.output;
+                    decide.decide.evidence = Some(submission.evidence);
+                    decide.decide.next = submission.next;
+                    decide.decide.reason = submission.reason;
+                    decide.send()
+                }
+                other => panic!("{other:?} on a work item"),
+            };
+            result.expect("the decision is accepted");
+            continue;
+        }
+        let waiting = run
+            .steps
+            .iter()
+            .find(|s| s.state == Some(StepState::Waiting))
+            .expect("a run that has not ended waits on something")
+            .id
+            .clone();
+        let kind = &world.process.process.step(&id(&waiting)).unwrap().kind;
+        let default = match kind {
+            StepKind::WaitFor { .. } => Act::Event,
+            _ => Act::Timers,
+        };
+        match script(world, &waiting).unwrap_or(default) {
+            Act::Event => {
+                let StepKind::WaitFor { event, .. } = kind else {
+                    unreachable!()
+                };
+                let consumed = world
+                    .apply(Command::SendEvent {
+                        caller: agent("a_system"),
+                        name: event.clone(),
+                        data: Some(obj(json!({ "reference": "EVT-1" }))),
+                    })
+                    .unwrap();
+                assert_eq!(consumed.reply.data()["consumedBy"], waiting.as_str());
+            }
+            Act::Timers => {
+                let next = world
+                    .run()
+                    .steps
+                    .iter()
+                    .flat_map(|s| s.timers.iter())
+                    .map(|t| t.fire_at)
+                    .min();
+                let next = next.expect("a waiting step has a timer");
+                world.now = world.now.max(next.as_millis());
+                world.fire_due_timers();
+            }
+            other => panic!("{other:?} on a waiting step"),
+        }
+    }
+    panic!("the walk did not end");
+}
+
+fn start(name: &str, inputs: &[(&str, Value)]) -> World {
+    let process = fixture(name);
+    let mut values = sample_map(&process.process.inputs);
+    for (key, value) in inputs {
+        values.insert(key.to_string(), value.clone());
+    }
+    let mut world = World::new(process);
+    world
+        .start(mira(), Value::Object(values))
+        .expect("the run starts");
+    world
+}
+
+fn outcome(world: &World) -> Value {
+    world.view()["run"]["outcome"].clone()
+}
+
+#[test]
+fn every_core_and_parallel_fixture_walks_its_main_path_to_a_finish() {
+    let mut walked = 0;
+    for entry in std::fs::read_dir(fixtures_dir()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        let process = fixture(&name);
+        if process.process.uses_check() {
+            continue;
+        }
+        let finishes: Vec<Value> = process
+            .process
+            .steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::Finish { outcome } => Some(json!(outcome)),
+                _ => None,
+            })
+            .collect();
+        let mut world = start(&name, &[]);
+        walk(&mut world, &mut |_, _| None);
+        assert!(
+            finishes.contains(&outcome(&world)),
+            "{name} ended {}",
+            outcome(&world)
+        );
+        assert!(world.run().work_items.is_empty());
+        walked += 1;
+    }
+    assert!(walked >= 11, "walked {walked} fixtures");
+}
+
+#[test]
+fn expense_reimbursement_rejection_returns_to_the_receipts_with_history() {
+    let mut world = start("expense-reimbursement", &[]);
+    assert_eq!(
+        world.view()["workItems"][0]["assignedTo"],
+        json!({ "person": "mira@acme.example" })
+    );
+    let mut rejected = false;
+    walk(&mut world, &mut |world, step| match step {
+        "manager_review" if !rejected => {
+            rejected = true;
+            Some(Act::Reject("Receipt 3 is missing."))
+        }
+        "receipts" if rejected => {
+            let view = world.view();
+            assert_eq!(
+                view["data"]["steps"]["manager_review"]["note"],
+                "Receipt 3 is missing."
+            );
+            assert_eq!(view["steps"][1]["state"], Value::Null, "check was rewound");
+            assert_eq!(
+                view["data"]["steps"]["check"]["history"]
+                    .as_array()
+                    .unwrap()
+                    .len(),
+                1
+            );
+            None
+        }
+        _ => None,
+    });
+    assert_eq!(outcome(&world), "reimbursed");
+    let data = &world.view()["data"]["steps"];
+    assert_eq!(data["receipts"]["history"].as_array().unwrap().len(), 1);
+    assert_eq!(data["check"]["history"].as_array().unwrap().len(), 1);
+    assert_eq!(data["manager_review"]["decision"], "approved");
+    assert_eq!(data["manager_review"]["history"][0]["decision"], "rejected");
+}
+
+#[test]
+fn support_escalation_routes_and_escalations() {
+    // Route to the tier 1 handoff; the closing agent escalates, is returned, then completes.
+    let mut world = start("support-escalation", &[]);
+    let mut escalated = 0;
+    walk(&mut world, &mut |world, step| match step {
+        "diagnose" => Some(Act::Submit(Some("tier1_handoff"))),
+        "close_ticket" if escalated == 0 && world.step_state("close_ticket") == "ready" => {
+            escalated += 1;
+            Some(Act::Escalate("The ticket system refuses the close."))
+        }
+        "close_ticket" if escalated == 1 && world.step_state("close_ticket") == "waiting" => {
+            escalated += 1;
+            Some(Act::Return("Retry, the ticket system is back."))
+        }
+        _ => None,
+    });
+    assert_eq!(outcome(&world), "resolved");
+    assert_eq!(escalated, 2);
+    assert_eq!(world.view()["data"]["steps"]["diagnose"]["next"], "tier1_handoff");
+
+    // An escalation completed by the operator in the agent's place.
+    let mut world = start("support-escalation", &[]);
+    walk(&mut world, &mut |world, step| match step {
+        "diagnose" if world.step_state("diagnose") == "ready" => Some(Act::Escalate("Cannot reproduce.")),
+        "diagnose" => Some(Act::Complete(Some("confirm"))),
+        _ => None,
+    });
+    assert_eq!(outcome(&world), "resolved");
+    assert_eq!(
+        world.view()["data"]["steps"]["diagnose"]["by"],
+        "member@acme.example"
+    );
+
+    // An escalation failed by the operator ends the run.
+    let mut world = start("support-escalation", &[]);
+    walk(&mut world, &mut |world, step| match step {
+        "diagnose" if world.step_state("diagnose") == "ready" => Some(Act::Escalate("Customer unreachable.")),
+        "diagnose" => Some(Act::Fail("Customer closed the account.")),
+        _ => None,
+    });
+    assert_eq!(outcome(&world), "failed");
+    assert_eq!(world.step_state("diagnose"), "failed");
+}
+
+#[test]
+fn customer_offboarding_waits_for_settlement_with_held_events_and_timeouts() {
+    // The settlement arrives while the wait is waiting; then, in a second run, before it is.
+    let mut world = start("customer-offboarding", &[]);
+    walk(&mut world, &mut |_, step| match step {
+        "final_invoice" => Some(Act::Submit(Some("settlement_event"))),
+        "verify_settlement" => Some(Act::Submit(Some("deletion_clearance"))),
+        _ => None,
+    });
+    assert_eq!(outcome(&world), "offboarded");
+    assert_eq!(
+        world.view()["data"]["steps"]["settlement_event"]["by"],
+        "a_system"
+    );
+
+    let mut world = start("customer-offboarding", &[]);
+    world
+        .apply(Command::SendEvent {
+            caller: agent("a_billing"),
+            name: "final-invoice-settled".into(),
+            data: Some(obj(json!({ "paid": true }))),
+        })
+        .unwrap();
+    walk(&mut world, &mut |_, step| match step {
+        "final_invoice" => Some(Act::Submit(Some("settlement_event"))),
+        "verify_settlement" => Some(Act::Submit(Some("deletion_clearance"))),
+        "settlement_event" => panic!("the held event is consumed when the wait becomes ready"),
+        _ => None,
+    });
+    assert_eq!(
+        world.view()["data"]["steps"]["settlement_event"]["output"],
+        json!({ "paid": true })
+    );
+
+    // No settlement within 30 days: on_timeout sends it to finance follow-up.
+    let mut world = start("customer-offboarding", &[]);
+    walk(&mut world, &mut |_, step| match step {
+        "final_invoice" => Some(Act::Submit(Some("settlement_event"))),
+        "settlement_event" => Some(Act::Timers),
+        _ => None,
+    });
+    assert_eq!(outcome(&world), "offboarded");
+    let data = &world.view()["data"]["steps"];
+    assert_eq!(data["settlement_event"]["by"], "server");
+    assert!(data.get("verify_settlement").is_none());
+    assert_eq!(data["finance_followup"]["by"], "member@acme.example");
+}
+
+#[test]
+fn blog_publication_waits_until_publish_time_and_survives_a_lost_lease() {
+    let mut world = start(
+        "blog-publication",
+        &[("publishAt", json!("2026-10-20T08:00:00Z"))],
+    );
+    // The first drafter renews with a note and disappears; the lease ends.
+    let token = world.claim_token(agent("a_drafter"), "draft");
+    world
+        .apply(Command::Renew {
+            caller: agent("a_drafter"),
+            token,
+            progress: Some("Outline done.".into()),
+        })
+        .unwrap();
+    world.advance(601);
+    let claim = world.claim(agent("a_second"), "draft").unwrap();
+    assert_eq!(
+        claim.reply.data()["handoff"],
+        json!({ "progress": "Outline done." })
+    );
+    let token = claim.reply.data()["token"].as_str().unwrap().to_string();
+    let submission = good_submission(&world, "draft", None);
+    world.submit(agent("a_second"), &token, submission).unwrap();
+    let item = world.work_item_on("editor_review");
+    world
+        .decide(
+            person("ed@acme.example", &["g_editor"]),
+            &item,
+            Decision::Approved,
+        )
+        .send()
+        .unwrap();
+    assert_eq!(world.step_state("publication_time"), "waiting");
+    world.advance(86_400);
+    world.fire_due_timers();
+    assert_eq!(world.step_state("publication_time"), "waiting", "not yet");
+    walk(&mut world, &mut |_, _| None);
+    assert_eq!(outcome(&world), "published");
+    assert_eq!(
+        world.view()["data"]["steps"]["publication_time"]["at"],
+        "2026-10-20T08:00:00Z"
+    );
+}
+
+#[test]
+fn supplier_rfp_is_cancelled_by_an_operator_while_people_work() {
+    let mut world = start("supplier-rfp", &[]);
+    assert_eq!(world.run_state(), "waiting");
+    world
+        .apply(Command::Cancel {
+            caller: operator(),
+            reason: "RFP withdrawn.".into(),
+        })
+        .unwrap();
+    let view = world.view();
+    assert_eq!(view["run"]["state"], "cancelled");
+    assert_eq!(view["steps"][0]["state"], "cancelled");
+    assert_eq!(view["workItems"], json!([]));
+    let (code, issues) = refused(
+        world
+            .decide(
+                person("b@acme.example", &["g_procurement-buyer"]),
+                "w_1",
+                Decision::Failed,
+            )
+            .note("x")
+            .send(),
+    );
+    assert_eq!(
+        (code, issues),
+        (
+            agentprocess_run_actor::machine::Code::Conflict,
+            vec!["run_ended".to_string()]
+        )
+    );
+}
