@@ -37,13 +37,18 @@ for target in "${targets[@]}"; do
     mkdir -p "$corpus"
     cp "$fuzz_dir"/seeds/* "$corpus"/
     echo "== fuzzing $target for ${seconds}s"
-    if ! cargo fuzz run "${sanitizer[@]}" --debug-assertions "$target" "$corpus" -- \
+    log="$corpus_root/$target.log"
+    if cargo fuzz run "${sanitizer[@]}" --debug-assertions "$target" "$corpus" -- \
         -max_total_time="$seconds" \
         -timeout=5 \
         -rss_limit_mb=2048 \
         -max_len=65536 \
         -dict="$fuzz_dir/yaml.dict" \
-        -print_final_stats=1; then
+        -print_final_stats=1 >"$log" 2>&1; then
+        # The progress lines are noise once the run is clean: keep the build errors and totals.
+        grep -E '^(error|Done|stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb)' "$log" || true
+    else
+        tail -n 60 "$log"
         failed+=("$target")
     fi
 done
