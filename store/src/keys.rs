@@ -1,0 +1,1 @@
+//! Key layout (to be written).
