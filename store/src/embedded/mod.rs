@@ -219,6 +219,7 @@ impl EmbeddedStore {
             wal_len: recovered.wal_len,
             generation: recovered.generation,
             snapshot_bytes: recovered.snapshot_bytes,
+            compaction: None,
             committed: committed_tx,
             options,
             failed: None,
@@ -399,6 +400,8 @@ struct Writer {
     wal_len: u64,
     generation: u64,
     snapshot_bytes: u64,
+    /// The snapshot being written in the background, if any.
+    compaction: Option<tokio::task::JoinHandle<Result<u64, StoreError>>>,
     committed: tokio::sync::watch::Sender<i64>,
     options: EmbeddedOptions,
     /// Set by the first failed write or sync; every later write fails with it.
@@ -419,6 +422,8 @@ impl Writer {
         }
         receiver.close();
         drop(receiver);
+        // The directory is ours until the snapshot being written is in place.
+        let _ = self.finish_compaction(true).await;
         self.shared.leases.lock().unwrap().wake.notify_one();
         drop(self);
         for done in closing {
@@ -516,12 +521,18 @@ impl Writer {
         for reply in replies {
             reply.send(failure.as_ref());
         }
-        let log_too_long = self.wal_len > self.options.compact_after_bytes.max(self.snapshot_bytes);
-        if failure.is_none()
-            && log_too_long
-            && let Err(error) = self.compact().await
-        {
-            self.failed = Some(error);
+        if failure.is_none() {
+            if let Err(error) = self.finish_compaction(false).await {
+                self.failed = Some(error);
+            }
+            let log_too_long = self.wal_len > self.options.compact_after_bytes.max(self.snapshot_bytes);
+            if self.compaction.is_none()
+                && self.failed.is_none()
+                && log_too_long
+                && let Err(error) = self.start_compaction().await
+            {
+                self.failed = Some(error);
+            }
         }
     }
 
@@ -551,31 +562,47 @@ impl Writer {
         }
     }
 
-    /// Writes a snapshot of the durable state, starts a new log generation and removes the old
-    /// log. Writes wait meanwhile; reads do not.
-    async fn compact(&mut self) -> Result<(), StoreError> {
-        let shared = self.shared.clone();
+    /// Starts a compaction: begins a new log generation at once, and writes a snapshot of the
+    /// state at that point in the background, removing the old log when the snapshot is in place.
+    /// The writer only pauses to copy the key map (keys are copied, values shared); writes go on
+    /// into the new log meanwhile. A crash before the snapshot is renamed into place leaves the
+    /// old snapshot and both logs, which recovery replays in order.
+    async fn start_compaction(&mut self) -> Result<(), StoreError> {
         let dir = self.dir.clone();
         let old = self.generation;
         let new = old + 1;
-        let (size, file) = tokio::task::spawn_blocking(move || {
-            let file = wal::open_wal(&dir, new)?;
-            let (leases, next_id) = {
-                let table = shared.leases.lock().unwrap();
-                (table.durable_view(), table.next_id())
-            };
-            let durable = shared.durable.read().unwrap();
-            let size = wal::write_snapshot(&dir, durable.revision, next_id, new, &leases, &durable.kvs)?;
-            drop(durable);
-            wal::remove_wal(&dir, old)?;
-            Ok::<_, StoreError>((size, file))
-        })
-        .await
-        .expect("compaction task does not panic")?;
+        let file = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || wal::open_wal(&dir, new))
+                .await
+                .expect("log open task does not panic")?
+        };
+        let (kvs, revision) = {
+            let durable = self.shared.durable.read().unwrap();
+            (durable.kvs.clone(), durable.revision)
+        };
+        let (leases, next_id) = {
+            let table = self.shared.leases.lock().unwrap();
+            (table.durable_view(), table.next_id())
+        };
         self.wal = Some(file);
         self.generation = new;
         self.wal_len = 0;
-        self.snapshot_bytes = size;
+        self.compaction = Some(tokio::task::spawn_blocking(move || {
+            let size = wal::write_snapshot(&dir, revision, next_id, new, &leases, &kvs)?;
+            drop(kvs);
+            wal::remove_wal(&dir, old)?;
+            Ok(size)
+        }));
+        Ok(())
+    }
+
+    /// Collects a finished compaction; with `wait`, waits for a running one.
+    async fn finish_compaction(&mut self, wait: bool) -> Result<(), StoreError> {
+        let Some(task) = self.compaction.take_if(|task| wait || task.is_finished()) else {
+            return Ok(());
+        };
+        self.snapshot_bytes = task.await.expect("compaction task does not panic")?;
         Ok(())
     }
 }

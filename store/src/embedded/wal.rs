@@ -521,4 +521,78 @@ mod tests {
         *flipped.last_mut().unwrap() ^= 0x40;
         assert_eq!(decode_log(&flipped).1, first_len);
     }
+
+    fn write_log(dir: &Path, generation: u64, entries: &[Entry]) {
+        let mut buf = Vec::new();
+        for entry in entries {
+            encode_entry(entry, &mut buf);
+        }
+        fs::write(wal_path(dir, generation), buf).unwrap();
+    }
+
+    /// A crash in the middle of a compaction leaves the old snapshot, the old log and the new
+    /// one (and maybe a half-written snapshot): recovery replays both logs, in order.
+    #[test]
+    fn recovery_replays_every_log_after_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries = sample();
+        write_log(dir.path(), 0, &entries[..1]);
+        write_log(dir.path(), 1, &entries[1..]);
+        fs::write(dir.path().join(SNAPSHOT_TMP), b"half a snapshot").unwrap();
+        let recovered = recover(dir.path()).unwrap();
+        assert_eq!(recovered.entries, entries);
+        assert_eq!(recovered.generation, 1);
+        assert!(!dir.path().join(SNAPSHOT_TMP).exists());
+    }
+
+    /// Once the snapshot of generation 1 is in place, the log of generation 0 is covered by it:
+    /// recovery removes it without replaying it.
+    #[test]
+    fn recovery_skips_and_removes_logs_the_snapshot_covers() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries = sample();
+        write_log(dir.path(), 0, &entries[..1]);
+        write_log(dir.path(), 1, &entries[1..]);
+        let mut kvs = BTreeMap::new();
+        if let Change::Put { key, kv } = &entries[0].changes[1] {
+            kvs.insert(key.clone(), kv.clone());
+        }
+        write_snapshot(dir.path(), 2, 2, 1, &[(1, 10)], &kvs).unwrap();
+        let recovered = recover(dir.path()).unwrap();
+        assert_eq!(recovered.snapshot.revision, 2);
+        assert_eq!(recovered.snapshot.kvs, kvs);
+        assert_eq!(recovered.snapshot.leases, vec![(1, 10)]);
+        assert_eq!(recovered.entries, entries[1..]);
+        assert!(!wal_path(dir.path(), 0).exists());
+    }
+
+    /// A damaged record in a log that a newer log follows cannot be a torn write: it is
+    /// reported, not cut off.
+    #[test]
+    fn damage_before_the_newest_log_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries = sample();
+        write_log(dir.path(), 0, &entries);
+        let path = wal_path(dir.path(), 0);
+        let len = fs::metadata(&path).unwrap().len();
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+        write_log(dir.path(), 1, &[]);
+        assert!(matches!(recover(dir.path()), Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write_snapshot(dir.path(), 2, 2, 0, &[], &BTreeMap::new()).unwrap();
+        let path = dir.path().join(SNAPSHOT_FILE);
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[10] ^= 1;
+        fs::write(&path, bytes).unwrap();
+        assert!(matches!(recover(dir.path()), Err(StoreError::Corrupt(_))));
+    }
 }
