@@ -8,7 +8,8 @@ use crate::types::LeaseId;
 /// Why a store call failed.
 ///
 /// A transaction whose compares fail is NOT an error: it is a [`crate::TxnResult`] with
-/// `succeeded: false`. These variants are for calls that could not be carried out. The error is
+/// `succeeded: false`. After `Io` or `Closed` on a write, the write's outcome is unknown: it may
+/// be on disk and come back after a restart; after any other error it did not happen. These variants are for calls that could not be carried out. The error is
 /// `Clone` so that one failure (a failed `fsync`) can be reported to every caller it affected.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {

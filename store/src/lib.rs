@@ -25,7 +25,7 @@ pub mod keys;
 mod store;
 mod types;
 
-pub use embedded::{EmbeddedOptions, EmbeddedStore, RecoveryReport};
+pub use embedded::{EmbeddedOptions, EmbeddedStats, EmbeddedStore, RecoveryReport};
 pub use error::StoreError;
 pub use store::Store;
 pub use types::{

@@ -1,4 +1,21 @@
 //! The [`Store`] trait: the operations the runtime needs, with etcd's semantics.
+//!
+//! How each call maps onto etcd 3.4 (for the etcd implementation):
+//!
+//! | call | etcd | notes |
+//! |---|---|---|
+//! | `get`, `range` | `KV.Range` | `KeyRange::end: None` is `range_end = "\0"`; an empty start key is `"\0"`; `limit` as is; `more` and `header.revision` as is |
+//! | `txn` | `KV.Txn` | `Compare` targets VALUE, VERSION, CREATE, MOD, LEASE with EQUAL, NOT_EQUAL, GREATER, LESS on one key; `TxnOp::Put` / `Delete` / `Range` are `RequestPut` / `RequestDeleteRange` / `RequestRange` |
+//! | `lease_grant` | `Lease.LeaseGrant` with ID 0 | etcd may raise a TTL below its minimum; the answer says the TTL granted |
+//! | `lease_keep_alive` | one round of `Lease.LeaseKeepAlive` | a TTL <= 0 in the answer is `StoreError::LeaseNotFound` |
+//! | `lease_revoke` | `Lease.LeaseRevoke` | `ErrLeaseNotFound` is `StoreError::LeaseNotFound` |
+//! | `lease_time_to_live` | `Lease.LeaseTimeToLive` with `keys: true` | TTL -1 is `None` |
+//! | `watch` | one `Watch.Watch` create request on `[start, end)` with `start_revision` | a cancel with `compact_revision` is `StoreError::Compacted`; events of one response are sent in order |
+//!
+//! Left out on purpose, because the runtime does not need them: reads at a past revision,
+//! `prev_kv`, `count_only`/`keys_only`, compares over a range of keys, watch filters and progress
+//! notifications, and store-wide compaction calls. Each could be added without changing what is
+//! here.
 
 use async_trait::async_trait;
 
@@ -14,7 +31,10 @@ use crate::types::{
 /// `range`), `txn` is `KV.Txn`, the lease calls are `Lease.LeaseGrant`, `LeaseKeepAlive` (one
 /// round), `LeaseRevoke` and `LeaseTimeToLive`, and `watch` is one `Watch.Watch` stream.
 ///
-/// Every call that returns `Ok` after a write has made that write durable.
+/// Every call that returns `Ok` after a write has made that write durable, and every later read,
+/// from any handle, sees it. A write that fails with [`StoreError::Io`] or
+/// [`StoreError::Closed`] may or may not have happened (as with etcd when a request times out):
+/// callers make writes safe to retry (the runtime compares on the idempotency key).
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// One key, and the revision the read was served at.

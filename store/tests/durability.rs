@@ -10,6 +10,7 @@ use agentprocess_store::{
 };
 
 const CHILD_DIR_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_DIR";
+const CHILD_COMPACT_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_COMPACT_BYTES";
 
 async fn open(dir: &std::path::Path) -> EmbeddedStore {
     open_with(dir, EmbeddedOptions::default()).await
@@ -55,8 +56,12 @@ fn crash_writer_child() {
         .enable_all()
         .build()
         .unwrap();
+    let mut options = EmbeddedOptions::default();
+    if let Some(bytes) = std::env::var(CHILD_COMPACT_ENV).ok().and_then(|b| b.parse().ok()) {
+        options.compact_after_bytes = bytes;
+    }
     runtime.block_on(async move {
-        let store = open(dir.as_ref()).await;
+        let store = open_with(dir.as_ref(), options).await;
         let lease = store.lease_grant(3600).await.expect("grant");
         let mut tasks = Vec::new();
         for writer in 0..32 {
@@ -88,8 +93,25 @@ fn crash_writer_child() {
 /// SIGKILL mid-stream; reopening finds every write the child saw acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_kill_9() {
+    kill_writer_and_check(None).await;
+}
+
+/// The same with a tiny compaction threshold, so the kill lands among snapshots being written,
+/// logs being rotated and old logs being removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_kill_9_during_compactions() {
+    let stats = kill_writer_and_check(Some(64 * 1024)).await;
+    assert!(stats.1 > 0, "the store was reopened from a snapshot");
+}
+
+/// Returns the recovery report's replayed records and whether a snapshot was there.
+async fn kill_writer_and_check(compact_after_bytes: Option<u64>) -> (usize, u64) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if let Some(bytes) = compact_after_bytes {
+        command.env(CHILD_COMPACT_ENV, bytes.to_string());
+    }
+    let mut child = command
         .args(["--exact", "crash_writer_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR_ENV, dir.path())
         .stdout(Stdio::piped())
@@ -114,6 +136,7 @@ async fn acknowledged_writes_survive_kill_9() {
         }
     }
 
+    let had_snapshot = u64::from(dir.path().join("snapshot").exists());
     let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
         .await
         .expect("reopen after kill -9");
@@ -141,6 +164,7 @@ async fn acknowledged_writes_survive_kill_9() {
         .expect("lease survives a crash");
     assert_eq!(status.granted_ttl, 3600);
     assert!(status.keys.len() <= 32 && !status.keys.is_empty());
+    (report.replayed_records, had_snapshot)
 }
 
 /// Revisions, metadata and leases come back after a clean restart; the revision goes on from
@@ -404,4 +428,58 @@ async fn closing_the_store_ends_its_watches() {
     assert!(watch.next().await.is_none());
     let shared: Arc<dyn Store> = Arc::new(store);
     assert!(matches!(shared.lease_grant(5).await, Err(StoreError::Closed)));
+}
+
+/// Concurrent transactions share log syncs: far fewer syncs than transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_transactions_share_one_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let mut tasks = Vec::new();
+    for writer in 0..256 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..4 {
+                put(&store, &format!("w{writer}/{n}"), "v").await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let stats = store.stats();
+    assert_eq!(stats.records, 1024);
+    assert!(
+        stats.syncs * 2 < stats.records,
+        "group commit should batch: {stats:?}"
+    );
+}
+
+/// A lease expires when its TTL is up and not before; keep-alive restarts the countdown.
+#[tokio::test(start_paused = true)]
+async fn leases_expire_on_time_and_keep_alive_postpones_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let lease = store.lease_grant(10).await.unwrap();
+    store
+        .txn(Txn::new().and_then([TxnOp::put_with_lease("claim", "x", lease.id)]))
+        .await
+        .unwrap();
+    let mut watch = store
+        .watch(KeyRange::prefix(b"claim".to_vec()), None)
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(store.lease_keep_alive(lease.id).await.unwrap(), 10);
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(store.get(b"claim").await.unwrap().0.is_some(), "kept alive");
+    let event = watch.next().await.unwrap().unwrap();
+    assert_eq!(event.kind, EventKind::Delete);
+    let expired_after = started.elapsed();
+    assert!(
+        expired_after >= Duration::from_secs(18) && expired_after < Duration::from_secs(19),
+        "expired after {expired_after:?}"
+    );
+    assert_eq!(store.get(b"claim").await.unwrap().0, None);
 }

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
@@ -99,6 +100,28 @@ struct Shared {
     committed: tokio::sync::watch::Receiver<i64>,
     limits: Limits,
     watch_channel: usize,
+    stats: Counters,
+}
+
+/// Counters the writer keeps, read through [`EmbeddedStore::stats`].
+#[derive(Debug, Default)]
+struct Counters {
+    batches: AtomicU64,
+    records: AtomicU64,
+    log_bytes: AtomicU64,
+    compactions: AtomicU64,
+}
+
+/// What the writer has done since the store was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbeddedStats {
+    /// Log syncs: one per batch that wrote anything.
+    pub syncs: u64,
+    /// Log records written (one per transaction that changed something, lease grant or revoke).
+    pub records: u64,
+    pub log_bytes: u64,
+    /// Snapshots started.
+    pub compactions: u64,
 }
 
 /// A request to the writer task.
@@ -210,6 +233,7 @@ impl EmbeddedStore {
                 max_request_bytes: options.max_request_bytes,
             },
             watch_channel: options.watch_channel.max(1),
+            stats: Counters::default(),
         });
         let (requests, receiver) = mpsc::channel(options.max_batch.max(1) * 2);
         let writer = Writer {
@@ -240,6 +264,17 @@ impl EmbeddedStore {
     /// The directory the store lives in.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What the writer has done since the store was opened.
+    pub fn stats(&self) -> EmbeddedStats {
+        let c = &self.shared.stats;
+        EmbeddedStats {
+            syncs: c.batches.load(Ordering::Relaxed),
+            records: c.records.load(Ordering::Relaxed),
+            log_bytes: c.log_bytes.load(Ordering::Relaxed),
+            compactions: c.compactions.load(Ordering::Relaxed),
+        }
     }
 
     /// Stops the writer after the requests already queued and releases the directory lock.
@@ -443,6 +478,7 @@ impl Writer {
             let mut leases = shared.leases.lock().unwrap();
             let mut view = View::new(&durable.kvs, durable.revision);
             let mut record = |applied: Applied, log: &mut Vec<u8>| {
+                shared.stats.records.fetch_add(1, Ordering::Relaxed);
                 wal::encode_entry(&applied.entry, log);
                 if !applied.events.is_empty() {
                     published.push((applied.entry.revision, applied.events));
@@ -553,6 +589,9 @@ impl Writer {
         match result {
             Ok(()) => {
                 self.wal_len += len;
+                let stats = &self.shared.stats;
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+                stats.log_bytes.fetch_add(len, Ordering::Relaxed);
                 Ok(())
             }
             Err(error) => {
@@ -588,6 +627,7 @@ impl Writer {
         self.wal = Some(file);
         self.generation = new;
         self.wal_len = 0;
+        self.shared.stats.compactions.fetch_add(1, Ordering::Relaxed);
         self.compaction = Some(tokio::task::spawn_blocking(move || {
             let size = wal::write_snapshot(&dir, revision, next_id, new, &leases, &kvs)?;
             drop(kvs);
