@@ -30,6 +30,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     lease_keep_alive_and_revoke(store.clone()).await;
     watches_deliver_every_change_in_order(store.clone()).await;
     watches_replay_from_a_past_revision(store.clone()).await;
+    watches_see_concurrent_writes_exactly_once(store.clone()).await;
 }
 
 /// A prefix no other run of any check has used.
@@ -608,4 +609,57 @@ pub async fn watches_replay_from_a_past_revision(store: Arc<dyn Store>) {
     .map(|e| e.kv.mod_revision)
     .collect();
     assert_eq!(revisions, vec![first, second, third]);
+}
+
+/// Under concurrent writers, a watch sees each write exactly once, in revision order, and the
+/// revisions it reports are the ones the writers were told.
+pub async fn watches_see_concurrent_writes_exactly_once(store: Arc<dyn Store>) {
+    const WRITERS: usize = 8;
+    const WRITES: usize = 25;
+    let p = fresh_prefix("watch-concurrent");
+    let mut watch = store
+        .watch(KeyRange::prefix(p.clone()), None)
+        .await
+        .expect("watch");
+    let mut tasks = Vec::new();
+    for writer in 0..WRITERS {
+        let store = store.clone();
+        let p = p.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut written = Vec::new();
+            for n in 0..WRITES {
+                let k = key(&p, &format!("w{writer}/{n}"));
+                let result = store
+                    .txn(Txn::new().and_then([
+                        TxnOp::put(k.clone(), "v"),
+                        TxnOp::put(key(&p, &format!("last/{writer}")), k.clone()),
+                    ]))
+                    .await
+                    .expect("txn");
+                written.push((k, result.revision));
+            }
+            written
+        }));
+    }
+    let mut expected = BTreeSet::new();
+    for task in tasks {
+        expected.extend(task.await.expect("writer task"));
+    }
+    let mut seen = BTreeSet::new();
+    let mut last_revision = 0;
+    let mut events = 0;
+    while events < 2 * WRITERS * WRITES {
+        let event = next_event(&mut watch).await;
+        events += 1;
+        assert_eq!(event.kind, EventKind::Put);
+        assert!(event.kv.mod_revision >= last_revision, "events out of order");
+        last_revision = event.kv.mod_revision;
+        if !event.kv.key.starts_with(&key(&p, "last/")) {
+            assert!(
+                seen.insert((event.kv.key, event.kv.mod_revision)),
+                "an event was delivered twice"
+            );
+        }
+    }
+    assert_eq!(seen, expected);
 }
