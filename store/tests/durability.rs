@@ -483,3 +483,40 @@ async fn leases_expire_on_time_and_keep_alive_postpones_it() {
     );
     assert_eq!(store.get(b"claim").await.unwrap().0, None);
 }
+
+/// A batch stops at its byte limit; the requests past it go in the next batch, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_stop_at_their_byte_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = EmbeddedOptions {
+        max_batch_bytes: 1,
+        ..EmbeddedOptions::default()
+    };
+    let store = open_with(dir.path(), options).await;
+    let mut tasks = Vec::new();
+    for writer in 0..64 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut last = 0;
+            for n in 0..4 {
+                let revision = put(&store, &format!("k{writer}"), &n.to_string()).await;
+                assert!(revision > last);
+                last = revision;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let stats = store.stats();
+    assert_eq!((stats.records, stats.syncs), (256, 256));
+    for writer in 0..64 {
+        let kv = store
+            .get(format!("k{writer}").as_bytes())
+            .await
+            .unwrap()
+            .0
+            .unwrap();
+        assert_eq!((kv.value, kv.version), (b"3".to_vec(), 4));
+    }
+}

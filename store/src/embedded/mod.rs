@@ -52,6 +52,9 @@ pub struct EmbeddedOptions {
     pub max_request_bytes: usize,
     /// Most requests applied and synced together.
     pub max_batch: usize,
+    /// A batch stops taking requests once its log records reach this size; the rest wait for
+    /// the next batch. Bounds the memory and the latency of one sync under large writes.
+    pub max_batch_bytes: usize,
     /// Capacity of each watch's channel before its feeding task waits.
     pub watch_channel: usize,
 }
@@ -64,6 +67,7 @@ impl Default for EmbeddedOptions {
             max_txn_ops: 128,
             max_request_bytes: 1_572_864,
             max_batch: 4096,
+            max_batch_bytes: 8 << 20,
             watch_channel: 1024,
         }
     }
@@ -450,8 +454,20 @@ impl Writer {
         let mut batch = Vec::with_capacity(self.options.max_batch);
         let mut closing = Vec::new();
         while closing.is_empty() {
-            if receiver.recv_many(&mut batch, self.options.max_batch).await == 0 {
-                break;
+            // Requests a full batch left over go first; top up with whatever else is queued.
+            let max_batch = self.options.max_batch.max(1);
+            let room = max_batch.saturating_sub(batch.len());
+            if batch.is_empty() {
+                if receiver.recv_many(&mut batch, room).await == 0 {
+                    break;
+                }
+            } else {
+                while batch.len() < max_batch {
+                    match receiver.try_recv() {
+                        Ok(request) => batch.push(request),
+                        Err(_) => break,
+                    }
+                }
             }
             self.commit(&mut batch, &mut closing).await;
         }
@@ -466,7 +482,8 @@ impl Writer {
         }
     }
 
-    /// Applies, logs, syncs, publishes and acknowledges one batch.
+    /// Applies, logs, syncs, publishes and acknowledges one batch: the requests at the front of
+    /// `batch` up to the byte limit. Requests past the limit stay in `batch`.
     async fn commit(&mut self, batch: &mut Vec<Request>, closing: &mut Vec<oneshot::Sender<()>>) {
         let shared = self.shared.clone();
         let now = Instant::now();
@@ -484,7 +501,12 @@ impl Writer {
                     published.push((applied.entry.revision, applied.events));
                 }
             };
-            for request in batch.drain(..) {
+            let mut requests = std::mem::take(batch).into_iter();
+            for request in requests.by_ref() {
+                if log.len() >= self.options.max_batch_bytes {
+                    batch.push(request);
+                    break;
+                }
                 if let Some(failed) = &self.failed {
                     fail(request, failed, closing);
                     continue;
@@ -527,6 +549,7 @@ impl Writer {
                     Request::Close(done) => closing.push(done),
                 }
             }
+            batch.extend(requests);
             (view.overlay, view.revision)
         };
 
