@@ -143,6 +143,18 @@ pub(crate) enum Request {
 ///
 /// Open it with [`EmbeddedStore::open`] inside a tokio runtime. The store's directory is locked
 /// while it is open; [`EmbeddedStore::close`] (or dropping every handle) releases it.
+///
+/// On disk, the directory holds `LOCK` (an exclusive `flock` while open), `snapshot` (the whole
+/// state at the start of the current log generation; absent until the first compaction) and
+/// `wal-<generation>.log` (checksummed records of every change since). When the log outgrows
+/// [`EmbeddedOptions::compact_after_bytes`] and the last snapshot, the writer starts a new log
+/// generation, writes a snapshot of the state at that point in the background and then deletes
+/// the old log: the log is "truncated" by replacing it, never rewritten in place.
+///
+/// Semantics are etcd's, with these differences: there is no history of old revisions to read
+/// (only recent watch events are kept, see [`EmbeddedOptions::watch_history_bytes`]); after a
+/// restart, watches can start at the recovered revision + 1 at the earliest; and a lease's
+/// countdown restarts from its full TTL when the store reopens.
 #[derive(Debug, Clone)]
 pub struct EmbeddedStore {
     shared: Arc<Shared>,
