@@ -36,3 +36,10 @@ async fn lease_expiry_follows_paused_tokio_time() {
     conformance::lease_keep_alive_and_revoke(store).await;
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_store_passes_the_conformance_suite() {
+    let store = EmbeddedStore::in_memory(EmbeddedOptions::default());
+    assert_eq!(store.dir(), None);
+    conformance::run_all(Arc::new(store)).await;
+}

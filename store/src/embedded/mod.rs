@@ -159,7 +159,7 @@ pub(crate) enum Request {
 pub struct EmbeddedStore {
     shared: Arc<Shared>,
     requests: mpsc::Sender<Request>,
-    dir: Arc<PathBuf>,
+    dir: Option<Arc<PathBuf>>,
 }
 
 impl EmbeddedStore {
@@ -227,22 +227,45 @@ impl EmbeddedStore {
             truncated_bytes: recovered.truncated_bytes,
         };
 
+        // A fresh store has no events to miss; a reopened one has lost those up to now.
+        let compacted = if recovered.wal_len == 0 && recovered.snapshot_bytes == 0 {
+            0
+        } else {
+            revision
+        };
+        let disk = Disk {
+            dir,
+            wal: Some(wal),
+            wal_len: recovered.wal_len,
+            generation: recovered.generation,
+            snapshot_bytes: recovered.snapshot_bytes,
+            compaction: None,
+            _lock: lock,
+        };
+        let store = EmbeddedStore::start(snapshot.kvs, revision, compacted, table, Some(disk), options);
+        Ok((store, report))
+    }
+
+    /// A store that keeps everything in memory and nothing on disk: same semantics, nothing
+    /// survives it. For tests of the code above the store. Must be called inside a tokio runtime.
+    pub fn in_memory(options: EmbeddedOptions) -> EmbeddedStore {
+        let table = LeaseTable::new(&[], 1, Instant::now());
+        EmbeddedStore::start(BTreeMap::new(), 1, 0, table, None, options)
+    }
+
+    fn start(
+        kvs: BTreeMap<Vec<u8>, Stored>,
+        revision: i64,
+        compacted: i64,
+        leases: LeaseTable,
+        disk: Option<Disk>,
+        options: EmbeddedOptions,
+    ) -> EmbeddedStore {
         let (committed_tx, committed) = tokio::sync::watch::channel(revision);
         let shared = Arc::new(Shared {
-            durable: RwLock::new(Durable {
-                kvs: snapshot.kvs,
-                revision,
-            }),
-            leases: Arc::new(Mutex::new(table)),
-            // A fresh store has no events to miss; a reopened one has lost those up to now.
-            history: Arc::new(Mutex::new(History::new(
-                options.watch_history_bytes,
-                if recovered.wal_len == 0 && recovered.snapshot_bytes == 0 {
-                    0
-                } else {
-                    revision
-                },
-            ))),
+            durable: RwLock::new(Durable { kvs, revision }),
+            leases: Arc::new(Mutex::new(leases)),
+            history: Arc::new(Mutex::new(History::new(options.watch_history_bytes, compacted))),
             committed,
             limits: Limits {
                 max_txn_ops: options.max_txn_ops,
@@ -251,35 +274,27 @@ impl EmbeddedStore {
             watch_channel: options.watch_channel.max(1),
             stats: Counters::default(),
         });
+        let dir = disk.as_ref().map(|d| Arc::new(d.dir.clone()));
         let (requests, receiver) = mpsc::channel(options.max_batch.max(1) * 2);
         let writer = Writer {
             shared: shared.clone(),
-            dir: dir.clone(),
-            wal: Some(wal),
-            wal_len: recovered.wal_len,
-            generation: recovered.generation,
-            snapshot_bytes: recovered.snapshot_bytes,
-            compaction: None,
+            disk,
             committed: committed_tx,
             options,
             failed: None,
-            _lock: lock,
         };
         tokio::spawn(writer.run(receiver));
         tokio::spawn(lease::expire_leases(shared.leases.clone(), requests.downgrade()));
-        Ok((
-            EmbeddedStore {
-                shared,
-                requests,
-                dir: Arc::new(dir),
-            },
-            report,
-        ))
+        EmbeddedStore {
+            shared,
+            requests,
+            dir,
+        }
     }
 
-    /// The directory the store lives in.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// The directory the store lives in (`None` for a store in memory).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref().map(PathBuf::as_path)
     }
 
     /// What the writer has done since the store was opened.
@@ -445,6 +460,16 @@ impl Reply {
 /// The single writer: owns the log, applies and syncs batches, compacts.
 struct Writer {
     shared: Arc<Shared>,
+    /// `None` for a store in memory.
+    disk: Option<Disk>,
+    committed: tokio::sync::watch::Sender<i64>,
+    options: EmbeddedOptions,
+    /// Set by the first failed write or sync; every later write fails with it.
+    failed: Option<StoreError>,
+}
+
+/// The files of a store on disk, owned by its writer.
+struct Disk {
     dir: PathBuf,
     /// `None` only while a blocking write holds it.
     wal: Option<File>,
@@ -453,10 +478,6 @@ struct Writer {
     snapshot_bytes: u64,
     /// The snapshot being written in the background, if any.
     compaction: Option<tokio::task::JoinHandle<Result<u64, StoreError>>>,
-    committed: tokio::sync::watch::Sender<i64>,
-    options: EmbeddedOptions,
-    /// Set by the first failed write or sync; every later write fails with it.
-    failed: Option<StoreError>,
     /// Held while the writer runs; dropping it releases the directory.
     _lock: File,
 }
@@ -486,7 +507,9 @@ impl Writer {
         receiver.close();
         drop(receiver);
         // The directory is ours until the snapshot being written is in place.
-        let _ = self.finish_compaction(true).await;
+        if let Some(disk) = &mut self.disk {
+            let _ = disk.finish_compaction(true).await;
+        }
         self.shared.leases.lock().unwrap().wake.notify_one();
         drop(self);
         for done in closing {
@@ -565,11 +588,13 @@ impl Writer {
             (view.overlay, view.revision)
         };
 
-        let failure = if log.is_empty() {
-            None
-        } else {
-            self.append(log).await.err()
+        let failure = match &mut self.disk {
+            Some(disk) if !log.is_empty() => disk.append(log, &shared).await.err(),
+            _ => None,
         };
+        if let Some(error) = &failure {
+            self.failed = Some(error.clone());
+        }
         if failure.is_none() {
             let mut durable = shared.durable.write().unwrap();
             for (key, kv) in overlay {
@@ -592,23 +617,28 @@ impl Writer {
         for reply in replies {
             reply.send(failure.as_ref());
         }
-        if failure.is_none() {
-            if let Err(error) = self.finish_compaction(false).await {
-                self.failed = Some(error);
-            }
-            let log_too_long = self.wal_len > self.options.compact_after_bytes.max(self.snapshot_bytes);
-            if self.compaction.is_none()
-                && self.failed.is_none()
-                && log_too_long
-                && let Err(error) = self.start_compaction().await
-            {
-                self.failed = Some(error);
-            }
+        if failure.is_none()
+            && let Some(disk) = &mut self.disk
+            && let Err(error) = disk.maintain(&shared, &self.options).await
+        {
+            self.failed = Some(error);
         }
+    }
+}
+
+impl Disk {
+    /// Collects a finished compaction, and starts one if the log has grown too long.
+    async fn maintain(&mut self, shared: &Shared, options: &EmbeddedOptions) -> Result<(), StoreError> {
+        self.finish_compaction(false).await?;
+        let log_too_long = self.wal_len > options.compact_after_bytes.max(self.snapshot_bytes);
+        if self.compaction.is_none() && log_too_long {
+            self.start_compaction(shared).await?;
+        }
+        Ok(())
     }
 
     /// Appends `log` to the log file and syncs it, off the async threads.
-    async fn append(&mut self, log: Vec<u8>) -> Result<(), StoreError> {
+    async fn append(&mut self, log: Vec<u8>, shared: &Shared) -> Result<(), StoreError> {
         let mut file = self.wal.take().expect("log file present between batches");
         let len = log.len() as u64;
         let (file, result) = tokio::task::spawn_blocking(move || {
@@ -621,19 +651,11 @@ impl Writer {
         .await
         .expect("log write task does not panic");
         self.wal = Some(file);
-        match result {
-            Ok(()) => {
-                self.wal_len += len;
-                let stats = &self.shared.stats;
-                stats.batches.fetch_add(1, Ordering::Relaxed);
-                stats.log_bytes.fetch_add(len, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(error) => {
-                self.failed = Some(error.clone());
-                Err(error)
-            }
-        }
+        result?;
+        self.wal_len += len;
+        shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+        shared.stats.log_bytes.fetch_add(len, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Starts a compaction: begins a new log generation at once, and writes a snapshot of the
@@ -641,7 +663,7 @@ impl Writer {
     /// The writer only pauses to copy the key map (keys are copied, values shared); writes go on
     /// into the new log meanwhile. A crash before the snapshot is renamed into place leaves the
     /// old snapshot and both logs, which recovery replays in order.
-    async fn start_compaction(&mut self) -> Result<(), StoreError> {
+    async fn start_compaction(&mut self, shared: &Shared) -> Result<(), StoreError> {
         let dir = self.dir.clone();
         let old = self.generation;
         let new = old + 1;
@@ -652,17 +674,17 @@ impl Writer {
                 .expect("log open task does not panic")?
         };
         let (kvs, revision) = {
-            let durable = self.shared.durable.read().unwrap();
+            let durable = shared.durable.read().unwrap();
             (durable.kvs.clone(), durable.revision)
         };
         let (leases, next_id) = {
-            let table = self.shared.leases.lock().unwrap();
+            let table = shared.leases.lock().unwrap();
             (table.durable_view(), table.next_id())
         };
         self.wal = Some(file);
         self.generation = new;
         self.wal_len = 0;
-        self.shared.stats.compactions.fetch_add(1, Ordering::Relaxed);
+        shared.stats.compactions.fetch_add(1, Ordering::Relaxed);
         self.compaction = Some(tokio::task::spawn_blocking(move || {
             let size = wal::write_snapshot(&dir, revision, next_id, new, &leases, &kvs)?;
             drop(kvs);
