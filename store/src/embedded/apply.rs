@@ -26,11 +26,15 @@ pub(crate) struct Limits {
     pub max_request_bytes: usize,
 }
 
-/// The durable map seen through a batch's pending changes.
+/// Pending changes of a batch: `None` marks a delete.
+pub(crate) type Overlay = BTreeMap<Vec<u8>, Option<Stored>>;
+
+/// The durable map seen through the pending changes of the batch being synced (`lower`) and of
+/// the batch being applied (`overlay`), upper layers winning.
 pub(crate) struct View<'a> {
     pub base: &'a BTreeMap<Vec<u8>, Stored>,
-    /// `None`: deleted in this batch.
-    pub overlay: BTreeMap<Vec<u8>, Option<Stored>>,
+    pub lower: Option<&'a Overlay>,
+    pub overlay: Overlay,
     pub revision: i64,
 }
 
@@ -40,50 +44,78 @@ pub(crate) struct Applied {
     pub events: Vec<HistoryEvent>,
 }
 
+type Layer<'m> = Box<dyn Iterator<Item = (&'m [u8], Option<&'m Stored>)> + 'm>;
+
+/// Merges two key-ordered layers; on equal keys the upper one wins.
+struct Merge<'m> {
+    lower: std::iter::Peekable<Layer<'m>>,
+    upper: std::iter::Peekable<Layer<'m>>,
+}
+
+impl<'m> Iterator for Merge<'m> {
+    type Item = (&'m [u8], Option<&'m Stored>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match (self.lower.peek(), self.upper.peek()) {
+            (None, _) => self.upper.next(),
+            (_, None) => self.lower.next(),
+            (Some((lower, _)), Some((upper, _))) => {
+                if lower < upper {
+                    self.lower.next()
+                } else {
+                    if lower == upper {
+                        self.lower.next();
+                    }
+                    self.upper.next()
+                }
+            }
+        }
+    }
+}
+
+fn merge<'m>(lower: Layer<'m>, upper: Layer<'m>) -> Layer<'m> {
+    Box::new(Merge {
+        lower: lower.peekable(),
+        upper: upper.peekable(),
+    })
+}
+
 impl<'a> View<'a> {
     pub fn new(base: &'a BTreeMap<Vec<u8>, Stored>, revision: i64) -> Self {
         View {
             base,
+            lower: None,
             overlay: BTreeMap::new(),
             revision,
         }
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&Stored> {
-        match self.overlay.get(key) {
-            Some(pending) => pending.as_ref(),
-            None => self.base.get(key),
+        if let Some(pending) = self.overlay.get(key) {
+            return pending.as_ref();
         }
+        if let Some(pending) = self.lower.and_then(|lower| lower.get(key)) {
+            return pending.as_ref();
+        }
+        self.base.get(key)
     }
 
     /// Keys and states in `range`, in order, at most `limit` (0: all); and whether more exist.
     pub fn range(&self, range: &KeyRange, limit: usize) -> (Vec<(&[u8], &Stored)>, bool) {
-        let mut base = range_of(self.base, range).peekable();
-        let mut overlay = range_of(&self.overlay, range).peekable();
+        let mut layers: Layer<'_> =
+            Box::new(range_of(self.base, range).map(|(k, v)| (k.as_slice(), Some(v))));
+        if let Some(lower) = self.lower {
+            let lower = range_of(lower, range).map(|(k, v)| (k.as_slice(), v.as_ref()));
+            layers = merge(layers, Box::new(lower));
+        }
+        let overlay = range_of(&self.overlay, range).map(|(k, v)| (k.as_slice(), v.as_ref()));
+        let mut live = merge(layers, Box::new(overlay)).filter_map(|(k, v)| Some((k, v?)));
         let mut out = Vec::new();
-        loop {
-            let next = match (base.peek(), overlay.peek()) {
-                (None, None) => break,
-                (Some(_), None) => base.next().map(|(k, v)| (k, Some(v))),
-                (None, Some(_)) => overlay.next().map(|(k, v)| (k, v.as_ref())),
-                (Some((bk, _)), Some((ok, _))) => {
-                    if bk < ok {
-                        base.next().map(|(k, v)| (k, Some(v)))
-                    } else {
-                        if bk == ok {
-                            base.next();
-                        }
-                        overlay.next().map(|(k, v)| (k, v.as_ref()))
-                    }
-                }
-            };
-            let Some((key, Some(kv))) = next else {
-                continue;
-            };
+        for found in live.by_ref() {
             if limit > 0 && out.len() == limit {
                 return (out, true);
             }
-            out.push((key.as_slice(), kv));
+            out.push(found);
         }
         (out, false)
     }
@@ -412,8 +444,8 @@ mod tests {
         }
     }
 
-    /// Ranges over the durable map seen through a batch's overlay give exactly what the merged
-    /// map would give, for every bound and limit.
+    /// Reads of the durable map seen through the batch being synced and the batch being
+    /// applied give exactly what the merged map would give, for every key, bound and limit.
     #[test]
     fn ranges_through_the_overlay_match_the_merged_map() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -422,8 +454,24 @@ mod tests {
             for i in 0..rng.next(20) {
                 base.insert(rng.key(), stored(i as i64));
             }
-            let mut view = View::new(&base, 100);
+            let mut lower = Overlay::new();
             let mut merged = base.clone();
+            for i in 0..rng.next(10) {
+                let key = rng.key();
+                if rng.next(3) == 0 {
+                    lower.insert(key.clone(), None);
+                    merged.remove(&key);
+                } else {
+                    lower.insert(key.clone(), Some(stored(100 + i as i64)));
+                    merged.insert(key, stored(100 + i as i64));
+                }
+            }
+            let mut view = View::new(&base, 100);
+            if rng.next(2) == 0 {
+                view.lower = Some(&lower);
+            } else {
+                merged = base.clone();
+            }
             for i in 0..rng.next(20) {
                 let key = rng.key();
                 if rng.next(3) == 0 {
@@ -433,6 +481,10 @@ mod tests {
                     view.overlay.insert(key.clone(), Some(stored(200 + i as i64)));
                     merged.insert(key, stored(200 + i as i64));
                 }
+            }
+            for _ in 0..10 {
+                let key = rng.key();
+                assert_eq!(view.get(&key), merged.get(&key), "round {round}, get {key:?}");
             }
             for _ in 0..10 {
                 let range = match rng.next(3) {

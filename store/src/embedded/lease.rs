@@ -8,7 +8,7 @@
 //! Whoever relies on a lease for correctness checks its own `expiresAt` anyway.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,6 +39,9 @@ pub(crate) struct LeaseTable {
     deadlines: BinaryHeap<Reverse<(Instant, i64)>>,
     /// Wakes the expiry task when a deadline earlier than the ones it knows may exist.
     pub wake: Arc<Notify>,
+    /// Leases (id, TTL) as the synced log has them: what a snapshot records. The table above
+    /// runs ahead of it by the grants and revokes of batches not yet synced.
+    durable: BTreeMap<i64, i64>,
 }
 
 impl LeaseTable {
@@ -49,6 +52,7 @@ impl LeaseTable {
             next_id,
             deadlines: BinaryHeap::new(),
             wake: Arc::new(Notify::new()),
+            durable: recovered.iter().copied().collect(),
         };
         for &(id, ttl) in recovered {
             table.insert(id, ttl, now);
@@ -132,11 +136,19 @@ impl LeaseTable {
         self.leases.get(&lease.0).is_some_and(|l| l.deadline <= now)
     }
 
-    /// Live leases with their TTLs, for a snapshot.
+    /// Leases with their TTLs as of the last synced batch, for a snapshot.
     pub fn durable_view(&self) -> Vec<(i64, i64)> {
-        let mut leases: Vec<(i64, i64)> = self.leases.iter().map(|(id, l)| (*id, l.ttl)).collect();
-        leases.sort_unstable();
-        leases
+        self.durable.iter().map(|(id, ttl)| (*id, *ttl)).collect()
+    }
+
+    /// Records grants (`Some(ttl)`) and revokes (`None`) of a batch now synced.
+    pub fn synced(&mut self, changes: &[(i64, Option<i64>)]) {
+        for &(id, ttl) in changes {
+            match ttl {
+                Some(ttl) => self.durable.insert(id, ttl),
+                None => self.durable.remove(&id),
+            };
+        }
     }
 
     /// Pops the leases whose time is up; returns them and the next deadline to wake at.

@@ -7,7 +7,9 @@
 //! writer task. It takes every request queued, applies them in order to an overlay over the
 //! durable map, appends their log records in one write, syncs the log once, then makes the batch
 //! visible to readers and acknowledges it. A write acknowledged is a write that survives `kill -9`.
-//! Reads never wait for the writer: they read the durable map under a short read lock.
+//! The writer is pipelined one batch deep: while one batch's log write is being synced, it applies
+//! the next batch on top of it, so applying and syncing overlap. Reads never wait for the writer:
+//! they read the durable map under a short read lock, and never see a write before it is synced.
 //!
 //! Leases and watches are emulated in process ([`lease`], [`watch`]).
 
@@ -27,10 +29,10 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use self::apply::{Applied, Limits, View, key_value, read_only_txn};
+use self::apply::{Applied, Limits, Overlay, View, key_value, read_only_txn};
 use self::lease::LeaseTable;
 use self::wal::{Change, Stored};
-use self::watch::History;
+use self::watch::{History, HistoryEvent};
 use crate::error::StoreError;
 use crate::store::Store;
 use crate::types::{
@@ -482,27 +484,89 @@ struct Disk {
     _lock: File,
 }
 
+/// A batch applied in memory, waiting for (or without need of) its log write.
+struct Pending {
+    overlay: Overlay,
+    revision: i64,
+    /// Events per revision, for watchers.
+    published: Vec<(i64, Vec<HistoryEvent>)>,
+    /// Lease grants (`Some(ttl)`) and revokes (`None`), for the durable lease view.
+    lease_changes: Vec<(i64, Option<i64>)>,
+    replies: Vec<Reply>,
+    log: Vec<u8>,
+}
+
+/// A batch whose log write and sync is running.
+struct InFlight {
+    pending: Pending,
+    write: tokio::task::JoinHandle<(File, Result<(), StoreError>)>,
+    len: u64,
+}
+
+/// How a log write ended: the file back, and the outcome.
+type Written = Result<(File, Result<(), StoreError>), tokio::task::JoinError>;
+
 impl Writer {
+    /// The writer loop, pipelined one batch deep: while batch N's log write is being synced,
+    /// batch N+1 is gathered and applied on top of N's pending changes. N+1 is written once N is
+    /// synced, made visible and acknowledged. If N's write fails, N+1 fails with it.
     async fn run(mut self, mut receiver: mpsc::Receiver<Request>) {
-        let mut batch = Vec::with_capacity(self.options.max_batch);
+        let max_batch = self.options.max_batch.max(1);
+        let mut batch = Vec::with_capacity(max_batch);
         let mut closing = Vec::new();
-        while closing.is_empty() {
-            // Requests a full batch left over go first; top up with whatever else is queued.
-            let max_batch = self.options.max_batch.max(1);
-            let room = max_batch.saturating_sub(batch.len());
-            if batch.is_empty() {
-                if receiver.recv_many(&mut batch, room).await == 0 {
-                    break;
-                }
-            } else {
-                while batch.len() < max_batch {
-                    match receiver.try_recv() {
-                        Ok(request) => batch.push(request),
-                        Err(_) => break,
+        let mut in_flight: Option<InFlight> = None;
+        let mut open = true;
+        loop {
+            // Gather: requests a full batch left over go first; top up with what is queued.
+            // With nothing to do, wait for a request or for the write in flight, whichever
+            // comes first.
+            if open && closing.is_empty() {
+                if batch.is_empty() {
+                    match in_flight.as_mut() {
+                        None => {
+                            open = receiver.recv_many(&mut batch, max_batch).await > 0;
+                        }
+                        Some(flight) => {
+                            tokio::select! {
+                                received = receiver.recv_many(&mut batch, max_batch) => {
+                                    open = received > 0;
+                                }
+                                written = &mut flight.write => {
+                                    let flight = in_flight.take().expect("a write in flight");
+                                    self.finish(flight.pending, Some((written, flight.len))).await;
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                } else {
+                    while batch.len() < max_batch {
+                        match receiver.try_recv() {
+                            Ok(request) => batch.push(request),
+                            Err(_) => break,
+                        }
                     }
                 }
             }
-            self.commit(&mut batch, &mut closing).await;
+            if batch.is_empty() || !closing.is_empty() {
+                // Requests after a close are dropped: their callers see `Closed`.
+                batch.clear();
+                if let Some(flight) = in_flight.take() {
+                    let written = flight.write.await;
+                    self.finish(flight.pending, Some((written, flight.len))).await;
+                }
+                if !open || !closing.is_empty() {
+                    break;
+                }
+                continue;
+            }
+
+            let next = self.apply(&mut batch, &mut closing, in_flight.as_ref());
+            if let Some(flight) = in_flight.take() {
+                let written = flight.write.await;
+                self.finish(flight.pending, Some((written, flight.len))).await;
+            }
+            in_flight = self.write(next).await;
         }
         receiver.close();
         drop(receiver);
@@ -517,108 +581,158 @@ impl Writer {
         }
     }
 
-    /// Applies, logs, syncs, publishes and acknowledges one batch: the requests at the front of
-    /// `batch` up to the byte limit. Requests past the limit stay in `batch`.
-    async fn commit(&mut self, batch: &mut Vec<Request>, closing: &mut Vec<oneshot::Sender<()>>) {
-        let shared = self.shared.clone();
+    /// Applies the requests at the front of `batch`, up to the byte limit, on top of the batch
+    /// in flight. Requests past the limit stay in `batch`.
+    fn apply(
+        &self,
+        batch: &mut Vec<Request>,
+        closing: &mut Vec<oneshot::Sender<()>>,
+        in_flight: Option<&InFlight>,
+    ) -> Pending {
+        let shared = &self.shared;
         let now = Instant::now();
         let mut log = Vec::new();
         let mut published = Vec::new();
+        let mut lease_changes = Vec::new();
         let mut replies = Vec::with_capacity(batch.len());
-        let (overlay, revision) = {
-            let durable = shared.durable.read().unwrap();
-            let mut leases = shared.leases.lock().unwrap();
-            let mut view = View::new(&durable.kvs, durable.revision);
-            let mut record = |applied: Applied, log: &mut Vec<u8>| {
-                shared.stats.records.fetch_add(1, Ordering::Relaxed);
-                wal::encode_entry(&applied.entry, log);
-                if !applied.events.is_empty() {
-                    published.push((applied.entry.revision, applied.events));
-                }
-            };
-            let mut requests = std::mem::take(batch).into_iter();
-            for request in requests.by_ref() {
-                if log.len() >= self.options.max_batch_bytes {
-                    batch.push(request);
-                    break;
-                }
-                if let Some(failed) = &self.failed {
-                    fail(request, failed, closing);
-                    continue;
-                }
-                match request {
-                    Request::Txn(txn, reply) => {
-                        let answer = view.apply_txn(txn, &mut leases, shared.limits);
-                        let answer = answer.map(|(result, applied)| {
-                            if let Some(applied) = applied {
-                                record(applied, &mut log);
-                            }
-                            result
-                        });
-                        replies.push(Reply::Txn(reply, answer));
-                    }
-                    Request::Grant(ttl, reply) => {
-                        let (id, applied) = view.grant(ttl, &mut leases, now);
-                        record(applied, &mut log);
-                        replies.push(Reply::Grant(reply, Ok(LeaseGrant { id, ttl })));
-                    }
-                    Request::Revoke(lease, reply) => {
-                        let answer = match view.revoke(lease, &mut leases) {
-                            Some(applied) => {
-                                record(applied, &mut log);
-                                Ok(())
-                            }
-                            None => Err(StoreError::LeaseNotFound(lease)),
-                        };
-                        replies.push(Reply::Revoke(reply, answer));
-                    }
-                    Request::Expire(lease) => {
-                        if leases.is_expired(lease, now) {
-                            if let Some(applied) = view.revoke(lease, &mut leases) {
-                                record(applied, &mut log);
-                            }
-                        } else {
-                            leases.recheck(lease);
-                        }
-                    }
-                    Request::Close(done) => closing.push(done),
+        let durable = shared.durable.read().unwrap();
+        let mut leases = shared.leases.lock().unwrap();
+        let mut view = View::new(&durable.kvs, durable.revision);
+        if let Some(flight) = in_flight {
+            view.lower = Some(&flight.pending.overlay);
+            view.revision = flight.pending.revision;
+        }
+        let mut record = |applied: Applied, log: &mut Vec<u8>| {
+            shared.stats.records.fetch_add(1, Ordering::Relaxed);
+            wal::encode_entry(&applied.entry, log);
+            for change in &applied.entry.changes {
+                match change {
+                    Change::LeaseGrant { id, ttl } => lease_changes.push((*id, Some(*ttl))),
+                    Change::LeaseRevoke { id } => lease_changes.push((*id, None)),
+                    Change::Put { .. } | Change::Delete { .. } => {}
                 }
             }
-            batch.extend(requests);
-            (view.overlay, view.revision)
+            if !applied.events.is_empty() {
+                published.push((applied.entry.revision, applied.events));
+            }
         };
-
-        let failure = match &mut self.disk {
-            Some(disk) if !log.is_empty() => disk.append(log, &shared).await.err(),
-            _ => None,
-        };
-        if let Some(error) = &failure {
-            self.failed = Some(error.clone());
+        let mut requests = std::mem::take(batch).into_iter();
+        for request in requests.by_ref() {
+            if log.len() >= self.options.max_batch_bytes {
+                batch.push(request);
+                break;
+            }
+            if let Some(failed) = &self.failed {
+                fail(request, failed, closing);
+                continue;
+            }
+            match request {
+                Request::Txn(txn, reply) => {
+                    let answer = view.apply_txn(txn, &mut leases, shared.limits);
+                    let answer = answer.map(|(result, applied)| {
+                        if let Some(applied) = applied {
+                            record(applied, &mut log);
+                        }
+                        result
+                    });
+                    replies.push(Reply::Txn(reply, answer));
+                }
+                Request::Grant(ttl, reply) => {
+                    let (id, applied) = view.grant(ttl, &mut leases, now);
+                    record(applied, &mut log);
+                    replies.push(Reply::Grant(reply, Ok(LeaseGrant { id, ttl })));
+                }
+                Request::Revoke(lease, reply) => {
+                    let answer = match view.revoke(lease, &mut leases) {
+                        Some(applied) => {
+                            record(applied, &mut log);
+                            Ok(())
+                        }
+                        None => Err(StoreError::LeaseNotFound(lease)),
+                    };
+                    replies.push(Reply::Revoke(reply, answer));
+                }
+                Request::Expire(lease) => {
+                    if leases.is_expired(lease, now) {
+                        if let Some(applied) = view.revoke(lease, &mut leases) {
+                            record(applied, &mut log);
+                        }
+                    } else {
+                        leases.recheck(lease);
+                    }
+                }
+                Request::Close(done) => closing.push(done),
+            }
         }
-        if failure.is_none() {
+        batch.extend(requests);
+        Pending {
+            overlay: view.overlay,
+            revision: view.revision,
+            published,
+            lease_changes,
+            replies,
+            log,
+        }
+    }
+
+    /// Starts the batch's log write; a batch with nothing to write (or a store in memory) is
+    /// finished at once.
+    async fn write(&mut self, mut pending: Pending) -> Option<InFlight> {
+        match &mut self.disk {
+            Some(disk) if !pending.log.is_empty() && self.failed.is_none() => {
+                let log = std::mem::take(&mut pending.log);
+                let len = log.len() as u64;
+                let write = disk.start_append(log);
+                Some(InFlight { pending, write, len })
+            }
+            _ => {
+                self.finish(pending, None).await;
+                None
+            }
+        }
+    }
+
+    /// Completes a batch after its write (if it had one): on success, makes its changes visible,
+    /// announces them to watchers and acknowledges them; on failure, fails every request in it.
+    async fn finish(&mut self, pending: Pending, written: Option<(Written, u64)>) {
+        if let Some((written, len)) = written {
+            let (file, result) = written.expect("log write task does not panic");
+            let disk = self.disk.as_mut().expect("a write means a disk");
+            if let Err(error) = disk.complete_append(file, result, len, &self.shared) {
+                self.failed.get_or_insert(error);
+            }
+        }
+        if let Some(failed) = &self.failed {
+            for reply in pending.replies {
+                reply.send(Some(failed));
+            }
+            return;
+        }
+        let shared = self.shared.clone();
+        {
             let mut durable = shared.durable.write().unwrap();
-            for (key, kv) in overlay {
+            for (key, kv) in pending.overlay {
                 match kv {
                     Some(kv) => durable.kvs.insert(key, kv),
                     None => durable.kvs.remove(&key),
                 };
             }
-            durable.revision = revision;
-            drop(durable);
-            if !published.is_empty() {
+            durable.revision = pending.revision;
+        }
+        shared.leases.lock().unwrap().synced(&pending.lease_changes);
+        if !pending.published.is_empty() {
+            {
                 let mut history = shared.history.lock().unwrap();
-                for (revision, events) in published {
+                for (revision, events) in pending.published {
                     history.push(revision, events);
                 }
-                drop(history);
-                self.committed.send_replace(revision);
             }
+            self.committed.send_replace(pending.revision);
         }
-        for reply in replies {
-            reply.send(failure.as_ref());
+        for reply in pending.replies {
+            reply.send(None);
         }
-        if failure.is_none()
-            && let Some(disk) = &mut self.disk
+        if let Some(disk) = &mut self.disk
             && let Err(error) = disk.maintain(&shared, &self.options).await
         {
             self.failed = Some(error);
@@ -637,24 +751,31 @@ impl Disk {
         Ok(())
     }
 
-    /// Appends `log` to the log file and syncs it, off the async threads.
-    async fn append(&mut self, log: Vec<u8>, shared: &Shared) -> Result<(), StoreError> {
-        let mut file = self.wal.take().expect("log file present between batches");
-        let len = log.len() as u64;
-        let (file, result) = tokio::task::spawn_blocking(move || {
+    /// Starts appending `log` to the log file and syncing it, off the async threads.
+    fn start_append(&mut self, log: Vec<u8>) -> tokio::task::JoinHandle<(File, Result<(), StoreError>)> {
+        let mut file = self.wal.take().expect("one log write at a time");
+        tokio::task::spawn_blocking(move || {
             let result = file
                 .write_all(&log)
                 .and_then(|()| file.sync_data())
                 .map_err(|e| StoreError::io("appending to the log", e));
             (file, result)
         })
-        .await
-        .expect("log write task does not panic");
+    }
+
+    /// Takes the log file back after a write of `len` bytes.
+    fn complete_append(
+        &mut self,
+        file: File,
+        result: Result<(), StoreError>,
+        len: u64,
+        shared: &Shared,
+    ) -> Result<(), StoreError> {
         self.wal = Some(file);
         result?;
         self.wal_len += len;
-        shared.stats.batches.fetch_add(1, Ordering::Relaxed);
         shared.stats.log_bytes.fetch_add(len, Ordering::Relaxed);
+        shared.stats.batches.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
