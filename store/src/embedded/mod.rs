@@ -508,8 +508,9 @@ type Written = Result<(File, Result<(), StoreError>), tokio::task::JoinError>;
 
 impl Writer {
     /// The writer loop, pipelined one batch deep: while batch N's log write is being synced,
-    /// batch N+1 is gathered and applied on top of N's pending changes. N+1 is written once N is
-    /// synced, made visible and acknowledged. If N's write fails, N+1 fails with it.
+    /// the writer keeps receiving requests and applying them, as batch N+1, on top of N's
+    /// pending changes. Once N is synced, made visible and acknowledged, N+1 takes what else is
+    /// queued and is written in turn. If N's write fails, N+1 fails with it.
     async fn run(mut self, mut receiver: mpsc::Receiver<Request>) {
         let max_batch = self.options.max_batch.max(1);
         let mut batch = Vec::with_capacity(max_batch);
@@ -517,56 +518,50 @@ impl Writer {
         let mut in_flight: Option<InFlight> = None;
         let mut open = true;
         loop {
-            // Gather: requests a full batch left over go first; top up with what is queued.
-            // With nothing to do, wait for a request or for the write in flight, whichever
-            // comes first.
-            if open && closing.is_empty() {
-                if batch.is_empty() {
-                    match in_flight.as_mut() {
-                        None => {
-                            open = receiver.recv_many(&mut batch, max_batch).await > 0;
-                        }
-                        Some(flight) => {
-                            tokio::select! {
-                                received = receiver.recv_many(&mut batch, max_batch) => {
-                                    open = received > 0;
-                                }
-                                written = &mut flight.write => {
-                                    let flight = in_flight.take().expect("a write in flight");
-                                    self.finish(flight.pending, Some((written, flight.len))).await;
-                                    continue;
-                                }
-                            }
-                        }
-                    }
-                } else {
-                    while batch.len() < max_batch {
-                        match receiver.try_recv() {
-                            Ok(request) => batch.push(request),
-                            Err(_) => break,
-                        }
-                    }
-                }
-            }
-            if batch.is_empty() || !closing.is_empty() {
+            let stopping = !open || !closing.is_empty();
+            if stopping {
                 // Requests after a close are dropped: their callers see `Closed`.
                 batch.clear();
-                if let Some(flight) = in_flight.take() {
-                    let written = flight.write.await;
-                    self.finish(flight.pending, Some((written, flight.len))).await;
-                }
-                if !open || !closing.is_empty() {
+            }
+            if batch.is_empty() && in_flight.is_none() {
+                if stopping {
                     break;
                 }
+                open = receiver.recv_many(&mut batch, max_batch).await > 0;
                 continue;
             }
 
-            let next = self.apply(&mut batch, &mut closing, in_flight.as_ref());
-            if let Some(flight) = in_flight.take() {
-                let written = flight.write.await;
-                self.finish(flight.pending, Some((written, flight.len))).await;
+            let mut next = None;
+            self.apply(&mut next, &mut batch, &mut closing, in_flight.as_ref());
+            while let Some(flight) = in_flight.as_mut() {
+                let full = next
+                    .as_ref()
+                    .is_some_and(|n: &Pending| n.log.len() >= self.options.max_batch_bytes);
+                let receiving = open && closing.is_empty() && !full;
+                tokio::select! {
+                    received = receiver.recv_many(&mut batch, max_batch), if receiving => {
+                        open = received > 0;
+                        self.apply(&mut next, &mut batch, &mut closing, in_flight.as_ref());
+                    }
+                    written = &mut flight.write => {
+                        let flight = in_flight.take().expect("a write in flight");
+                        self.finish(flight.pending, Some((written, flight.len))).await;
+                    }
+                }
             }
-            in_flight = self.write(next).await;
+            // The previous batch is out of the way: take what else is queued, then write.
+            if open && closing.is_empty() {
+                while batch.len() < max_batch {
+                    match receiver.try_recv() {
+                        Ok(request) => batch.push(request),
+                        Err(_) => break,
+                    }
+                }
+                self.apply(&mut next, &mut batch, &mut closing, None);
+            }
+            if let Some(next) = next {
+                in_flight = self.write(next).await;
+            }
         }
         receiver.close();
         drop(receiver);
@@ -581,27 +576,42 @@ impl Writer {
         }
     }
 
-    /// Applies the requests at the front of `batch`, up to the byte limit, on top of the batch
-    /// in flight. Requests past the limit stay in `batch`.
+    /// Applies the requests at the front of `batch`, up to the byte limit, to the batch being
+    /// built (`next`, started if `None`), on top of the batch in flight. Requests past the limit
+    /// stay in `batch`.
     fn apply(
         &self,
+        next: &mut Option<Pending>,
         batch: &mut Vec<Request>,
         closing: &mut Vec<oneshot::Sender<()>>,
         in_flight: Option<&InFlight>,
-    ) -> Pending {
+    ) {
+        if batch.is_empty() {
+            return;
+        }
         let shared = &self.shared;
         let now = Instant::now();
-        let mut log = Vec::new();
-        let mut published = Vec::new();
-        let mut lease_changes = Vec::new();
-        let mut replies = Vec::with_capacity(batch.len());
         let durable = shared.durable.read().unwrap();
         let mut leases = shared.leases.lock().unwrap();
-        let mut view = View::new(&durable.kvs, durable.revision);
-        if let Some(flight) = in_flight {
-            view.lower = Some(&flight.pending.overlay);
-            view.revision = flight.pending.revision;
-        }
+        let lower = in_flight.map(|flight| &flight.pending);
+        let pending = next.get_or_insert_with(|| Pending {
+            overlay: Overlay::new(),
+            revision: lower.map_or(durable.revision, |l| l.revision),
+            published: Vec::new(),
+            lease_changes: Vec::new(),
+            replies: Vec::new(),
+            log: Vec::new(),
+        });
+        let mut view = View::new(&durable.kvs, pending.revision);
+        view.lower = lower.map(|l| &l.overlay);
+        view.overlay = std::mem::take(&mut pending.overlay);
+        let Pending {
+            published,
+            lease_changes,
+            replies,
+            log,
+            ..
+        } = pending;
         let mut record = |applied: Applied, log: &mut Vec<u8>| {
             shared.stats.records.fetch_add(1, Ordering::Relaxed);
             wal::encode_entry(&applied.entry, log);
@@ -631,7 +641,7 @@ impl Writer {
                     let answer = view.apply_txn(txn, &mut leases, shared.limits);
                     let answer = answer.map(|(result, applied)| {
                         if let Some(applied) = applied {
-                            record(applied, &mut log);
+                            record(applied, log);
                         }
                         result
                     });
@@ -639,13 +649,13 @@ impl Writer {
                 }
                 Request::Grant(ttl, reply) => {
                     let (id, applied) = view.grant(ttl, &mut leases, now);
-                    record(applied, &mut log);
+                    record(applied, log);
                     replies.push(Reply::Grant(reply, Ok(LeaseGrant { id, ttl })));
                 }
                 Request::Revoke(lease, reply) => {
                     let answer = match view.revoke(lease, &mut leases) {
                         Some(applied) => {
-                            record(applied, &mut log);
+                            record(applied, log);
                             Ok(())
                         }
                         None => Err(StoreError::LeaseNotFound(lease)),
@@ -655,7 +665,7 @@ impl Writer {
                 Request::Expire(lease) => {
                     if leases.is_expired(lease, now) {
                         if let Some(applied) = view.revoke(lease, &mut leases) {
-                            record(applied, &mut log);
+                            record(applied, log);
                         }
                     } else {
                         leases.recheck(lease);
@@ -665,14 +675,8 @@ impl Writer {
             }
         }
         batch.extend(requests);
-        Pending {
-            overlay: view.overlay,
-            revision: view.revision,
-            published,
-            lease_changes,
-            replies,
-            log,
-        }
+        pending.overlay = view.overlay;
+        pending.revision = view.revision;
     }
 
     /// Starts the batch's log write; a batch with nothing to write (or a store in memory) is
