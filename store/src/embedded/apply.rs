@@ -3,7 +3,8 @@
 //! The writer applies a batch of requests to an overlay (the batch's pending changes) over the
 //! durable map, which readers keep reading undisturbed. After the batch's log write is synced,
 //! the overlay is folded into the durable map. So readers never see a write that could still be
-//! lost, and each transaction in a batch sees the effects of the ones before it.
+//! lost, and each transaction in a batch sees the effects of the ones before it, including those
+//! of the batch still being synced (a second, lower overlay).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;

@@ -112,7 +112,7 @@ struct Shared {
 /// Counters the writer keeps, read through [`EmbeddedStore::stats`].
 #[derive(Debug, Default)]
 struct Counters {
-    batches: AtomicU64,
+    syncs: AtomicU64,
     records: AtomicU64,
     log_bytes: AtomicU64,
     compactions: AtomicU64,
@@ -303,7 +303,7 @@ impl EmbeddedStore {
     pub fn stats(&self) -> EmbeddedStats {
         let c = &self.shared.stats;
         EmbeddedStats {
-            syncs: c.batches.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
             records: c.records.load(Ordering::Relaxed),
             log_bytes: c.log_bytes.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
@@ -779,7 +779,7 @@ impl Disk {
         result?;
         self.wal_len += len;
         shared.stats.log_bytes.fetch_add(len, Ordering::Relaxed);
-        shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+        shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
