@@ -12,8 +12,9 @@
 //! - a watch delivers every put and delete in a key range in revision order, or ends with an
 //!   explicit error: it never skips an event silently.
 //!
-//! [`EmbeddedStore`] implements it in one process, durable on local disk. The `conformance`
-//! feature exposes the suite every implementation must pass. [`keys`] holds the whole key layout.
+//! [`EmbeddedStore`] implements it in one process, durable on local disk (or, for tests of the
+//! crates above, [`EmbeddedStore::in_memory`]). The `conformance` feature exposes the suite every
+//! implementation must pass. [`keys`] holds the whole key layout.
 
 #![forbid(unsafe_code)]
 
