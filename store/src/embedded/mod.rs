@@ -107,6 +107,9 @@ struct Shared {
     limits: Limits,
     watch_channel: usize,
     stats: Counters,
+    /// Tests set this to make log writes fail.
+    #[cfg(test)]
+    fail_writes: std::sync::atomic::AtomicBool,
 }
 
 /// Counters the writer keeps, read through [`EmbeddedStore::stats`].
@@ -275,6 +278,8 @@ impl EmbeddedStore {
             },
             watch_channel: options.watch_channel.max(1),
             stats: Counters::default(),
+            #[cfg(test)]
+            fail_writes: std::sync::atomic::AtomicBool::new(false),
         });
         let dir = disk.as_ref().map(|d| Arc::new(d.dir.clone()));
         let (requests, receiver) = mpsc::channel(options.max_batch.max(1) * 2);
@@ -686,7 +691,11 @@ impl Writer {
             Some(disk) if !pending.log.is_empty() && self.failed.is_none() => {
                 let log = std::mem::take(&mut pending.log);
                 let len = log.len() as u64;
-                let write = disk.start_append(log);
+                #[cfg(test)]
+                let inject_failure = self.shared.fail_writes.load(Ordering::Relaxed);
+                #[cfg(not(test))]
+                let inject_failure = false;
+                let write = disk.start_append(log, inject_failure);
                 Some(InFlight { pending, write, len })
             }
             _ => {
@@ -756,13 +765,19 @@ impl Disk {
     }
 
     /// Starts appending `log` to the log file and syncing it, off the async threads.
-    fn start_append(&mut self, log: Vec<u8>) -> tokio::task::JoinHandle<(File, Result<(), StoreError>)> {
+    fn start_append(
+        &mut self,
+        log: Vec<u8>,
+        inject_failure: bool,
+    ) -> tokio::task::JoinHandle<(File, Result<(), StoreError>)> {
         let mut file = self.wal.take().expect("one log write at a time");
         tokio::task::spawn_blocking(move || {
-            let result = file
-                .write_all(&log)
-                .and_then(|()| file.sync_data())
-                .map_err(|e| StoreError::io("appending to the log", e));
+            let result = if inject_failure {
+                Err(std::io::Error::other("injected write failure"))
+            } else {
+                file.write_all(&log).and_then(|()| file.sync_data())
+            };
+            let result = result.map_err(|e| StoreError::io("appending to the log", e));
             (file, result)
         })
     }
@@ -843,5 +858,42 @@ fn fail(request: Request, failed: &StoreError, closing: &mut Vec<oneshot::Sender
         }
         Request::Expire(_) => {}
         Request::Close(done) => closing.push(done),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::TxnOp;
+
+    async fn put(store: &EmbeddedStore, key: &str) -> Result<TxnResult, StoreError> {
+        store.txn(Txn::new().and_then([TxnOp::put(key, "v")])).await
+    }
+
+    /// After a failed log write, the writes in that batch fail, every later write fails too (the
+    /// page cache can no longer be trusted), reads go on from what was synced, and a reopened
+    /// store has exactly what was acknowledged.
+    #[tokio::test]
+    async fn a_failed_log_write_stops_all_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+            .await
+            .unwrap();
+        put(&store, "acknowledged").await.unwrap();
+        store.shared.fail_writes.store(true, Ordering::Relaxed);
+        assert!(matches!(put(&store, "failed").await, Err(StoreError::Io { .. })));
+        store.shared.fail_writes.store(false, Ordering::Relaxed);
+        assert!(matches!(put(&store, "later").await, Err(StoreError::Io { .. })));
+        assert!(matches!(store.lease_grant(10).await, Err(StoreError::Io { .. })));
+        assert!(store.get(b"acknowledged").await.unwrap().0.is_some());
+        assert_eq!(store.get(b"failed").await.unwrap().0, None);
+        store.close().await;
+
+        let (store, _) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+            .await
+            .unwrap();
+        assert!(store.get(b"acknowledged").await.unwrap().0.is_some());
+        assert_eq!(store.get(b"failed").await.unwrap().0, None);
+        put(&store, "after reopening").await.unwrap();
     }
 }
