@@ -44,6 +44,16 @@ async fn all_keys(store: &EmbeddedStore) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Kills the child if the test fails before it does.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Not a test on its own: the writer that `acknowledged_writes_survive_kill_9` runs in a child
 /// process. It writes from many tasks at once and prints each key once its write is acknowledged.
 #[test]
@@ -111,14 +121,16 @@ async fn kill_writer_and_check(compact_after_bytes: Option<u64>) -> (usize, u64)
     if let Some(bytes) = compact_after_bytes {
         command.env(CHILD_COMPACT_ENV, bytes.to_string());
     }
-    let mut child = command
-        .args(["--exact", "crash_writer_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_DIR_ENV, dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the writer");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = KillOnDrop(
+        command
+            .args(["--exact", "crash_writer_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_DIR_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the writer"),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
     let mut acked = Vec::new();
     while acked.len() < 3000 {
         let line = lines.next().expect("the writer stopped early").expect("read");
@@ -126,8 +138,8 @@ async fn kill_writer_and_check(compact_after_bytes: Option<u64>) -> (usize, u64)
             acked.push(ack.to_string());
         }
     }
-    child.kill().expect("SIGKILL"); // Command::kill sends SIGKILL on Unix
-    child.wait().unwrap();
+    child.0.kill().expect("SIGKILL"); // Child::kill sends SIGKILL on Unix
+    child.0.wait().unwrap();
     // Acknowledgements printed before the kill count too.
     for line in lines {
         let Ok(line) = line else { break };
