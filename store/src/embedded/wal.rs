@@ -253,53 +253,119 @@ impl CrcWriter {
     }
 }
 
+/// Reads a snapshot as a stream (the file is never held in memory whole), checking its checksum.
 fn read_snapshot(path: &Path) -> Result<Snapshot, StoreError> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(|e| StoreError::io("reading the snapshot", e))?;
     let corrupt = |what: &str| StoreError::Corrupt(format!("snapshot {}: {what}", path.display()));
-    if bytes.len() < SNAPSHOT_MAGIC.len() + 4 || &bytes[..8] != SNAPSHOT_MAGIC {
+    let io = |e| StoreError::io("reading the snapshot", e);
+    let file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let framing = (SNAPSHOT_MAGIC.len() + 4) as u64;
+    let mut r = SnapshotReader {
+        inner: std::io::BufReader::with_capacity(1 << 20, file),
+        crc: 0,
+        remaining: len.saturating_sub(framing),
+    };
+    if len < framing {
         return Err(corrupt("not a snapshot"));
     }
-    let body = &bytes[8..bytes.len() - 4];
-    let crc = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
-    if crc32c::crc32c(body) != crc {
-        return Err(corrupt("checksum mismatch"));
+    let mut magic = [0; 8];
+    r.inner.read_exact(&mut magic).map_err(io)?;
+    if &magic != SNAPSHOT_MAGIC {
+        return Err(corrupt("not a snapshot"));
     }
-    let mut r = Reader(body);
-    let parse = |r: &mut Reader<'_>| -> Option<Snapshot> {
+    let parse = |r: &mut SnapshotReader| -> Result<Option<Snapshot>, std::io::Error> {
         let revision = r.i64()?;
         let next_lease_id = r.i64()?;
-        let generation = r.u64()?;
-        let lease_count = r.u32()?;
+        let generation = r.i64()? as u64;
+        let lease_count = u32::from_le_bytes(r.array()?);
         let mut leases = Vec::with_capacity(lease_count.min(1 << 16) as usize);
         for _ in 0..lease_count {
             leases.push((r.i64()?, r.i64()?));
         }
-        let kv_count = r.u64()?;
-        let mut kvs = BTreeMap::new();
+        let kv_count = r.i64()? as u64;
+        let mut kvs = Vec::with_capacity(kv_count.min(r.remaining / 40) as usize);
         for _ in 0..kv_count {
-            let key = r.bytes()?.to_vec();
-            let value: Arc<[u8]> = Arc::from(r.bytes()?);
+            let Some(key) = r.bytes()? else {
+                return Ok(None);
+            };
+            let Some(value) = r.bytes()? else {
+                return Ok(None);
+            };
             let kv = Stored {
-                value,
+                value: Arc::from(value),
                 create_revision: r.i64()?,
                 mod_revision: r.i64()?,
                 version: r.i64()?,
                 lease: r.i64()?,
             };
-            kvs.insert(key, kv);
+            kvs.push((key, kv));
         }
-        r.0.is_empty().then_some(Snapshot {
+        if r.remaining != 0 {
+            return Ok(None);
+        }
+        Ok(Some(Snapshot {
             revision,
             next_lease_id,
             generation,
             leases,
-            kvs,
-        })
+            // Keys were written in order: this builds the map with full nodes.
+            kvs: kvs.into_iter().collect(),
+        }))
     };
-    parse(&mut r).ok_or_else(|| corrupt("malformed contents"))
+    let snapshot = match parse(&mut r) {
+        Ok(Some(snapshot)) => snapshot,
+        Ok(None) => return Err(corrupt("malformed contents")),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(corrupt("cut short"));
+        }
+        Err(e) => return Err(io(e)),
+    };
+    let mut trailer = [0; 4];
+    r.inner.read_exact(&mut trailer).map_err(io)?;
+    if u32::from_le_bytes(trailer) != r.crc {
+        return Err(corrupt("checksum mismatch"));
+    }
+    Ok(snapshot)
+}
+
+/// Reads a snapshot's body, keeping its checksum and refusing to read past its end.
+struct SnapshotReader {
+    inner: std::io::BufReader<File>,
+    crc: u32,
+    remaining: u64,
+}
+
+impl SnapshotReader {
+    fn fill(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
+        if buf.len() as u64 > self.remaining {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        self.inner.read_exact(buf)?;
+        self.remaining -= buf.len() as u64;
+        self.crc = crc32c::crc32c_append(self.crc, buf);
+        Ok(())
+    }
+
+    fn array<const N: usize>(&mut self) -> std::io::Result<[u8; N]> {
+        let mut buf = [0; N];
+        self.fill(&mut buf)?;
+        Ok(buf)
+    }
+
+    fn i64(&mut self) -> std::io::Result<i64> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+
+    /// A length-prefixed byte string; `None` if its length runs past the end.
+    fn bytes(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        let len = u32::from_le_bytes(self.array()?) as u64;
+        if len > self.remaining {
+            return Ok(None);
+        }
+        let mut buf = vec![0; len as usize];
+        self.fill(&mut buf)?;
+        Ok(Some(buf))
+    }
 }
 
 /// What recovery found on disk.
@@ -448,10 +514,6 @@ impl<'a> Reader<'a> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
 
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-
     fn i64(&mut self) -> Option<i64> {
         Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
@@ -583,6 +645,36 @@ mod tests {
             .unwrap();
         write_log(dir.path(), 1, &[]);
         assert!(matches!(recover(dir.path()), Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_cut_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut kvs = BTreeMap::new();
+        for i in 0..100u32 {
+            let kv = Stored {
+                value: Arc::from(i.to_string().into_bytes()),
+                create_revision: 2,
+                mod_revision: 3 + i64::from(i),
+                version: 1,
+                lease: i64::from(i % 3),
+            };
+            kvs.insert(format!("k{i:03}").into_bytes(), kv);
+        }
+        write_snapshot(dir.path(), 200, 7, 4, &[(1, 10), (2, 20)], &kvs).unwrap();
+        let path = dir.path().join(SNAPSHOT_FILE);
+        let read = read_snapshot(&path).unwrap();
+        assert_eq!((read.revision, read.next_lease_id, read.generation), (200, 7, 4));
+        assert_eq!(read.leases, vec![(1, 10), (2, 20)]);
+        assert_eq!(read.kvs, kvs);
+        let bytes = fs::read(&path).unwrap();
+        for cut in [0, 5, 8, 20, bytes.len() / 2, bytes.len() - 1] {
+            fs::write(&path, &bytes[..cut]).unwrap();
+            assert!(
+                matches!(read_snapshot(&path), Err(StoreError::Corrupt(_))),
+                "cut at {cut}"
+            );
+        }
     }
 
     #[test]
