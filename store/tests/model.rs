@@ -309,3 +309,121 @@ async fn random_operations_match_the_model_across_restarts() {
     check_state(&store, &model, 3000).await;
     assert!(store.stats().compactions > 0 || dir.path().join("snapshot").exists());
 }
+
+/// One task's keys (under its prefix): value and version of each.
+type TaskModel = (Vec<u8>, BTreeMap<Vec<u8>, (Vec<u8>, i64)>);
+
+async fn check_tasks(store: &EmbeddedStore, models: &[TaskModel]) {
+    for (prefix, model) in models {
+        let read = store
+            .range(RangeRequest::new(KeyRange::prefix(prefix.clone())))
+            .await
+            .unwrap();
+        let seen: BTreeMap<Vec<u8>, (Vec<u8>, i64)> = read
+            .kvs
+            .into_iter()
+            .map(|kv| (kv.key, (kv.value, kv.version)))
+            .collect();
+        assert_eq!(&seen, model);
+    }
+}
+
+/// Many tasks at once, each on its own keys with its own model of them: under concurrent
+/// batches (applied on top of a batch still syncing, across compactions), every answer and the
+/// final state match each task's model, and a restart changes nothing. Revisions are global, so
+/// here they are only checked to increase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_tasks_each_match_their_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = EmbeddedOptions {
+        compact_after_bytes: 8 * 1024,
+        ..EmbeddedOptions::default()
+    };
+    let (store, _) = EmbeddedStore::open(dir.path(), options.clone()).await.unwrap();
+    let mut tasks = Vec::new();
+    for task in 0..16u64 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let prefix = format!("t{task:02}/").into_bytes();
+            let within = |key: Vec<u8>| [prefix.clone(), key].concat();
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((task + 1) * 0x1000_0001));
+            // key -> (value, version)
+            let mut model: BTreeMap<Vec<u8>, (Vec<u8>, i64)> = BTreeMap::new();
+            let mut last_revision = 0;
+            for step in 0..150 {
+                let k = within(rng.key());
+                let current = model.get(&k).cloned();
+                let compare = match rng.below(3) {
+                    0 => Compare::version_is(k.clone(), current.as_ref().map_or(0, |c| c.1)),
+                    1 => Compare::absent(k.clone()),
+                    _ => Compare::value_is(k.clone(), b"1".to_vec()),
+                };
+                let holds = match &compare.target {
+                    CompareTarget::Version(_) => true,
+                    CompareTarget::CreateRevision(_) => current.is_none(),
+                    _ => current.as_ref().is_some_and(|c| c.0 == b"1"),
+                };
+                let value = rng.below(3).to_string().into_bytes();
+                let (then, otherwise) = match rng.below(3) {
+                    0 => (TxnOp::put(k.clone(), value.clone()), TxnOp::delete(k.clone())),
+                    1 => (
+                        TxnOp::delete_range(KeyRange::prefix(k.clone())),
+                        TxnOp::put(k.clone(), value.clone()),
+                    ),
+                    _ => (TxnOp::put(k.clone(), value.clone()), TxnOp::get(k.clone())),
+                };
+                let result = store
+                    .txn(
+                        Txn::new()
+                            .when([compare])
+                            .and_then([then.clone()])
+                            .or_else([otherwise.clone()]),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(result.succeeded, holds, "task {task} step {step}");
+                assert!(result.revision >= last_revision);
+                last_revision = result.revision;
+                match if holds { then } else { otherwise } {
+                    TxnOp::Put { key, value, .. } => {
+                        let version = model.get(&key).map_or(1, |c| c.1 + 1);
+                        model.insert(key, (value, version));
+                    }
+                    TxnOp::Delete { range } => {
+                        let doomed: Vec<Vec<u8>> =
+                            model.keys().filter(|k| range.contains(k)).cloned().collect();
+                        assert_eq!(
+                            result.results,
+                            vec![OpResult::Delete {
+                                deleted: doomed.len() as u64
+                            }],
+                            "task {task} step {step}"
+                        );
+                        for key in doomed {
+                            model.remove(&key);
+                        }
+                    }
+                    TxnOp::Range(_) => {
+                        let OpResult::Range(read) = &result.results[0] else {
+                            panic!("range result expected");
+                        };
+                        let seen: Vec<(Vec<u8>, i64)> =
+                            read.kvs.iter().map(|kv| (kv.value.clone(), kv.version)).collect();
+                        let want: Vec<(Vec<u8>, i64)> = current.into_iter().collect();
+                        assert_eq!(seen, want, "task {task} step {step}");
+                    }
+                }
+            }
+            (prefix, model)
+        }));
+    }
+    let mut models = Vec::new();
+    for task in tasks {
+        models.push(task.await.unwrap());
+    }
+    check_tasks(&store, &models).await;
+    assert!(store.stats().syncs < store.stats().records, "{:?}", store.stats());
+    store.close().await;
+    let (store, _) = EmbeddedStore::open(dir.path(), options).await.unwrap();
+    check_tasks(&store, &models).await;
+}
