@@ -351,6 +351,27 @@ async fn concurrent_tasks_each_match_their_model() {
             let mut model: BTreeMap<Vec<u8>, (Vec<u8>, i64)> = BTreeMap::new();
             let mut last_revision = 0;
             for step in 0..150 {
+                if step % 5 == 0 {
+                    // A key all tasks share: increments that race must all land, once each.
+                    loop {
+                        let (kv, _) = store.get(b"shared/counter").await.unwrap();
+                        let (n, revision) = kv.map_or((0, 0), |kv| {
+                            let n: u64 = String::from_utf8(kv.value).unwrap().parse().unwrap();
+                            (n, kv.mod_revision)
+                        });
+                        let result = store
+                            .txn(
+                                Txn::new()
+                                    .when([Compare::mod_revision_is("shared/counter", revision)])
+                                    .and_then([TxnOp::put("shared/counter", (n + 1).to_string())]),
+                            )
+                            .await
+                            .unwrap();
+                        if result.succeeded {
+                            break;
+                        }
+                    }
+                }
                 let k = within(rng.key());
                 let current = model.get(&k).cloned();
                 let compare = match rng.below(3) {
@@ -422,6 +443,8 @@ async fn concurrent_tasks_each_match_their_model() {
         models.push(task.await.unwrap());
     }
     check_tasks(&store, &models).await;
+    let counter = store.get(b"shared/counter").await.unwrap().0.unwrap();
+    assert_eq!((counter.value, counter.version), (b"480".to_vec(), 480));
     assert!(store.stats().syncs < store.stats().records, "{:?}", store.stats());
     store.close().await;
     let (store, _) = EmbeddedStore::open(dir.path(), options).await.unwrap();
