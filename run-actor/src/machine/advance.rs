@@ -123,7 +123,6 @@ impl<'a> Tx<'a> {
     /// Ends the step's claim: the token stops working (a later use is `stale`), the lease goes.
     pub fn release_claim(&mut self, step: &str) -> Option<Claim> {
         let claim = self.step_run(step).claim.take()?;
-        self.run.retired_tokens.push(claim.token);
         self.effects.push(Effect::RevokeClaimLease {
             step: step.to_string(),
             lease: claim.lease,
@@ -165,7 +164,9 @@ impl<'a> Tx<'a> {
         progress: Option<String>,
         lease: Option<u64>,
     ) -> (String, Timestamp) {
-        let (token, hash) = token::mint(&self.run.id, self.fresh.bytes("token"));
+        self.run.counters.tokens += 1;
+        let generation = self.run.counters.tokens;
+        let (token, hash) = token::mint_at(&self.run.id, generation, self.fresh.bytes("token"));
         let lease = lease.unwrap_or_else(|| {
             self.run.counters.leases += 1;
             self.run.counters.leases
@@ -177,6 +178,7 @@ impl<'a> Tx<'a> {
             holder: holder.to_string(),
             lease,
             token: hash,
+            generation,
             expires_at,
             progress,
         });
@@ -602,23 +604,31 @@ impl<'a> Tx<'a> {
     /// does not verify is `invalid`; one whose lease ended or was replaced is `stale`).
     pub fn verify_token(&self, token: &str) -> Result<String, Refusal> {
         let invalid = || Refusal::invalid("the token does not verify");
-        let (run_id, hash) = token::parse(token).ok_or_else(invalid)?;
-        if run_id != self.run.id {
+        let parsed = token::take_apart(token).ok_or_else(invalid)?;
+        if parsed.run_id != self.run.id {
             return Err(invalid());
         }
-        if let Some(step) = self
+        let current = self
             .run
             .steps
             .iter()
-            .find(|s| s.claim.as_ref().is_some_and(|c| c.token == hash))
-        {
-            let claim = step.claim.as_ref().expect("found by its claim");
+            .filter_map(|s| s.claim.as_ref().map(|c| (s, c)))
+            .find(|(_, c)| c.generation == parsed.generation);
+        if let Some((step, claim)) = current {
+            // The current token of a live claim: it verifies only with the right secret.
+            if claim.token != parsed.hash {
+                return Err(invalid());
+            }
             if claim.expires_at <= self.now() {
                 return Err(Refusal::stale("the claim's lease has ended"));
             }
             return Ok(step.id.clone());
         }
-        if self.run.retired_tokens.contains(&hash) {
+        // Every generation the run issued and that is no longer current belongs to a claim that
+        // ended or was replaced. Its secret is not kept, so a made-up token of such a generation
+        // is told `stale` too: the answer gives nothing away, since such a token grants nothing.
+        let issued = (1..=self.run.counters.tokens).contains(&parsed.generation);
+        if issued || self.run.retired_tokens.contains(&parsed.hash) {
             return Err(Refusal::stale("the claim has ended or was replaced"));
         }
         Err(invalid())

@@ -32,8 +32,11 @@ pub struct RunState {
     pub decided_work_items: Vec<String>,
     /// Events delivered before a matching `wait_for` step was ready, oldest first.
     pub held_events: Vec<HeldEvent>,
-    /// Hashes of tokens that once were current on this run: presenting one is `stale`, not
-    /// `invalid`.
+    /// Hashes of tokens retired before tokens carried their generation: presenting one is
+    /// `stale`, not `invalid`. Nothing is added any more (a token's generation tells an old
+    /// token from a forged one, see [`super::token`]), so this never grows; kept so that stored
+    /// runs still load and their old tokens still answer `stale`.
+    #[serde(default)]
     pub retired_tokens: Vec<TokenHash>,
     pub counters: Counters,
 }
@@ -109,6 +112,9 @@ pub struct Counters {
     pub leases: u64,
     pub timers: u64,
     pub completions: u64,
+    /// Counts tokens issued (claims and renewals): the generation of the newest token.
+    #[serde(default)]
+    pub tokens: u64,
 }
 
 /// A step's state (spec §3.5); `None` on a `StepRun` means not currently reached.
@@ -219,6 +225,9 @@ pub struct Claim {
     pub holder: String,
     pub lease: u64,
     pub token: TokenHash,
+    /// The generation of the current token (see [`Counters::tokens`]).
+    #[serde(default)]
+    pub generation: u64,
     pub expires_at: Timestamp,
     /// The latest `renew` progress note.
     pub progress: Option<String>,
