@@ -44,7 +44,7 @@ impl<'a> Tx<'a> {
 
     /// Renders the reply from the final state.
     pub fn finish(mut self, answer: Answer) -> Transition {
-        if !matches!(answer, Answer::Ignored) {
+        if !matches!(answer, Answer::Ignored | Answer::NeedsEvaluation(_)) {
             self.run.updated_at = self.ctx.now;
         }
         let reply = match answer {
@@ -60,6 +60,7 @@ impl<'a> Tx<'a> {
                 Reply::SendEvent(serde_json::json!({ "consumedBy": consumed_by }))
             }
             Answer::Ignored | Answer::Applied => Reply::None,
+            Answer::NeedsEvaluation(request) => Reply::NeedsEvaluation(request),
         };
         Transition {
             state: self.run,
@@ -154,6 +155,27 @@ impl<'a> Tx<'a> {
             ready_since,
             due,
         });
+    }
+
+    /// A task a person returned from escalation (`check-1`): a new task work item for the
+    /// step's assignee, carrying the handoff; the `due` clock keeps running (same attempt).
+    pub fn reopen_task(&mut self, step: &Step) {
+        let StepKind::Task { person, .. } = &step.kind else {
+            return;
+        };
+        let id = step.id.as_str();
+        match self.resolve_person(person) {
+            Ok(assigned_to) => {
+                self.step_run(id).state = Some(StepState::Waiting);
+                let work_item = self.open_work_item(id, WorkItemKind::Task, assigned_to.clone());
+                self.notify(Notification::WorkOpened {
+                    work_item,
+                    step: id.to_string(),
+                    to: assigned_to,
+                });
+            }
+            Err(note) => self.fail_run_at(id, "server", note),
+        }
     }
 
     /// Grants a new claim on a ready agent step to `holder`; returns the token.
@@ -395,6 +417,16 @@ impl<'a> Tx<'a> {
                         at: now,
                         ..StepRecord::default()
                     };
+                    // The cap held when the event was held, but run data may have grown since.
+                    // Run data never goes over the cap (spec §6 rule 3), and there is no caller
+                    // to refuse: the step fails with `by: "server"` and a note, as a wait whose
+                    // data cannot be used does (spec §3.5), and the run ends.
+                    if let Some(issue) = super::acceptance::over_cap_with(self, id.as_str(), &record, "data")
+                    {
+                        let note = format!("held event {event} could not be consumed: {issue}");
+                        self.fail_run_at(id.as_str(), "server", note);
+                        return None;
+                    }
                     self.record_completion(id.as_str(), record, StepState::Done);
                     return Some(process.default_next(step));
                 }

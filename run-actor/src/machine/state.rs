@@ -1,6 +1,7 @@
 //! The state of one run: everything the machine needs to apply the next command, and nothing a
 //! run view must not show (only token hashes are kept, never tokens).
 
+use super::check::CheckVerdict;
 use super::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -197,7 +198,7 @@ impl StepRun {
 
 /// One completion of a step as `data.steps.<id>` shows it (spec §3.1). `seq` orders completions
 /// across the run, for rewinding on rejection; it is not rendered.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepRecord {
     pub output: Option<Map<String, Value>>,
     pub evidence: Option<Vec<EvidenceRecord>>,
@@ -206,6 +207,10 @@ pub struct StepRecord {
     pub reason: Option<String>,
     pub decision: Option<String>,
     pub note: Option<String>,
+    /// `check-1`: the verdict recorded with this completion (pass, or any on an advisory step,
+    /// or the unsure verdict of a candidate a person completed with).
+    #[serde(default)]
+    pub check: Option<CheckVerdict>,
     pub by: String,
     pub at: Timestamp,
     pub seq: u64,
@@ -264,11 +269,14 @@ pub struct Handoff {
     pub progress: Option<String>,
     pub returned: Option<Returned>,
     pub issues: Option<Vec<String>>,
+    /// `check-1`: the verdict that sent the submission back (fail, or unsure then returned).
+    #[serde(default)]
+    pub check: Option<CheckVerdict>,
 }
 
 impl Handoff {
     pub fn is_empty(&self) -> bool {
-        self.progress.is_none() && self.returned.is_none() && self.issues.is_none()
+        self.progress.is_none() && self.returned.is_none() && self.issues.is_none() && self.check.is_none()
     }
 }
 
@@ -279,12 +287,18 @@ pub struct Returned {
     pub at: Timestamp,
 }
 
-/// An agent's escalation of a step it held.
+/// An agent's escalation of a step it held, or (`check-1`) a submission a check was unsure of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Escalation {
     pub note: String,
     pub by: String,
     pub at: Timestamp,
+    /// `check-1`: the unsure verdict; run data shows it at `steps.<id>.check` while it waits.
+    #[serde(default)]
+    pub check: Option<CheckVerdict>,
+    /// `check-1`: the held submission; `completed` without `output` completes with it.
+    #[serde(default)]
+    pub candidate: Option<StepRecord>,
 }
 
 /// A timer the runtime was asked to arm; a firing with another generation is ignored.
