@@ -207,8 +207,11 @@ impl QuestionResult {
 }
 
 /// A validated answer as a verdict records it.
+///
+/// Stored externally tagged: an internally tagged enum would buffer its numbers, which
+/// arbitrary-precision JSON numbers do not survive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case")]
 pub enum CheckAnswer {
     YesNo { yes: Probability },
     Choice { name: String, confidence: Probability },

@@ -72,13 +72,13 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
     let now = tx.now();
     match decide.decision {
         Decision::Completed => {
-            let candidate = tx
+            let held = tx
                 .run
                 .step(&item.step)
                 .and_then(|s| s.escalation.as_ref())
-                .and_then(|e| e.candidate.clone())
-                .filter(|_| item.kind == WorkItemKind::Escalation && decide.output.is_none());
-            if let Some(candidate) = candidate {
+                .filter(|_| item.kind == WorkItemKind::Escalation && decide.output.is_none())
+                .and_then(|e| Some((e.candidate.clone()?, e.check.clone())));
+            if let Some((candidate, check)) = held {
                 // check-1: the person completes with the submission the check was unsure of.
                 let extra: Vec<String> = [
                     ("evidence", decide.evidence.is_some()),
@@ -95,7 +95,9 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 if !extra.is_empty() {
                     return Err(Refusal::not_accepted(extra));
                 }
+                // The unsure verdict stays recorded with the submission it was about.
                 let record = StepRecord {
+                    check,
                     by,
                     at: now,
                     ..candidate

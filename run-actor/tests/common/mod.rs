@@ -8,9 +8,9 @@ use agentprocess_process::{
     PersonRef, Process, ProcessName, Route, Step, StepId, StepKind, Target, Work, load,
 };
 use agentprocess_run_actor::machine::{
-    self, Actor, Assignment, Caller, Command, Ctx, Decide, Decision, EvaluatorOutcome, EvaluatorRequest,
-    EvidenceItem, Limits, Mode, PinnedProcess, Refusal, Reply, RunState, StartRun, Submission, Timestamp,
-    Transition, UploadLookup, UploadStatus, render,
+    self, Actor, Assignment, Caller, Command, Ctx, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome,
+    EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Limits, Mode, PinnedProcess, Refusal, Reply, RunState,
+    StartRun, Submission, Timestamp, Transition, UploadLookup, UploadStatus, render,
 };
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
@@ -278,6 +278,28 @@ pub const T0: i64 = 1_791_277_200_000;
 
 /// A fake evaluator: answers a request.
 pub type Evaluator = Box<dyn FnMut(&EvaluatorRequest) -> EvaluatorOutcome>;
+
+/// An evaluator whose answers pass every question of every check.
+pub fn passing_evaluator() -> Evaluator {
+    Box::new(|request: &EvaluatorRequest| EvaluatorOutcome::Answered {
+        model: "fake-evaluator".to_string(),
+        answers: request
+            .questions
+            .iter()
+            .map(|question| match question {
+                EvaluatorQuestion::YesNo { .. } => EvaluatorAnswer::YesNo { yes: 1.0 },
+                EvaluatorQuestion::Choice { pass, .. } => EvaluatorAnswer::Choice {
+                    name: pass[0].clone(),
+                    confidence: 1.0,
+                },
+                EvaluatorQuestion::Rubric { levels, .. } => EvaluatorAnswer::Rubric {
+                    level: levels.len() - 1,
+                    confidence: 1.0,
+                },
+            })
+            .collect(),
+    })
+}
 
 /// One run and a clock. Every applied command is checked for determinism, and every rendered
 /// result against its schema.
