@@ -34,6 +34,20 @@ fn check_invariants(world: &World) {
             assert_eq!(step.state, Some(StepState::Waiting));
             assert!(run.work_item(item).is_some());
         }
+        // check-1: a held candidate waits on an escalation work item, with its verdict.
+        if let Some(escalation) = step.escalation.as_ref().filter(|e| e.candidate.is_some()) {
+            assert!(
+                escalation.check.is_some(),
+                "{}: a candidate comes with its verdict",
+                step.id
+            );
+            let item = step.work_item.as_ref().and_then(|id| run.work_item(id));
+            assert!(
+                item.is_some_and(|item| item.kind == WorkItemKind::Escalation),
+                "{}: a candidate waits on an escalation",
+                step.id
+            );
+        }
     }
     for item in &run.work_items {
         let step = run.step(&item.step).unwrap();

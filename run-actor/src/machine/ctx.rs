@@ -51,6 +51,18 @@ impl Limits {
     pub const DEFAULT_LEASE_SECONDS: u64 = 600;
     /// The server default of `limits.checkStateBytes` (check.md §5: 64 KB).
     pub const DEFAULT_CHECK_STATE_BYTES: usize = 64 * 1024;
+
+    /// The `limits` object of `describe`: `runDataBytes`, and the `check-1` limits of
+    /// check.md §5 (`checkFail` is `null` when the server sets none).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "runDataBytes": self.run_data_bytes,
+            "checkPass": self.check_pass.get(),
+            "checkFail": self.check_fail.map(Probability::get),
+            "checkConfidence": self.check_confidence.get(),
+            "checkStateBytes": self.check_state_bytes,
+        })
+    }
 }
 
 /// The server defaults: check.md §5 for the check limits.

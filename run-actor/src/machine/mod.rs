@@ -3,7 +3,8 @@
 //!
 //! PURE: no clock, no IO, no randomness. Time, fresh randomness, limits and lookups come in
 //! through [`Ctx`]. A write returns only after every automatic transition it triggered (finish
-//! reached, `wait_until` already past, held event consumed) was applied.
+//! reached, `wait_until` already past, held event consumed) was applied. A checked submission
+//! (`check-1`) is the one write that takes two applications: see [`check`].
 
 mod acceptance;
 mod advance;
