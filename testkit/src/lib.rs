@@ -6,9 +6,9 @@
 
 use jsonschema::{Retrieve, Uri, Validator};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The folder holding the core-2 JSON Schemas (`run-view.json`, `tools/claim.result.json`, ...).
 pub fn schemas_dir() -> PathBuf {
@@ -98,15 +98,28 @@ impl Retrieve for SchemaFiles {
     }
 }
 
-/// A validator for one schema file, with every other schema reachable by its `$id`.
-pub fn validator(schema_file: &str) -> Validator {
+/// A validator for one schema file, with every other schema reachable by its `$id`. Compiled
+/// once per schema file and shared, so tests can check every value they render.
+pub fn validator(schema_file: &str) -> Arc<Validator> {
+    static COMPILED: OnceLock<Mutex<HashMap<String, Arc<Validator>>>> = OnceLock::new();
+    let mut compiled = COMPILED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(validator) = compiled.get(schema_file) {
+        return Arc::clone(validator);
+    }
     let schema = schema_files()
         .get(schema_file)
         .unwrap_or_else(|| panic!("no schema {schema_file}"));
-    jsonschema::options()
-        .with_retriever(SchemaFiles)
-        .build(schema)
-        .unwrap_or_else(|e| panic!("schema {schema_file} does not compile: {e}"))
+    let validator = Arc::new(
+        jsonschema::options()
+            .with_retriever(SchemaFiles)
+            .build(schema)
+            .unwrap_or_else(|e| panic!("schema {schema_file} does not compile: {e}")),
+    );
+    compiled.insert(schema_file.to_string(), Arc::clone(&validator));
+    validator
 }
 
 /// Panics with every violation when `value` does not match the schema in `schema_file`.
