@@ -15,6 +15,13 @@ use serde_json::json;
 
 fn check_invariants(world: &World) {
     let run = world.run();
+    // Spec §6.3: run data stays within limits.runDataBytes.
+    let run_data_bytes = serde_json::to_vec(&render::run_data(run)).unwrap().len();
+    assert!(
+        run_data_bytes <= world.limits.run_data_bytes,
+        "run data is {run_data_bytes} bytes, over the cap of {}",
+        world.limits.run_data_bytes
+    );
     let process = &world.process.process;
     for step in &run.steps {
         let declared = process.step(&id(&step.id)).expect("run steps are declared steps");
@@ -205,6 +212,11 @@ proptest! {
             act(&mut world, &mut tokens, action);
         }
     }
+}
+
+/// How much room above the inputs a property case leaves under the run-data cap, in 40-byte units.
+fn pick_cap(which: usize) -> u8 {
+    (which % 32) as u8
 }
 
 /// Every conformance fixture, by name: with check-1, the server runs them all.
@@ -466,6 +478,9 @@ proptest! {
         world.evaluator = Some(fake_evaluator(which as u8));
         let inputs = serde_json::Value::Object(sample_map(&world.process.process.inputs));
         world.start(mira(), inputs).unwrap();
+        // A cap just above the inputs, so that later submissions and events run into it.
+        let started_bytes = serde_json::to_vec(&render::run_data(world.run())).unwrap().len();
+        world.limits.run_data_bytes = started_bytes + 600 + 40 * usize::from(pick_cap(which));
         let mut tokens = Vec::new();
         for (action, pick) in actions {
             random_act(&mut world, &mut tokens, action, pick);
