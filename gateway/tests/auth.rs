@@ -332,3 +332,19 @@ async fn keys_are_fetched_from_a_jwks_url() {
     );
     assert!(document.get("scopes_supported").is_none());
 }
+
+#[tokio::test]
+async fn the_rmcp_client_sees_the_challenge() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let server = start_dev().await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(server.mcp_url()).auth_header("not-a-jwt"),
+    );
+    let error = ().serve(transport).await.expect_err("the handshake is refused");
+    let text = format!("{error:?}");
+    assert!(text.contains("invalid_token"), "{text}");
+    assert!(text.contains("resource_metadata"), "{text}");
+}

@@ -232,3 +232,40 @@ impl JwksCache {
         keys_from_jwks(&document).map_err(|e| fail(e.to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn symmetric_keys_are_refused_from_a_provider() {
+        let oct = json!({ "keys": [ { "kty": "oct", "k": "c2VjcmV0", "kid": "s" } ] });
+        assert!(keys_from_jwks(&oct).is_err());
+        let named = json!({ "keys": [ { "kty": "oct", "k": "c2VjcmV0", "alg": "HS256" } ] });
+        assert!(matches!(keys_from_jwks(&named), Err(KeyError::Algorithm(_))));
+        for name in ["HS256", "HS512", "none", "rs256"] {
+            assert!(provider_algorithm(name).is_err(), "{name}");
+        }
+        assert_eq!(provider_algorithm("EdDSA").unwrap(), Algorithm::EdDSA);
+    }
+
+    #[test]
+    fn encryption_keys_are_left_out() {
+        let set = json!({ "keys": [ {
+            "kty": "EC", "crv": "P-256", "use": "enc", "kid": "e",
+            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"
+        } ] });
+        assert!(keys_from_jwks(&set).unwrap().is_empty());
+        let mut signing = set.clone();
+        signing["keys"][0]["use"] = json!("sig");
+        let keys = keys_from_jwks(&signing).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].algorithm, Algorithm::ES256);
+        assert!(keys[0].fits(Algorithm::ES256, Some("e")));
+        assert!(keys[0].fits(Algorithm::ES256, None));
+        assert!(!keys[0].fits(Algorithm::HS256, Some("e")));
+        assert!(!keys[0].fits(Algorithm::ES256, Some("other")));
+    }
+}

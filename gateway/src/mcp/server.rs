@@ -76,7 +76,7 @@ impl<B: ToolBackend> ProtocolServer<B> {
 fn tool_listing(tool: ToolName) -> Tool {
     let annotations = ToolAnnotations::new()
         .read_only(tool.is_read_only())
-        .destructive(false)
+        .destructive(tool == ToolName::Cancel)
         .idempotent(true)
         .open_world(false);
     Tool::new(tool.as_str(), tool.description(), tool.arguments_schema()).with_annotations(annotations)
