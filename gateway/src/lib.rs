@@ -121,7 +121,7 @@ pub fn router<B: ToolBackend>(config: &GatewayConfig, backend: B) -> Result<Rout
         .route_layer(from_fn_with_state(authenticator.clone(), auth::require_bearer));
     let metadata = Router::new()
         .route(
-            &auth::http_metadata_path(&resource),
+            &auth::metadata_path(&resource),
             get(auth::protected_resource_metadata),
         )
         .with_state(authenticator);

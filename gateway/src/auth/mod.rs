@@ -10,10 +10,7 @@ mod http;
 pub mod identity;
 pub mod keys;
 
-pub use http::{
-    metadata_document, metadata_path as http_metadata_path, metadata_url, protected_resource_metadata,
-    require_bearer,
-};
+pub use http::{metadata_document, metadata_path, metadata_url, protected_resource_metadata, require_bearer};
 pub use identity::{Actor, ActorKind, ClaimError, ClaimNames, Identity};
 
 use dev::{DEV_KEY_ID, DevKey};
