@@ -348,3 +348,27 @@ async fn the_rmcp_client_sees_the_challenge() {
     assert!(text.contains("invalid_token"), "{text}");
     assert!(text.contains("resource_metadata"), "{text}");
 }
+
+#[tokio::test]
+async fn unreachable_provider_keys_are_a_503_not_a_refusal() {
+    let auth = AuthConfig {
+        provider: Some(ProviderConfig {
+            issuer: ISSUER.into(),
+            authorization_servers: Vec::new(),
+            jwks_url: Some("http://127.0.0.1:1/jwks.json".into()),
+            jwks: None,
+            key_files: Vec::new(),
+            scopes_supported: Vec::new(),
+        }),
+        ..AuthConfig::default()
+    };
+    let server = start_with(auth, DescribeConfig::default(), None).await;
+    let answer = post_mcp(&server, Some(&rsa_token(&claims(&server))), initialize()).await;
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(
+        answer
+            .www_authenticate
+            .unwrap()
+            .starts_with("Bearer resource_metadata=")
+    );
+}
