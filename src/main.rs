@@ -1,6 +1,7 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
 mod process_cmd;
+mod token_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -18,11 +19,14 @@ enum Command {
     /// Work with PROCESS.md files: check them, hash them.
     #[command(subcommand)]
     Process(process_cmd::ProcessCommand),
+    /// Print a dev bearer token signed with the local dev key.
+    Token(token_cmd::TokenArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Process(command) => process_cmd::run(command),
+        Command::Token(args) => token_cmd::run(args),
     }
 }

@@ -1,1 +1,129 @@
 //! The MCP gateway: authentication, the fourteen tools, uploads, the admin API and the web UI.
+//!
+//! [`router`] builds the gateway's HTTP application from a [`GatewayConfig`] and a
+//! [`ToolBackend`] that carries out the tool calls:
+//!
+//! - `POST /mcp`: MCP over Streamable HTTP (rmcp), stateless, behind bearer-token authentication.
+//!   Each tool call's arguments are checked against the protocol's schema, `describe` is answered
+//!   here, and every other tool goes to the backend with the caller's [`Identity`].
+//! - `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata clients discover the
+//!   authorization server from.
+
+pub mod auth;
+pub mod mcp;
+
+pub use auth::{Actor, AuthConfig, Authenticator, Identity};
+pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
+
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use axum::routing::get;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The public URL of a gateway run with no configuration (dev mode on this machine).
+pub const DEFAULT_PUBLIC_URL: &str = "http://127.0.0.1:8080";
+/// The data folder used when none is given, relative to the working folder.
+pub const DEFAULT_DATA_DIR: &str = ".agentprocess";
+
+/// Everything the gateway needs to know.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// The URL clients reach this server at, without `/mcp`. It is the OAuth resource URI: the
+    /// audience tokens must name, and in dev mode also their issuer.
+    pub public_url: String,
+    /// Where local state lives; dev mode keeps its signing key here.
+    pub data_dir: PathBuf,
+    pub auth: AuthConfig,
+    pub describe: DescribeConfig,
+    /// The largest request body `/mcp` takes. Default: room for the largest upload in base64.
+    pub max_request_bytes: Option<usize>,
+    /// `Host` header values accepted besides the public URL's host and loopback names (DNS
+    /// rebinding protection). `["*"]` accepts any host.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            public_url: DEFAULT_PUBLIC_URL.to_owned(),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            auth: AuthConfig::default(),
+            describe: DescribeConfig::default(),
+            max_request_bytes: None,
+            allowed_hosts: Vec::new(),
+        }
+    }
+}
+
+/// A configuration the gateway cannot start with.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("public_url {0:?} is not an absolute http(s) URL")]
+    PublicUrl(String),
+    #[error(transparent)]
+    Auth(#[from] auth::AuthConfigError),
+}
+
+impl GatewayConfig {
+    /// The resource URI: the public URL without a trailing slash.
+    pub fn resource(&self) -> String {
+        resource_uri(&self.public_url)
+    }
+
+    fn max_request_bytes(&self) -> usize {
+        self.max_request_bytes.unwrap_or_else(|| {
+            let upload = usize::try_from(self.describe.max_upload_bytes).unwrap_or(usize::MAX);
+            // base64 grows by 4/3; the rest of the call is small.
+            upload.div_ceil(3).saturating_mul(4).saturating_add(1024 * 1024)
+        })
+    }
+
+    fn allowed_hosts(&self) -> Vec<String> {
+        if self.allowed_hosts.iter().any(|host| host == "*") {
+            return Vec::new();
+        }
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).into();
+        if let Ok(url) = reqwest::Url::parse(&self.public_url)
+            && let Some(host) = url.host_str()
+        {
+            hosts.push(host.trim_matches(['[', ']']).to_owned());
+        }
+        hosts.extend(self.allowed_hosts.iter().cloned());
+        hosts
+    }
+}
+
+/// The resource URI for a public URL: the URL without a trailing slash. Dev tokens name it as
+/// issuer and audience.
+pub fn resource_uri(public_url: &str) -> String {
+    public_url.trim_end_matches('/').to_owned()
+}
+
+/// Builds the gateway's HTTP application. Reads (or in dev mode creates) the signing keys.
+pub fn router<B: ToolBackend>(config: &GatewayConfig, backend: B) -> Result<Router, ConfigError> {
+    let resource = config.resource();
+    match reqwest::Url::parse(&resource) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
+        _ => return Err(ConfigError::PublicUrl(config.public_url.clone())),
+    }
+    let authenticator = Arc::new(Authenticator::new(&config.auth, &resource, &config.data_dir)?);
+    if config.auth.provider.is_none() {
+        tracing::warn!(
+            data_dir = %config.data_dir.display(),
+            "no identity provider configured: dev mode, accepting tokens from `agentprocess token`"
+        );
+    }
+    let server = mcp::ProtocolServer::new(backend, config.describe.result());
+    let mcp = mcp::mcp_router(server, config.max_request_bytes(), config.allowed_hosts())
+        .route_layer(from_fn_with_state(authenticator.clone(), auth::require_bearer));
+    let metadata = Router::new()
+        .route(
+            &auth::metadata_path(&resource),
+            get(auth::protected_resource_metadata),
+        )
+        .with_state(authenticator);
+    Ok(mcp.merge(metadata))
+}

@@ -1,0 +1,233 @@
+//! Dev mode: a local signing key in the data folder, and the tokens `agentprocess token` mints.
+//!
+//! Used only when no identity provider is configured. The key is an HMAC secret created on first
+//! use with file mode 0600; tokens signed with it name the server's own URL as issuer and audience.
+
+use super::identity::Actor;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
+use serde_json::{Value, json};
+use std::fmt;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The dev key's file name inside the data folder.
+pub const DEV_KEY_FILE: &str = "dev-signing-key";
+/// The `kid` header of dev tokens.
+pub const DEV_KEY_ID: &str = "agentprocess-dev";
+/// Bytes of randomness in a dev key.
+const KEY_BYTES: usize = 32;
+
+/// The dev signing key. Never printed: its `Debug` shows only where it lives.
+pub struct DevKey {
+    path: PathBuf,
+    secret: Vec<u8>,
+}
+
+impl fmt::Debug for DevKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DevKey")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a dev token says about its holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DevTokenRequest {
+    pub organization: String,
+    pub actor: Actor,
+    pub operator: bool,
+    pub ttl: Duration,
+}
+
+impl DevKey {
+    /// Reads the key from `data_dir`, creating the folder and a new key (mode 0600) if absent.
+    pub fn load_or_create(data_dir: &Path) -> io::Result<DevKey> {
+        let path = data_dir.join(DEV_KEY_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => return Self::parse(path, &text),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        }
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", data_dir.display())))?;
+        let mut secret = vec![0u8; KEY_BYTES];
+        getrandom::fill(&mut secret).map_err(io::Error::other)?;
+        match create_private_file(&path) {
+            Ok(mut file) => {
+                file.write_all(format!("{}\n", hex(&secret)).as_bytes())?;
+                file.sync_all()?;
+                Ok(DevKey { path, secret })
+            }
+            // Another process created it first: use theirs.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let text = std::fs::read_to_string(&path)?;
+                Self::parse(path, &text)
+            }
+            Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        }
+    }
+
+    fn parse(path: PathBuf, text: &str) -> io::Result<DevKey> {
+        let secret = unhex(text.trim())
+            .filter(|secret| secret.len() >= KEY_BYTES)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: not a dev signing key (expected {KEY_BYTES} bytes in hex)",
+                        path.display()
+                    ),
+                )
+            })?;
+        Ok(DevKey { path, secret })
+    }
+
+    /// Where the key lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Mints a token for `request`, issued by and for the server at `server_url`.
+    pub fn mint(&self, server_url: &str, request: &DevTokenRequest) -> String {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("the clock is after 1970")
+            .as_secs();
+        let mut claims = json!({
+            "iss": server_url,
+            "aud": server_url,
+            "iat": now,
+            "nbf": now,
+            "exp": now + request.ttl.as_secs(),
+            "org": request.organization,
+            "operator": request.operator,
+        });
+        match &request.actor {
+            Actor::Agent { id } => {
+                claims["kind"] = json!("agent");
+                claims["sub"] = json!(id);
+            }
+            Actor::Person { email, groups } => {
+                claims["kind"] = json!("person");
+                claims["sub"] = json!(email);
+                claims["email"] = json!(email);
+                claims["groups"] = json!(groups);
+            }
+        }
+        self.sign(&claims)
+    }
+
+    /// Signs arbitrary claims with the dev key (HS256).
+    pub fn sign(&self, claims: &Value) -> String {
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(DEV_KEY_ID.to_owned());
+        let key = EncodingKey::from_secret(&self.secret).expect("an HMAC key of any length");
+        jsonwebtoken::encode(&header, claims, &key).expect("JSON claims always encode")
+    }
+
+    pub(crate) fn decoding_key(&self) -> DecodingKey {
+        DecodingKey::from_secret(&self.secret).expect("an HMAC key of any length")
+    }
+}
+
+#[cfg(unix)]
+fn create_private_file(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn create_private_file(path: &Path) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
+/// Parses a token lifetime: a positive integer followed by `m`, `h` or `d` (`30m`, `12h`, `7d`).
+pub fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!("{text:?} is not a duration: write a whole number followed by m, h or d, like 30m, 12h or 7d")
+    };
+    let unit_at = text.len().checked_sub(1).ok_or_else(bad)?;
+    let (number, unit) = text.split_at(unit_at);
+    let seconds_per_unit = match unit {
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let count: u64 = number.parse().map_err(|_| bad())?;
+    if count == 0 {
+        return Err(format!("{text:?}: a token must live longer than zero"));
+    }
+    count
+        .checked_mul(seconds_per_unit)
+        .map(Duration::from_secs)
+        .ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_forms() {
+        assert_eq!(parse_ttl("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_ttl("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_ttl("7d"), Ok(Duration::from_secs(604_800)));
+        for bad in [
+            "",
+            "h",
+            "12",
+            "12s",
+            "-1h",
+            "1.5h",
+            "0h",
+            " 1h",
+            "99999999999999999999d",
+        ] {
+            assert!(parse_ttl(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_key_is_created_once_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let first = DevKey::load_or_create(&data).unwrap();
+        let second = DevKey::load_or_create(&data).unwrap();
+        assert_eq!(first.secret, second.secret);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(first.path()).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(first.path(), "not hex\n").unwrap();
+        assert!(DevKey::load_or_create(&data).is_err());
+    }
+}

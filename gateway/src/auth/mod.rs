@@ -1,0 +1,269 @@
+//! Authentication: the gateway as an OAuth 2.1 resource server.
+//!
+//! A bearer JWT is verified for signature, issuer, audience (this server's resource URI) and
+//! lifetime, and its claims become an [`Identity`]. The token stays here: only the identity moves
+//! on. With no identity provider configured the gateway runs in dev mode and accepts tokens signed
+//! with the local dev key (see [`dev`]).
+
+pub mod dev;
+mod http;
+pub mod identity;
+pub mod keys;
+
+pub use http::{metadata_document, metadata_path, metadata_url, protected_resource_metadata, require_bearer};
+pub use identity::{Actor, ActorKind, ClaimError, ClaimNames, Identity};
+
+use dev::{DEV_KEY_ID, DevKey};
+use jsonwebtoken::{Algorithm, Validation};
+use keys::{JwksCache, KeyError, VerifyKey};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// How callers are authenticated.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The identity provider. `None` is dev mode: the local dev key, and nothing else.
+    pub provider: Option<ProviderConfig>,
+    /// Which claims give the identity.
+    pub claims: ClaimNames,
+    /// Seconds of clock skew allowed on `exp` and `nbf`. Default 60.
+    pub leeway_seconds: Option<u64>,
+}
+
+/// An OAuth 2.1 authorization server whose access tokens this gateway accepts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// The `iss` its tokens carry.
+    pub issuer: String,
+    /// Listed in the protected resource metadata. Default: the issuer alone.
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    /// Where its signing keys are published (fetched, cached, refetched on rotation).
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// Signing keys given inline as a JWKS document.
+    #[serde(default)]
+    pub jwks: Option<Value>,
+    /// Signing keys given as PEM public key files.
+    #[serde(default)]
+    pub key_files: Vec<KeyFile>,
+    /// Scopes listed in the protected resource metadata. None are required by the gateway.
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+}
+
+/// A PEM public key and the one algorithm it verifies.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyFile {
+    pub path: PathBuf,
+    /// `RS256`, `ES256`, `EdDSA`, ...
+    pub algorithm: String,
+    #[serde(default)]
+    pub kid: Option<String>,
+}
+
+/// Configuration that cannot work. Reported at start, never per request.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthConfigError {
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("identity provider {issuer}: no keys: set jwks_url, jwks or key_files")]
+    NoKeys { issuer: String },
+    #[error("identity provider {issuer}: jwks_url {url:?}: {message}")]
+    JwksUrl {
+        issuer: String,
+        url: String,
+        message: String,
+    },
+    #[error("dev signing key: {0}")]
+    DevKey(std::io::Error),
+}
+
+/// Why a request was not authenticated. The HTTP layer turns this into a 401 (or a 503).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// No bearer token at all: a 401 without an `error` attribute (RFC 6750 §3.1).
+    #[error("a bearer token is required")]
+    Missing,
+    /// A token that does not verify or does not make an identity: `invalid_token`.
+    #[error("{0}")]
+    InvalidToken(String),
+    /// The provider's keys cannot be fetched, so no token can be checked right now.
+    #[error(transparent)]
+    KeysUnavailable(#[from] keys::FetchError),
+}
+
+/// Where the keys that verify tokens come from.
+#[derive(Debug)]
+enum Keys {
+    Fixed(Vec<VerifyKey>),
+    Jwks { fixed: Vec<VerifyKey>, cache: JwksCache },
+}
+
+/// Verifies bearer tokens and reads identities from them. Built once at start.
+#[derive(Debug)]
+pub struct Authenticator {
+    resource: String,
+    issuer: String,
+    authorization_servers: Vec<String>,
+    scopes_supported: Vec<String>,
+    keys: Keys,
+    claims: ClaimNames,
+    leeway_seconds: u64,
+}
+
+impl Authenticator {
+    /// Builds the authenticator for the server whose resource URI is `resource`. In dev mode the
+    /// dev key is read from (or created in) `data_dir`, and `resource` is also the issuer.
+    pub fn new(config: &AuthConfig, resource: &str, data_dir: &Path) -> Result<Self, AuthConfigError> {
+        let leeway_seconds = config.leeway_seconds.unwrap_or(60);
+        let Some(provider) = &config.provider else {
+            let dev_key = DevKey::load_or_create(data_dir).map_err(AuthConfigError::DevKey)?;
+            let key = VerifyKey {
+                kid: Some(DEV_KEY_ID.to_owned()),
+                algorithm: Algorithm::HS256,
+                key: dev_key.decoding_key(),
+            };
+            return Ok(Authenticator {
+                resource: resource.to_owned(),
+                issuer: resource.to_owned(),
+                authorization_servers: Vec::new(),
+                scopes_supported: Vec::new(),
+                keys: Keys::Fixed(vec![key]),
+                claims: config.claims.clone(),
+                leeway_seconds,
+            });
+        };
+        let mut fixed = Vec::new();
+        if let Some(document) = &provider.jwks {
+            fixed.extend(keys::keys_from_jwks(document)?);
+        }
+        for file in &provider.key_files {
+            let algorithm = keys::provider_algorithm(&file.algorithm)?;
+            fixed.push(keys::key_from_pem(
+                file.path.clone(),
+                algorithm,
+                file.kid.clone(),
+            )?);
+        }
+        let keys = match &provider.jwks_url {
+            Some(url) => {
+                let fail = |message: String| AuthConfigError::JwksUrl {
+                    issuer: provider.issuer.clone(),
+                    url: url.clone(),
+                    message,
+                };
+                let parsed = reqwest::Url::parse(url).map_err(|e| fail(e.to_string()))?;
+                Keys::Jwks {
+                    fixed,
+                    cache: JwksCache::new(parsed).map_err(fail)?,
+                }
+            }
+            None if fixed.is_empty() => {
+                return Err(AuthConfigError::NoKeys {
+                    issuer: provider.issuer.clone(),
+                });
+            }
+            None => Keys::Fixed(fixed),
+        };
+        let authorization_servers = if provider.authorization_servers.is_empty() {
+            vec![provider.issuer.clone()]
+        } else {
+            provider.authorization_servers.clone()
+        };
+        Ok(Authenticator {
+            resource: resource.to_owned(),
+            issuer: provider.issuer.clone(),
+            authorization_servers,
+            scopes_supported: provider.scopes_supported.clone(),
+            keys,
+            claims: config.claims.clone(),
+            leeway_seconds,
+        })
+    }
+
+    /// This server's resource URI: the audience tokens must name.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// Verifies `token` and reads the caller's identity from it.
+    pub async fn authenticate(&self, token: &str) -> Result<Identity, AuthError> {
+        let invalid = |message: String| AuthError::InvalidToken(message);
+        // `alg: none` and unknown algorithms fail here: the header does not parse.
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| invalid(format!("the token is not a signed JWT: {e}")))?;
+        let candidates = match &self.keys {
+            Keys::Fixed(keys) => fitting(keys, header.alg, header.kid.as_deref()),
+            Keys::Jwks { fixed, cache } => {
+                let mut candidates = fitting(fixed, header.alg, header.kid.as_deref());
+                if candidates.is_empty() {
+                    candidates = cache.keys_for(header.alg, header.kid.as_deref()).await?;
+                }
+                candidates
+            }
+        };
+        if candidates.is_empty() {
+            return Err(invalid(format!(
+                "no key of this server verifies {:?} tokens{}",
+                header.alg,
+                header
+                    .kid
+                    .map(|kid| format!(" with kid {kid:?}"))
+                    .unwrap_or_default()
+            )));
+        }
+        let mut last_error = None;
+        for key in &candidates {
+            match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &self.validation(key.algorithm))
+            {
+                Ok(data) => {
+                    return self
+                        .claims
+                        .identity(&data.claims)
+                        .map_err(|e| invalid(e.to_string()));
+                }
+                Err(error) => last_error = Some(error),
+            }
+        }
+        let error = last_error.expect("at least one key was tried");
+        Err(invalid(describe_jwt_error(&error)))
+    }
+
+    /// The checks every token passes. Bound to the KEY's algorithm, never the token's say-so.
+    fn validation(&self, algorithm: Algorithm) -> Validation {
+        let mut validation = Validation::new(algorithm);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.resource]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
+        validation.leeway = self.leeway_seconds;
+        validation
+    }
+}
+
+fn fitting(keys: &[VerifyKey], algorithm: Algorithm, kid: Option<&str>) -> Vec<VerifyKey> {
+    keys.iter()
+        .filter(|key| key.fits(algorithm, kid))
+        .cloned()
+        .collect()
+}
+
+/// A token refusal in words a caller can act on, without echoing the token.
+fn describe_jwt_error(error: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match error.kind() {
+        ErrorKind::ExpiredSignature => "the token has expired".into(),
+        ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)".into(),
+        ErrorKind::InvalidIssuer => "the token's issuer is not accepted here".into(),
+        ErrorKind::InvalidAudience => "the token is not for this server (aud)".into(),
+        ErrorKind::InvalidSignature => "the token's signature does not verify".into(),
+        ErrorKind::InvalidAlgorithm => "the token's algorithm does not match the key".into(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("the token has no {claim:?} claim"),
+        other => format!("the token does not verify: {other:?}"),
+    }
+}

@@ -1,0 +1,150 @@
+//! The MCP server handler: lists the fourteen tools and turns each call into a backend call.
+
+use super::backend::ToolBackend;
+use super::result::{ToolError, ToolResult, envelope};
+use super::tools::ToolName;
+use crate::auth::Identity;
+use axum::http::request::Parts;
+use rmcp::ErrorData as McpError;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use tracing::Instrument;
+
+const INSTRUCTIONS: &str = "An Agent Process server. Call describe first. Agents: get_work, claim, \
+    do the step, submit (or escalate). People: get_work, then decide. Every result is \
+    { ok: true, data } or { ok: false, error: { code, message, issues? } }.";
+
+/// One MCP server; cheap to clone, since the stateless transport builds one per request.
+#[derive(Debug)]
+pub struct ProtocolServer<B> {
+    shared: Arc<Shared<B>>,
+}
+
+impl<B> Clone for ProtocolServer<B> {
+    fn clone(&self) -> Self {
+        ProtocolServer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared<B> {
+    backend: B,
+    describe: Value,
+    tools: Vec<Tool>,
+}
+
+impl<B: ToolBackend> ProtocolServer<B> {
+    /// `describe` is the `data` the gateway answers `describe` with.
+    pub fn new(backend: B, describe: Value) -> Self {
+        let tools = ToolName::ALL.into_iter().map(tool_listing).collect();
+        ProtocolServer {
+            shared: Arc::new(Shared {
+                backend,
+                describe,
+                tools,
+            }),
+        }
+    }
+
+    /// Runs one validated tool call: `describe` here, every other tool in the backend.
+    pub async fn call(
+        &self,
+        identity: &Identity,
+        tool: ToolName,
+        arguments: Option<Map<String, Value>>,
+    ) -> ToolResult {
+        let arguments = Value::Object(arguments.unwrap_or_default());
+        if let Err(issues) = tool.validate_arguments(&arguments) {
+            return Err(ToolError::invalid_arguments(issues));
+        }
+        match tool {
+            ToolName::Describe => Ok(self.shared.describe.clone()),
+            _ => self.shared.backend.call(identity, tool, arguments).await,
+        }
+    }
+}
+
+/// How a tool appears in `tools/list`: its name, description and the protocol's argument schema.
+fn tool_listing(tool: ToolName) -> Tool {
+    let annotations = ToolAnnotations::new()
+        .read_only(tool.is_read_only())
+        .destructive(tool == ToolName::Cancel)
+        .idempotent(true)
+        .open_world(false);
+    Tool::new(tool.as_str(), tool.description(), tool.arguments_schema()).with_annotations(annotations)
+}
+
+impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("agentprocess", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared.tools.iter().find(|tool| tool.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let tool: ToolName = request
+            .name
+            .parse()
+            .map_err(|unknown: super::tools::UnknownTool| {
+                McpError::invalid_params(unknown.to_string(), None)
+            })?;
+        // The auth layer in front of the MCP endpoint puts the identity in the HTTP request's
+        // extensions; rmcp hands the request parts to the handler.
+        let identity = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.extensions.get::<Identity>())
+            .cloned()
+            .ok_or_else(|| {
+                McpError::internal_error("the call reached the tools without an identity", None)
+            })?;
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = tool.as_str(),
+            organization = identity.organization.as_str(),
+            runId = tracing::field::Empty,
+        );
+        if let Some(run_id) = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("runId"))
+            .and_then(Value::as_str)
+        {
+            span.record("runId", run_id);
+        }
+        let result = self
+            .call(&identity, tool, request.arguments)
+            .instrument(span)
+            .await;
+        let body = envelope(&result);
+        let result = match result {
+            Ok(_) => CallToolResult::structured(body),
+            Err(_) => CallToolResult::structured_error(body),
+        };
+        Ok(result.into())
+    }
+}
