@@ -1,0 +1,598 @@
+//! On-disk formats of the embedded store: the append-only log and the snapshot.
+//!
+//! A store directory holds:
+//!
+//! - `LOCK`: held with an exclusive `flock` while a process has the store open;
+//! - `snapshot`: the whole state at the start of log generation `G` (absent until the first
+//!   compaction), written to `snapshot.tmp`, synced, then renamed into place;
+//! - `wal-<G>.log`: the log of changes since that snapshot, one framed record per committed
+//!   change set. A newer generation only starts at compaction; after a crash in the middle of one,
+//!   recovery replays every generation from the snapshot's on.
+//!
+//! A frame is `len: u32 LE | crc32c(payload): u32 LE | payload`. A frame cut short or failing its
+//! checksum at the end of the newest log is a write that was never acknowledged (torn by a crash):
+//! recovery truncates it away. Records carry the resulting state of each key (not the request),
+//! so replay needs no logic beyond "set" and "remove".
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::StoreError;
+
+/// A key's state as the embedded store keeps it. `lease` is `0` for no lease (etcd's encoding).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stored {
+    pub value: Arc<[u8]>,
+    pub create_revision: i64,
+    pub mod_revision: i64,
+    pub version: i64,
+    pub lease: i64,
+}
+
+/// One change inside a logged change set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// The key's new state; its mod revision is the entry's revision.
+    Put {
+        key: Vec<u8>,
+        kv: Stored,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+    LeaseGrant {
+        id: i64,
+        ttl: i64,
+    },
+    LeaseRevoke {
+        id: i64,
+    },
+}
+
+/// A committed change set: everything one transaction, grant or revoke did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// The store revision after this entry (unchanged by lease grants).
+    pub revision: i64,
+    pub changes: Vec<Change>,
+}
+
+const TAG_PUT: u8 = 1;
+const TAG_DELETE: u8 = 2;
+const TAG_GRANT: u8 = 3;
+const TAG_REVOKE: u8 = 4;
+const FRAME_HEADER: usize = 8;
+const SNAPSHOT_MAGIC: &[u8; 8] = b"APSNAP01";
+
+pub(crate) const LOCK_FILE: &str = "LOCK";
+pub(crate) const SNAPSHOT_FILE: &str = "snapshot";
+const SNAPSHOT_TMP: &str = "snapshot.tmp";
+
+pub(crate) fn wal_path(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("wal-{generation:020}.log"))
+}
+
+fn parse_wal_name(name: &str) -> Option<u64> {
+    name.strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
+}
+
+/// Appends `entry` as one frame to `out`.
+pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER]);
+    put_i64(out, entry.revision);
+    put_u32(out, entry.changes.len() as u32);
+    for change in &entry.changes {
+        match change {
+            Change::Put { key, kv } => {
+                out.push(TAG_PUT);
+                put_bytes(out, key);
+                put_bytes(out, &kv.value);
+                put_i64(out, kv.create_revision);
+                put_i64(out, kv.version);
+                put_i64(out, kv.lease);
+            }
+            Change::Delete { key } => {
+                out.push(TAG_DELETE);
+                put_bytes(out, key);
+            }
+            Change::LeaseGrant { id, ttl } => {
+                out.push(TAG_GRANT);
+                put_i64(out, *id);
+                put_i64(out, *ttl);
+            }
+            Change::LeaseRevoke { id } => {
+                out.push(TAG_REVOKE);
+                put_i64(out, *id);
+            }
+        }
+    }
+    let payload = &out[start + FRAME_HEADER..];
+    let len = payload.len() as u32;
+    let crc = crc32c::crc32c(payload);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn decode_entry(payload: &[u8]) -> Option<Entry> {
+    let mut r = Reader(payload);
+    let revision = r.i64()?;
+    let count = r.u32()?;
+    let mut changes = Vec::with_capacity(count.min(1024) as usize);
+    for _ in 0..count {
+        let change = match r.u8()? {
+            TAG_PUT => {
+                let key = r.bytes()?.to_vec();
+                let value: Arc<[u8]> = Arc::from(r.bytes()?);
+                Change::Put {
+                    key,
+                    kv: Stored {
+                        value,
+                        create_revision: r.i64()?,
+                        mod_revision: revision,
+                        version: r.i64()?,
+                        lease: r.i64()?,
+                    },
+                }
+            }
+            TAG_DELETE => Change::Delete {
+                key: r.bytes()?.to_vec(),
+            },
+            TAG_GRANT => Change::LeaseGrant {
+                id: r.i64()?,
+                ttl: r.i64()?,
+            },
+            TAG_REVOKE => Change::LeaseRevoke { id: r.i64()? },
+            _ => return None,
+        };
+        changes.push(change);
+    }
+    r.0.is_empty().then_some(Entry { revision, changes })
+}
+
+/// Splits a log's bytes into entries. Returns them and the length of the valid prefix: bytes
+/// after it are a torn or corrupt tail.
+pub(crate) fn decode_log(bytes: &[u8]) -> (Vec<Entry>, usize) {
+    let mut entries = Vec::new();
+    let mut offset = 0;
+    while bytes.len() - offset >= FRAME_HEADER {
+        let len = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap()) as usize;
+        let crc = u32::from_le_bytes(bytes[offset + 4..offset + 8].try_into().unwrap());
+        let Some(payload) = bytes.get(offset + FRAME_HEADER..offset + FRAME_HEADER + len) else {
+            break;
+        };
+        if crc32c::crc32c(payload) != crc {
+            break;
+        }
+        let Some(entry) = decode_entry(payload) else {
+            break;
+        };
+        entries.push(entry);
+        offset += FRAME_HEADER + len;
+    }
+    (entries, offset)
+}
+
+/// The state a snapshot holds.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    pub revision: i64,
+    pub next_lease_id: i64,
+    /// The log generation that continues from this snapshot.
+    pub generation: u64,
+    /// Live leases: id and TTL in seconds.
+    pub leases: Vec<(i64, i64)>,
+    pub kvs: BTreeMap<Vec<u8>, Stored>,
+}
+
+/// Writes a snapshot durably: temporary file, `fsync`, rename, `fsync` of the directory.
+/// Returns its size in bytes.
+pub(crate) fn write_snapshot(
+    dir: &Path,
+    revision: i64,
+    next_lease_id: i64,
+    generation: u64,
+    leases: &[(i64, i64)],
+    kvs: &BTreeMap<Vec<u8>, Stored>,
+) -> Result<u64, StoreError> {
+    let tmp = dir.join(SNAPSHOT_TMP);
+    let io = |e| StoreError::io("writing the snapshot", e);
+    let file = File::create(&tmp).map_err(io)?;
+    let mut out = CrcWriter {
+        inner: BufWriter::with_capacity(1 << 20, file),
+        crc: 0,
+        len: 0,
+    };
+    out.inner.write_all(SNAPSHOT_MAGIC).map_err(io)?;
+    let mut buf = Vec::with_capacity(64);
+    put_i64(&mut buf, revision);
+    put_i64(&mut buf, next_lease_id);
+    buf.extend_from_slice(&generation.to_le_bytes());
+    put_u32(&mut buf, leases.len() as u32);
+    for (id, ttl) in leases {
+        put_i64(&mut buf, *id);
+        put_i64(&mut buf, *ttl);
+    }
+    buf.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
+    out.write(&buf).map_err(io)?;
+    for (key, kv) in kvs {
+        buf.clear();
+        put_bytes(&mut buf, key);
+        put_bytes(&mut buf, &kv.value);
+        put_i64(&mut buf, kv.create_revision);
+        put_i64(&mut buf, kv.mod_revision);
+        put_i64(&mut buf, kv.version);
+        put_i64(&mut buf, kv.lease);
+        out.write(&buf).map_err(io)?;
+    }
+    let crc = out.crc;
+    out.inner.write_all(&crc.to_le_bytes()).map_err(io)?;
+    let size = out.len + SNAPSHOT_MAGIC.len() as u64 + 4;
+    let file = out.inner.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    drop(file);
+    fs::rename(&tmp, dir.join(SNAPSHOT_FILE)).map_err(io)?;
+    sync_dir(dir)?;
+    Ok(size)
+}
+
+struct CrcWriter {
+    inner: BufWriter<File>,
+    crc: u32,
+    len: u64,
+}
+
+impl CrcWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.len += bytes.len() as u64;
+        self.inner.write_all(bytes)
+    }
+}
+
+fn read_snapshot(path: &Path) -> Result<Snapshot, StoreError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| StoreError::io("reading the snapshot", e))?;
+    let corrupt = |what: &str| StoreError::Corrupt(format!("snapshot {}: {what}", path.display()));
+    if bytes.len() < SNAPSHOT_MAGIC.len() + 4 || &bytes[..8] != SNAPSHOT_MAGIC {
+        return Err(corrupt("not a snapshot"));
+    }
+    let body = &bytes[8..bytes.len() - 4];
+    let crc = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
+    if crc32c::crc32c(body) != crc {
+        return Err(corrupt("checksum mismatch"));
+    }
+    let mut r = Reader(body);
+    let parse = |r: &mut Reader<'_>| -> Option<Snapshot> {
+        let revision = r.i64()?;
+        let next_lease_id = r.i64()?;
+        let generation = r.u64()?;
+        let lease_count = r.u32()?;
+        let mut leases = Vec::with_capacity(lease_count.min(1 << 16) as usize);
+        for _ in 0..lease_count {
+            leases.push((r.i64()?, r.i64()?));
+        }
+        let kv_count = r.u64()?;
+        let mut kvs = BTreeMap::new();
+        for _ in 0..kv_count {
+            let key = r.bytes()?.to_vec();
+            let value: Arc<[u8]> = Arc::from(r.bytes()?);
+            let kv = Stored {
+                value,
+                create_revision: r.i64()?,
+                mod_revision: r.i64()?,
+                version: r.i64()?,
+                lease: r.i64()?,
+            };
+            kvs.insert(key, kv);
+        }
+        r.0.is_empty().then_some(Snapshot {
+            revision,
+            next_lease_id,
+            generation,
+            leases,
+            kvs,
+        })
+    };
+    parse(&mut r).ok_or_else(|| corrupt("malformed contents"))
+}
+
+/// What recovery found on disk.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    pub snapshot: Snapshot,
+    /// Log entries after the snapshot, in order.
+    pub entries: Vec<Entry>,
+    /// The generation of the log to append to, and its length after any truncation.
+    pub generation: u64,
+    pub wal_len: u64,
+    pub snapshot_bytes: u64,
+    /// Bytes cut off the end of the newest log (a torn, unacknowledged write).
+    pub truncated_bytes: u64,
+}
+
+/// Reads the snapshot and the logs after it, truncating a torn tail off the newest log and
+/// removing logs the snapshot already covers.
+pub(crate) fn recover(dir: &Path) -> Result<Recovered, StoreError> {
+    let io = |context: &'static str| move |e| StoreError::io(context, e);
+    let snapshot_path = dir.join(SNAPSHOT_FILE);
+    let (snapshot, snapshot_bytes) = if snapshot_path.exists() {
+        let size = fs::metadata(&snapshot_path)
+            .map_err(io("reading the snapshot"))?
+            .len();
+        (read_snapshot(&snapshot_path)?, size)
+    } else {
+        (
+            Snapshot {
+                revision: 1,
+                next_lease_id: 1,
+                ..Snapshot::default()
+            },
+            0,
+        )
+    };
+    let mut generations = Vec::new();
+    for item in fs::read_dir(dir).map_err(io("listing the store directory"))? {
+        let item = item.map_err(io("listing the store directory"))?;
+        if let Some(generation) = item.file_name().to_str().and_then(parse_wal_name) {
+            generations.push(generation);
+        }
+    }
+    generations.sort_unstable();
+    let mut entries = Vec::new();
+    let mut truncated_bytes = 0;
+    let mut wal_len = 0;
+    let live: Vec<u64> = generations
+        .iter()
+        .copied()
+        .filter(|g| *g >= snapshot.generation)
+        .collect();
+    for (i, generation) in live.iter().enumerate() {
+        let path = wal_path(dir, *generation);
+        let bytes = fs::read(&path).map_err(io("reading the log"))?;
+        let (mut found, valid) = decode_log(&bytes);
+        if valid < bytes.len() {
+            if i + 1 < live.len() {
+                return Err(StoreError::Corrupt(format!(
+                    "log {} is damaged at byte {valid} and a newer log follows it",
+                    path.display()
+                )));
+            }
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(io("truncating a torn log tail"))?;
+            file.set_len(valid as u64)
+                .and_then(|()| file.sync_all())
+                .map_err(io("truncating a torn log tail"))?;
+            truncated_bytes = (bytes.len() - valid) as u64;
+        }
+        wal_len = valid as u64;
+        entries.append(&mut found);
+    }
+    for generation in generations.iter().filter(|g| **g < snapshot.generation) {
+        fs::remove_file(wal_path(dir, *generation)).map_err(io("removing an old log"))?;
+    }
+    let _ = fs::remove_file(dir.join(SNAPSHOT_TMP));
+    let generation = live.last().copied().unwrap_or(snapshot.generation);
+    Ok(Recovered {
+        snapshot,
+        entries,
+        generation,
+        wal_len,
+        snapshot_bytes,
+        truncated_bytes,
+    })
+}
+
+/// Opens (creating it if needed) the log of `generation` for appending.
+pub(crate) fn open_wal(dir: &Path, generation: u64) -> Result<File, StoreError> {
+    let path = wal_path(dir, generation);
+    let existed = path.exists();
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| StoreError::io("opening the log", e))?;
+    if !existed {
+        sync_dir(dir)?;
+    }
+    Ok(file)
+}
+
+pub(crate) fn remove_wal(dir: &Path, generation: u64) -> Result<(), StoreError> {
+    fs::remove_file(wal_path(dir, generation)).map_err(|e| StoreError::io("removing a compacted log", e))
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io("syncing the store directory", e))
+}
+
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_u32(out, bytes.len() as u32);
+    out.extend_from_slice(bytes);
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Some(head)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Entry> {
+        vec![
+            Entry {
+                revision: 2,
+                changes: vec![
+                    Change::LeaseGrant { id: 1, ttl: 10 },
+                    Change::Put {
+                        key: b"a".to_vec(),
+                        kv: Stored {
+                            value: Arc::from(&b"one"[..]),
+                            create_revision: 2,
+                            mod_revision: 2,
+                            version: 1,
+                            lease: 1,
+                        },
+                    },
+                ],
+            },
+            Entry {
+                revision: 3,
+                changes: vec![
+                    Change::Delete { key: b"a".to_vec() },
+                    Change::LeaseRevoke { id: 1 },
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn entries_round_trip() {
+        let mut buf = Vec::new();
+        for entry in sample() {
+            encode_entry(&entry, &mut buf);
+        }
+        let (entries, valid) = decode_log(&buf);
+        assert_eq!(valid, buf.len());
+        assert_eq!(entries, sample());
+    }
+
+    #[test]
+    fn every_cut_of_the_last_frame_is_detected_as_torn() {
+        let mut buf = Vec::new();
+        let entries = sample();
+        encode_entry(&entries[0], &mut buf);
+        let first_len = buf.len();
+        encode_entry(&entries[1], &mut buf);
+        for cut in first_len..buf.len() {
+            let (found, valid) = decode_log(&buf[..cut]);
+            assert_eq!(found.len(), 1, "cut at {cut}");
+            assert_eq!(valid, first_len);
+        }
+        let mut flipped = buf.clone();
+        *flipped.last_mut().unwrap() ^= 0x40;
+        assert_eq!(decode_log(&flipped).1, first_len);
+    }
+
+    fn write_log(dir: &Path, generation: u64, entries: &[Entry]) {
+        let mut buf = Vec::new();
+        for entry in entries {
+            encode_entry(entry, &mut buf);
+        }
+        fs::write(wal_path(dir, generation), buf).unwrap();
+    }
+
+    /// A crash in the middle of a compaction leaves the old snapshot, the old log and the new
+    /// one (and maybe a half-written snapshot): recovery replays both logs, in order.
+    #[test]
+    fn recovery_replays_every_log_after_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries = sample();
+        write_log(dir.path(), 0, &entries[..1]);
+        write_log(dir.path(), 1, &entries[1..]);
+        fs::write(dir.path().join(SNAPSHOT_TMP), b"half a snapshot").unwrap();
+        let recovered = recover(dir.path()).unwrap();
+        assert_eq!(recovered.entries, entries);
+        assert_eq!(recovered.generation, 1);
+        assert!(!dir.path().join(SNAPSHOT_TMP).exists());
+    }
+
+    /// Once the snapshot of generation 1 is in place, the log of generation 0 is covered by it:
+    /// recovery removes it without replaying it.
+    #[test]
+    fn recovery_skips_and_removes_logs_the_snapshot_covers() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries = sample();
+        write_log(dir.path(), 0, &entries[..1]);
+        write_log(dir.path(), 1, &entries[1..]);
+        let mut kvs = BTreeMap::new();
+        if let Change::Put { key, kv } = &entries[0].changes[1] {
+            kvs.insert(key.clone(), kv.clone());
+        }
+        write_snapshot(dir.path(), 2, 2, 1, &[(1, 10)], &kvs).unwrap();
+        let recovered = recover(dir.path()).unwrap();
+        assert_eq!(recovered.snapshot.revision, 2);
+        assert_eq!(recovered.snapshot.kvs, kvs);
+        assert_eq!(recovered.snapshot.leases, vec![(1, 10)]);
+        assert_eq!(recovered.entries, entries[1..]);
+        assert!(!wal_path(dir.path(), 0).exists());
+    }
+
+    /// A damaged record in a log that a newer log follows cannot be a torn write: it is
+    /// reported, not cut off.
+    #[test]
+    fn damage_before_the_newest_log_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries = sample();
+        write_log(dir.path(), 0, &entries);
+        let path = wal_path(dir.path(), 0);
+        let len = fs::metadata(&path).unwrap().len();
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+        write_log(dir.path(), 1, &[]);
+        assert!(matches!(recover(dir.path()), Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write_snapshot(dir.path(), 2, 2, 0, &[], &BTreeMap::new()).unwrap();
+        let path = dir.path().join(SNAPSHOT_FILE);
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[10] ^= 1;
+        fs::write(&path, bytes).unwrap();
+        assert!(matches!(recover(dir.path()), Err(StoreError::Corrupt(_))));
+    }
+}

@@ -1,0 +1,54 @@
+//! The store's error type: infrastructure failures and requests the store refuses.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::types::LeaseId;
+
+/// Why a store call failed.
+///
+/// A transaction whose compares fail is NOT an error: it is a [`crate::TxnResult`] with
+/// `succeeded: false`. After `Io` or `Closed` on a write, the write's outcome is unknown: it may
+/// be on disk and come back after a restart; after any other error it did not happen. These variants are for calls that could not be carried out. The error is
+/// `Clone` so that one failure (a failed `fsync`) can be reported to every caller it affected.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// Reading or writing the disk failed. After a failed write or `fsync` the embedded store
+    /// refuses every later write: the page cache can no longer be trusted.
+    #[error("store i/o failed while {context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// The files on disk are not what the store wrote (bad magic, bad checksum where no torn
+    /// write can explain it, impossible contents).
+    #[error("store files are corrupt: {0}")]
+    Corrupt(String),
+    /// Another process (or another handle in this one) holds the store directory.
+    #[error("store directory {} is locked by another process", .0.display())]
+    Locked(PathBuf),
+    /// The store was closed, or it stopped after an earlier failure.
+    #[error("store is closed")]
+    Closed,
+    /// The lease does not exist: it was never granted, was revoked, or has expired.
+    #[error("lease {0} not found")]
+    LeaseNotFound(LeaseId),
+    /// A watch asked for, or fell behind to, a revision the store no longer keeps events for.
+    /// The watch is over; range the keys again and watch from the range's revision + 1.
+    #[error("revision {compact_revision} and older are compacted; the watch cannot continue")]
+    Compacted { compact_revision: i64 },
+    /// The request breaks a rule etcd enforces too (too many operations, too large, the same key
+    /// written twice in one transaction, an empty key).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+}
+
+impl StoreError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        StoreError::Io {
+            context: context.into(),
+            source: Arc::new(source),
+        }
+    }
+}

@@ -1,0 +1,764 @@
+//! The whole key layout, in one place: every key the runtime writes and every range it reads.
+//!
+//! ```text
+//! /agentprocess/<cluster>/                                 cluster root
+//!   o/<org>/run/<runId>                                    run record
+//!   o/<org>/idem/<requestId>                               idempotency record
+//!   o/<org>/ready/<readySince>/<runId>/<stepId>            ready-step index, oldest first
+//!   o/<org>/work/group/<group>/<since>/<runId>/<workItemId>    work items by group
+//!   o/<org>/work/person/<person>/<since>/<runId>/<workItemId>  work items by person
+//!   o/<org>/process/<name>/runs/<startedAt>/<runId>        runs of a process, oldest first
+//!   o/<org>/process/<name>/published/<version>             published process versions
+//!   o/<org>/process/<name>/draft/<draftId>                 drafts
+//!   o/<org>/upload/<uploadId>                              upload metadata
+//!   timer/<fireAt>/<org>/<runId>/<timerId>                 timer index, earliest first
+//!   claim/<org>/<runId>/<stepId>                           claim keys (attached to a lease)
+//!   outbox/<createdAt>/<org>/<runId>/<seq>                 notification outbox, oldest first
+//!   shard/<shard>                                          shard owner (attached to its lease)
+//!   host/<hostId>                                          live actor hosts (attached to leases)
+//!   leader/scheduler                                       scheduler election
+//! ```
+//!
+//! Everything an organization owns sits under `o/<org>/`. Timers, claims and the outbox are the
+//! exception ON PURPOSE: the scheduler reads them across every organization, so each is one
+//! cluster-wide range (timers and outbox ordered by time first; the organization follows), and
+//! claim expiry is one watch on `claim/`.
+//!
+//! Encodings:
+//! - times are milliseconds since the Unix epoch, and numbers (versions, sequence numbers, shards)
+//!   are unsigned integers, both zero-padded to 20 decimal digits, so byte order is numeric order
+//!   and ranges come out oldest first;
+//! - ids and names given by users are percent-encoded: bytes other than `A-Z a-z 0-9 - . _ ~ : @`
+//!   become `%XX` (upper-case hex). An encoded segment never contains `/`, so no id can end its
+//!   segment early and forge or reach into another key: `o/<org>/run/<id>` is only ever the run
+//!   `id` of organization `org`. Ids sort among themselves by their encoding (that is, by their
+//!   text except where escapes stand), which no range relies on.
+//!
+//! Leaf keys have no trailing `/`; prefixes always end with one, so the prefix of run `ab` never
+//! covers run `abc`.
+
+use crate::types::{KeyRange, prefix_end};
+
+/// Builds and parses the keys of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    root: Vec<u8>,
+}
+
+/// A ready-step index entry, parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyStepKey {
+    pub org: String,
+    pub ready_since_ms: u64,
+    pub run_id: String,
+    pub step_id: String,
+}
+
+/// A work-item index entry (by group or by person), parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkItemKey {
+    pub org: String,
+    /// The group or person the entry is filed under.
+    pub assignee: Assignee,
+    pub since_ms: u64,
+    pub run_id: String,
+    pub work_item_id: String,
+}
+
+/// Who a work item waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assignee {
+    Group(String),
+    Person(String),
+}
+
+/// A per-process run index entry, parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRunKey {
+    pub org: String,
+    pub process: String,
+    pub started_at_ms: u64,
+    pub run_id: String,
+}
+
+/// A timer index entry, parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerKey {
+    pub fire_at_ms: u64,
+    pub org: String,
+    pub run_id: String,
+    pub timer_id: String,
+}
+
+/// A claim key, parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimKey {
+    pub org: String,
+    pub run_id: String,
+    pub step_id: String,
+}
+
+/// An outbox entry, parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxKey {
+    pub created_at_ms: u64,
+    pub org: String,
+    pub run_id: String,
+    pub seq: u64,
+}
+
+/// A published process version key, parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedKey {
+    pub org: String,
+    pub process: String,
+    pub version: u64,
+}
+
+impl Keys {
+    /// The keys of cluster `cluster` (itself encoded like an id).
+    pub fn new(cluster: &str) -> Self {
+        let mut root = b"/agentprocess/".to_vec();
+        push_id(&mut root, cluster);
+        root.push(b'/');
+        Keys { root }
+    }
+
+    /// Every key of the cluster.
+    pub fn cluster(&self) -> KeyRange {
+        KeyRange::prefix(self.root.clone())
+    }
+
+    fn key(&self) -> Builder {
+        Builder(self.root.clone())
+    }
+
+    fn org(&self, org: &str) -> Builder {
+        self.key().lit("o").id(org)
+    }
+
+    /// Everything an organization owns (but its timers, claims and outbox entries).
+    pub fn organization(&self, org: &str) -> KeyRange {
+        self.org(org).prefix()
+    }
+
+    // Runs and idempotency.
+
+    pub fn run(&self, org: &str, run_id: &str) -> Vec<u8> {
+        self.org(org).lit("run").id(run_id).leaf()
+    }
+
+    pub fn runs(&self, org: &str) -> KeyRange {
+        self.org(org).lit("run").prefix()
+    }
+
+    pub fn idempotency(&self, org: &str, request_id: &str) -> Vec<u8> {
+        self.org(org).lit("idem").id(request_id).leaf()
+    }
+
+    // Ready steps.
+
+    pub fn ready_step(&self, org: &str, ready_since_ms: u64, run_id: &str, step_id: &str) -> Vec<u8> {
+        self.org(org)
+            .lit("ready")
+            .num(ready_since_ms)
+            .id(run_id)
+            .id(step_id)
+            .leaf()
+    }
+
+    /// The organization's ready steps, oldest `readySince` first.
+    pub fn ready_steps(&self, org: &str) -> KeyRange {
+        self.org(org).lit("ready").prefix()
+    }
+
+    pub fn parse_ready_step(&self, key: &[u8]) -> Option<ReadyStepKey> {
+        let mut p = self.parse(key)?;
+        p.lit("o")?;
+        let org = p.id()?;
+        p.lit("ready")?;
+        let parsed = ReadyStepKey {
+            org,
+            ready_since_ms: p.num()?,
+            run_id: p.id()?,
+            step_id: p.id()?,
+        };
+        p.end()?;
+        Some(parsed)
+    }
+
+    // Work items.
+
+    pub fn work_item(
+        &self,
+        org: &str,
+        assignee: &Assignee,
+        since_ms: u64,
+        run_id: &str,
+        work_item_id: &str,
+    ) -> Vec<u8> {
+        self.work_items_builder(org, assignee)
+            .num(since_ms)
+            .id(run_id)
+            .id(work_item_id)
+            .leaf()
+    }
+
+    /// The work items waiting for a group or a person, oldest first.
+    pub fn work_items(&self, org: &str, assignee: &Assignee) -> KeyRange {
+        self.work_items_builder(org, assignee).prefix()
+    }
+
+    fn work_items_builder(&self, org: &str, assignee: &Assignee) -> Builder {
+        let work = self.org(org).lit("work");
+        match assignee {
+            Assignee::Group(group) => work.lit("group").id(group),
+            Assignee::Person(person) => work.lit("person").id(person),
+        }
+    }
+
+    pub fn parse_work_item(&self, key: &[u8]) -> Option<WorkItemKey> {
+        let mut p = self.parse(key)?;
+        p.lit("o")?;
+        let org = p.id()?;
+        p.lit("work")?;
+        let assignee = match p.segment()? {
+            b"group" => Assignee::Group(p.id()?),
+            b"person" => Assignee::Person(p.id()?),
+            _ => return None,
+        };
+        let parsed = WorkItemKey {
+            org,
+            assignee,
+            since_ms: p.num()?,
+            run_id: p.id()?,
+            work_item_id: p.id()?,
+        };
+        p.end()?;
+        Some(parsed)
+    }
+
+    // Processes.
+
+    fn process(&self, org: &str, process: &str) -> Builder {
+        self.org(org).lit("process").id(process)
+    }
+
+    pub fn process_run(&self, org: &str, process: &str, started_at_ms: u64, run_id: &str) -> Vec<u8> {
+        self.process(org, process)
+            .lit("runs")
+            .num(started_at_ms)
+            .id(run_id)
+            .leaf()
+    }
+
+    /// The runs of one process, oldest first.
+    pub fn process_runs(&self, org: &str, process: &str) -> KeyRange {
+        self.process(org, process).lit("runs").prefix()
+    }
+
+    pub fn parse_process_run(&self, key: &[u8]) -> Option<ProcessRunKey> {
+        let mut p = self.parse(key)?;
+        p.lit("o")?;
+        let org = p.id()?;
+        p.lit("process")?;
+        let process = p.id()?;
+        p.lit("runs")?;
+        let parsed = ProcessRunKey {
+            org,
+            process,
+            started_at_ms: p.num()?,
+            run_id: p.id()?,
+        };
+        p.end()?;
+        Some(parsed)
+    }
+
+    pub fn published_process(&self, org: &str, process: &str, version: u64) -> Vec<u8> {
+        self.process(org, process).lit("published").num(version).leaf()
+    }
+
+    /// The published versions of one process, lowest first (the last one is the latest).
+    pub fn published_versions(&self, org: &str, process: &str) -> KeyRange {
+        self.process(org, process).lit("published").prefix()
+    }
+
+    pub fn parse_published_process(&self, key: &[u8]) -> Option<PublishedKey> {
+        let mut p = self.parse(key)?;
+        p.lit("o")?;
+        let org = p.id()?;
+        p.lit("process")?;
+        let process = p.id()?;
+        p.lit("published")?;
+        let version = p.num()?;
+        p.end()?;
+        Some(PublishedKey {
+            org,
+            process,
+            version,
+        })
+    }
+
+    /// Every process of the organization with everything filed under it (runs index, versions,
+    /// drafts); list process names by paging through it.
+    pub fn processes(&self, org: &str) -> KeyRange {
+        self.org(org).lit("process").prefix()
+    }
+
+    pub fn draft(&self, org: &str, process: &str, draft_id: &str) -> Vec<u8> {
+        self.process(org, process).lit("draft").id(draft_id).leaf()
+    }
+
+    pub fn drafts(&self, org: &str, process: &str) -> KeyRange {
+        self.process(org, process).lit("draft").prefix()
+    }
+
+    // Uploads.
+
+    pub fn upload(&self, org: &str, upload_id: &str) -> Vec<u8> {
+        self.org(org).lit("upload").id(upload_id).leaf()
+    }
+
+    pub fn uploads(&self, org: &str) -> KeyRange {
+        self.org(org).lit("upload").prefix()
+    }
+
+    // Cluster-wide: timers, claims, outbox.
+
+    pub fn timer(&self, fire_at_ms: u64, org: &str, run_id: &str, timer_id: &str) -> Vec<u8> {
+        self.key()
+            .lit("timer")
+            .num(fire_at_ms)
+            .id(org)
+            .id(run_id)
+            .id(timer_id)
+            .leaf()
+    }
+
+    /// Every timer, earliest first.
+    pub fn timers(&self) -> KeyRange {
+        self.key().lit("timer").prefix()
+    }
+
+    /// The timers that fire at or before `until_ms`, earliest first.
+    pub fn timers_due(&self, until_ms: u64) -> KeyRange {
+        let start = self.key().lit("timer").prefix().start;
+        let end = match until_ms.checked_add(1) {
+            Some(after) => self.key().lit("timer").num(after).0,
+            None => self.timers().end.expect("timer prefix has an end"),
+        };
+        KeyRange::new(start, end)
+    }
+
+    pub fn parse_timer(&self, key: &[u8]) -> Option<TimerKey> {
+        let mut p = self.parse(key)?;
+        p.lit("timer")?;
+        let parsed = TimerKey {
+            fire_at_ms: p.num()?,
+            org: p.id()?,
+            run_id: p.id()?,
+            timer_id: p.id()?,
+        };
+        p.end()?;
+        Some(parsed)
+    }
+
+    pub fn claim(&self, org: &str, run_id: &str, step_id: &str) -> Vec<u8> {
+        self.key().lit("claim").id(org).id(run_id).id(step_id).leaf()
+    }
+
+    /// Every claim of the cluster: watch it to see claims expire.
+    pub fn claims(&self) -> KeyRange {
+        self.key().lit("claim").prefix()
+    }
+
+    /// The claims of one run.
+    pub fn run_claims(&self, org: &str, run_id: &str) -> KeyRange {
+        self.key().lit("claim").id(org).id(run_id).prefix()
+    }
+
+    pub fn parse_claim(&self, key: &[u8]) -> Option<ClaimKey> {
+        let mut p = self.parse(key)?;
+        p.lit("claim")?;
+        let parsed = ClaimKey {
+            org: p.id()?,
+            run_id: p.id()?,
+            step_id: p.id()?,
+        };
+        p.end()?;
+        Some(parsed)
+    }
+
+    pub fn outbox(&self, created_at_ms: u64, org: &str, run_id: &str, seq: u64) -> Vec<u8> {
+        self.key()
+            .lit("outbox")
+            .num(created_at_ms)
+            .id(org)
+            .id(run_id)
+            .num(seq)
+            .leaf()
+    }
+
+    /// Every outbox entry, oldest first.
+    pub fn outbox_entries(&self) -> KeyRange {
+        self.key().lit("outbox").prefix()
+    }
+
+    pub fn parse_outbox(&self, key: &[u8]) -> Option<OutboxKey> {
+        let mut p = self.parse(key)?;
+        p.lit("outbox")?;
+        let parsed = OutboxKey {
+            created_at_ms: p.num()?,
+            org: p.id()?,
+            run_id: p.id()?,
+            seq: p.num()?,
+        };
+        p.end()?;
+        Some(parsed)
+    }
+
+    // Cluster membership.
+
+    pub fn shard(&self, shard: u32) -> Vec<u8> {
+        self.key().lit("shard").num(u64::from(shard)).leaf()
+    }
+
+    /// The shard map, shard 0 first.
+    pub fn shards(&self) -> KeyRange {
+        self.key().lit("shard").prefix()
+    }
+
+    pub fn parse_shard(&self, key: &[u8]) -> Option<u32> {
+        let mut p = self.parse(key)?;
+        p.lit("shard")?;
+        let shard = p.num()?;
+        p.end()?;
+        u32::try_from(shard).ok()
+    }
+
+    pub fn host(&self, host_id: &str) -> Vec<u8> {
+        self.key().lit("host").id(host_id).leaf()
+    }
+
+    pub fn hosts(&self) -> KeyRange {
+        self.key().lit("host").prefix()
+    }
+
+    pub fn scheduler_leader(&self) -> Vec<u8> {
+        self.key().lit("leader").lit("scheduler").leaf()
+    }
+
+    fn parse<'k>(&self, key: &'k [u8]) -> Option<Parser<'k>> {
+        key.strip_prefix(self.root.as_slice()).map(Parser)
+    }
+}
+
+/// Appends `/`-terminated segments.
+struct Builder(Vec<u8>);
+
+impl Builder {
+    fn lit(mut self, literal: &str) -> Self {
+        self.0.extend_from_slice(literal.as_bytes());
+        self.0.push(b'/');
+        self
+    }
+
+    fn id(mut self, id: &str) -> Self {
+        push_id(&mut self.0, id);
+        self.0.push(b'/');
+        self
+    }
+
+    fn num(mut self, n: u64) -> Self {
+        self.0.extend_from_slice(format!("{n:020}").as_bytes());
+        self.0.push(b'/');
+        self
+    }
+
+    /// The key built so far, without its trailing `/`.
+    fn leaf(mut self) -> Vec<u8> {
+        self.0.pop();
+        self.0
+    }
+
+    fn prefix(self) -> KeyRange {
+        let end = prefix_end(&self.0);
+        KeyRange { start: self.0, end }
+    }
+}
+
+fn passes_unescaped(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~' | b':' | b'@')
+}
+
+fn push_id(out: &mut Vec<u8>, id: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &byte in id.as_bytes() {
+        if passes_unescaped(byte) {
+            out.push(byte);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+        }
+    }
+}
+
+/// Decodes an id segment; `None` unless it is exactly what [`push_id`] would write.
+fn decode_id(segment: &[u8]) -> Option<String> {
+    let hex = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(segment.len());
+    let mut i = 0;
+    while i < segment.len() {
+        let byte = segment[i];
+        if byte == b'%' {
+            let decoded = hex(*segment.get(i + 1)?)? << 4 | hex(*segment.get(i + 2)?)?;
+            if passes_unescaped(decoded) {
+                return None;
+            }
+            out.push(decoded);
+            i += 3;
+        } else if passes_unescaped(byte) {
+            out.push(byte);
+            i += 1;
+        } else {
+            return None;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Reads `/`-separated segments of a key below the cluster root.
+struct Parser<'k>(&'k [u8]);
+
+impl<'k> Parser<'k> {
+    fn segment(&mut self) -> Option<&'k [u8]> {
+        if self.0.is_empty() {
+            return None;
+        }
+        match self.0.iter().position(|b| *b == b'/') {
+            Some(i) => {
+                let (segment, rest) = (&self.0[..i], &self.0[i + 1..]);
+                // A `/` must be followed by another segment: leaf keys have no trailing slash.
+                if rest.is_empty() {
+                    return None;
+                }
+                self.0 = rest;
+                Some(segment)
+            }
+            None => {
+                let segment = self.0;
+                self.0 = &[];
+                Some(segment)
+            }
+        }
+    }
+
+    fn lit(&mut self, literal: &str) -> Option<()> {
+        (self.segment()? == literal.as_bytes()).then_some(())
+    }
+
+    fn id(&mut self) -> Option<String> {
+        decode_id(self.segment()?)
+    }
+
+    fn num(&mut self) -> Option<u64> {
+        let segment = self.segment()?;
+        if segment.len() != 20 || !segment.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(segment).ok()?.parse().ok()
+    }
+
+    fn end(&self) -> Option<()> {
+        self.0.is_empty().then_some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> Keys {
+        Keys::new("prod")
+    }
+
+    #[test]
+    fn layout_reads_as_documented() {
+        let k = keys();
+        assert_eq!(k.run("acme", "r1"), b"/agentprocess/prod/o/acme/run/r1");
+        assert_eq!(
+            k.ready_step("acme", 1_700_000_000_000, "r1", "review"),
+            b"/agentprocess/prod/o/acme/ready/00000001700000000000/r1/review"
+        );
+        assert_eq!(
+            k.claim("acme", "r1", "review"),
+            b"/agentprocess/prod/claim/acme/r1/review"
+        );
+        assert_eq!(
+            k.work_item("acme", &Assignee::Person("ana@example.com".into()), 5, "r1", "w1"),
+            b"/agentprocess/prod/o/acme/work/person/ana@example.com/00000000000000000005/r1/w1"
+        );
+    }
+
+    #[test]
+    fn time_ordered_indexes_come_out_oldest_first() {
+        let k = keys();
+        let times = [
+            0u64,
+            9,
+            10,
+            99,
+            1_000,
+            1_699_999_999_999,
+            1_700_000_000_000,
+            u64::MAX,
+        ];
+        let mut ready: Vec<Vec<u8>> = times
+            .iter()
+            .rev()
+            .map(|t| k.ready_step("o", *t, "r", "s"))
+            .collect();
+        ready.sort();
+        let parsed: Vec<u64> = ready
+            .iter()
+            .map(|key| k.parse_ready_step(key).unwrap().ready_since_ms)
+            .collect();
+        assert_eq!(parsed, times);
+
+        let mut timers: Vec<Vec<u8>> = times.iter().rev().map(|t| k.timer(*t, "z", "r", "t")).collect();
+        timers.sort();
+        let parsed: Vec<u64> = timers
+            .iter()
+            .map(|key| k.parse_timer(key).unwrap().fire_at_ms)
+            .collect();
+        assert_eq!(parsed, times);
+
+        // Within one time, the organization and ids decide; across times, time alone does.
+        assert!(k.timer(1, "zzz", "r", "t") < k.timer(2, "aaa", "r", "t"));
+        assert!(k.outbox(5, "o", "r", 10) > k.outbox(5, "o", "r", 9));
+        assert!(k.published_process("o", "p", 10) > k.published_process("o", "p", 9));
+    }
+
+    #[test]
+    fn timers_due_covers_exactly_the_due_timers() {
+        let k = keys();
+        let due = k.timers_due(1_000);
+        assert!(due.contains(&k.timer(0, "o", "r", "t")));
+        assert!(due.contains(&k.timer(1_000, "o", "r", "t")));
+        assert!(!due.contains(&k.timer(1_001, "o", "r", "t")));
+        assert!(!due.contains(&k.claim("o", "r", "s")));
+        assert!(k.timers_due(u64::MAX).contains(&k.timer(u64::MAX, "o", "r", "t")));
+    }
+
+    #[test]
+    fn every_key_parses_back_to_its_parts() {
+        let k = keys();
+        let odd = "a/b%2F c\u{e9}\u{0}\u{1f600}";
+        let ready = k.ready_step(odd, 42, odd, "s/1");
+        assert_eq!(
+            k.parse_ready_step(&ready),
+            Some(ReadyStepKey {
+                org: odd.into(),
+                ready_since_ms: 42,
+                run_id: odd.into(),
+                step_id: "s/1".into()
+            })
+        );
+        let work = k.work_item("o", &Assignee::Group("ops/eu".into()), 7, "r", "w");
+        assert_eq!(
+            k.parse_work_item(&work).map(|w| (w.assignee, w.since_ms)),
+            Some((Assignee::Group("ops/eu".into()), 7))
+        );
+        let run = k.process_run("o", "expense report", 3, "r9");
+        assert_eq!(
+            k.parse_process_run(&run),
+            Some(ProcessRunKey {
+                org: "o".into(),
+                process: "expense report".into(),
+                started_at_ms: 3,
+                run_id: "r9".into()
+            })
+        );
+        assert_eq!(
+            k.parse_claim(&k.claim("o", odd, "s")).map(|c| c.run_id),
+            Some(odd.to_string())
+        );
+        assert_eq!(
+            k.parse_outbox(&k.outbox(1, "o", "r", 2))
+                .map(|o| (o.created_at_ms, o.seq)),
+            Some((1, 2))
+        );
+        assert_eq!(
+            k.parse_published_process(&k.published_process("o", "p", 4))
+                .map(|p| p.version),
+            Some(4)
+        );
+        assert_eq!(k.parse_shard(&k.shard(255)), Some(255));
+        // A key of another kind, or of another cluster, does not parse.
+        assert_eq!(k.parse_timer(&ready), None);
+        assert_eq!(Keys::new("staging").parse_ready_step(&ready), None);
+    }
+
+    #[test]
+    fn ids_with_separators_cannot_forge_other_keys() {
+        let k = keys();
+        // A run id that tries to climb into another organization's records.
+        let forged = k.run("evil", "x/../../o/acme/run/r1");
+        assert_ne!(forged, k.run("acme", "r1"));
+        assert!(!k.organization("acme").contains(&forged));
+        assert!(k.runs("evil").contains(&forged));
+
+        // An organization named like a prefix of another sees none of the other's keys.
+        assert!(!k.organization("acme").contains(&k.run("acme/run", "r1")));
+        assert!(!k.organization("ac").contains(&k.run("acme", "r1")));
+        assert!(!k.runs("acme").contains(&k.idempotency("acme", "run/r1")));
+
+        // A run's claims range does not cover a run whose id extends it.
+        assert!(!k.run_claims("o", "r1").contains(&k.claim("o", "r10", "s")));
+        assert!(!k.run_claims("o", "r1").contains(&k.claim("o", "r1/x", "s")));
+
+        // Ids that would inject a fake step or time into the ready index parse back intact.
+        let tricky = k.ready_step("o", 5, "r/00000000000000000001/x", "s");
+        let parsed = k.parse_ready_step(&tricky).unwrap();
+        assert_eq!(
+            (parsed.run_id.as_str(), parsed.step_id.as_str()),
+            ("r/00000000000000000001/x", "s")
+        );
+        assert!(!k.ready_steps("o/ready").contains(&tricky));
+
+        // Percent signs are escaped too, so an id cannot spell a pre-escaped separator.
+        assert_ne!(k.run("o", "a%2Fb"), k.run("o", "a/b"));
+        // Distinct ids give distinct keys, including the empty id and escape-looking ones.
+        let ids = [
+            "", "a", "a/", "/a", "a%", "%2F", "%252F", "a b", "A", "\u{0}", "a.b", "a:b@c",
+        ];
+        let mut all: Vec<Vec<u8>> = ids.iter().map(|id| k.run("o", id)).collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), ids.len());
+        for id in ids {
+            assert!(
+                !k.run("o", id)[k.runs("o").start.len()..].contains(&b'/'),
+                "{id:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn non_canonical_encodings_do_not_parse() {
+        let k = keys();
+        // Lower-case hex, escaped plain characters and raw special bytes are not ours.
+        assert_eq!(decode_id(b"%2f"), None);
+        assert_eq!(decode_id(b"%41"), None);
+        assert_eq!(decode_id(b"a b"), None);
+        assert_eq!(decode_id(b"%2"), None);
+        assert_eq!(decode_id(b"%2F"), Some("/".into()));
+        let trailing = [k.ready_step("o", 1, "r", "s"), b"/".to_vec()].concat();
+        assert_eq!(k.parse_ready_step(&trailing), None);
+        let longer = [k.ready_step("o", 1, "r", "s"), b"/extra".to_vec()].concat();
+        assert_eq!(k.parse_ready_step(&longer), None);
+    }
+}

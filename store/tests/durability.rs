@@ -1,0 +1,485 @@
+//! Durability of `EmbeddedStore`: crashes, restarts, torn writes, compaction, the lock file.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentprocess_store::{
+    Compare, EmbeddedOptions, EmbeddedStore, EventKind, KeyRange, RangeRequest, Store, StoreError, Txn, TxnOp,
+};
+
+const CHILD_DIR_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_DIR";
+const CHILD_COMPACT_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_COMPACT_BYTES";
+
+async fn open(dir: &std::path::Path) -> EmbeddedStore {
+    open_with(dir, EmbeddedOptions::default()).await
+}
+
+async fn open_with(dir: &std::path::Path, options: EmbeddedOptions) -> EmbeddedStore {
+    EmbeddedStore::open(dir, options).await.expect("open").0
+}
+
+async fn put(store: &EmbeddedStore, key: &str, value: &str) -> i64 {
+    store
+        .txn(Txn::new().and_then([TxnOp::put(key, value)]))
+        .await
+        .expect("put")
+        .revision
+}
+
+async fn all_keys(store: &EmbeddedStore) -> Vec<(String, String)> {
+    store
+        .range(RangeRequest::new(KeyRange::prefix(Vec::new())))
+        .await
+        .expect("range")
+        .kvs
+        .into_iter()
+        .map(|kv| {
+            (
+                String::from_utf8(kv.key).unwrap(),
+                String::from_utf8(kv.value).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Not a test on its own: the writer that `acknowledged_writes_survive_kill_9` runs in a child
+/// process. It writes from many tasks at once and prints each key once its write is acknowledged.
+#[test]
+fn crash_writer_child() {
+    let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut options = EmbeddedOptions::default();
+    if let Some(bytes) = std::env::var(CHILD_COMPACT_ENV).ok().and_then(|b| b.parse().ok()) {
+        options.compact_after_bytes = bytes;
+    }
+    runtime.block_on(async move {
+        let store = open_with(dir.as_ref(), options).await;
+        let lease = store.lease_grant(3600).await.expect("grant");
+        let mut tasks = Vec::new();
+        for writer in 0..32 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                for n in 0u64.. {
+                    let key = format!("w{writer:02}/{n:08}");
+                    let txn = Txn::new().when([Compare::absent(key.clone())]).and_then([
+                        TxnOp::put(key.clone(), format!("value of {key}")),
+                        TxnOp::put(format!("last/{writer:02}"), key.clone()),
+                        TxnOp::put_with_lease(format!("leased/{writer:02}"), "x", lease.id),
+                    ]);
+                    let result = store.txn(txn).await.expect("txn");
+                    assert!(result.succeeded);
+                    use std::io::Write;
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "ACK {key} {}", result.revision).unwrap();
+                    out.flush().unwrap();
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+}
+
+/// A child process writes through the store with many concurrent writers and is killed with
+/// SIGKILL mid-stream; reopening finds every write the child saw acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_kill_9() {
+    kill_writer_and_check(None).await;
+}
+
+/// The same with a tiny compaction threshold, so the kill lands among snapshots being written,
+/// logs being rotated and old logs being removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_kill_9_during_compactions() {
+    let stats = kill_writer_and_check(Some(64 * 1024)).await;
+    assert!(stats.1 > 0, "the store was reopened from a snapshot");
+}
+
+/// Returns the recovery report's replayed records and whether a snapshot was there.
+async fn kill_writer_and_check(compact_after_bytes: Option<u64>) -> (usize, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if let Some(bytes) = compact_after_bytes {
+        command.env(CHILD_COMPACT_ENV, bytes.to_string());
+    }
+    let mut child = command
+        .args(["--exact", "crash_writer_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR_ENV, dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the writer");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut acked = Vec::new();
+    while acked.len() < 3000 {
+        let line = lines.next().expect("the writer stopped early").expect("read");
+        if let Some(ack) = line.strip_prefix("ACK ") {
+            acked.push(ack.to_string());
+        }
+    }
+    child.kill().expect("SIGKILL"); // Command::kill sends SIGKILL on Unix
+    child.wait().unwrap();
+    // Acknowledgements printed before the kill count too.
+    for line in lines {
+        let Ok(line) = line else { break };
+        if let Some(ack) = line.strip_prefix("ACK ") {
+            acked.push(ack.to_string());
+        }
+    }
+
+    let had_snapshot = u64::from(dir.path().join("snapshot").exists());
+    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+        .await
+        .expect("reopen after kill -9");
+    let mut max_revision = 0;
+    for ack in &acked {
+        let (key, revision) = ack.split_once(' ').unwrap();
+        let revision: i64 = revision.parse().unwrap();
+        max_revision = max_revision.max(revision);
+        let kv = store
+            .get(key.as_bytes())
+            .await
+            .unwrap()
+            .0
+            .unwrap_or_else(|| panic!("acknowledged key {key} lost"));
+        assert_eq!(kv.value, format!("value of {key}").into_bytes());
+        assert_eq!(kv.mod_revision, revision);
+    }
+    assert!(report.revision >= max_revision);
+    // The lease outlived the crash, with its keys attached.
+    let leased = store.get(b"leased/00").await.unwrap().0.expect("leased key");
+    let status = store
+        .lease_time_to_live(leased.lease.unwrap())
+        .await
+        .unwrap()
+        .expect("lease survives a crash");
+    assert_eq!(status.granted_ttl, 3600);
+    assert!(status.keys.len() <= 32 && !status.keys.is_empty());
+    (report.replayed_records, had_snapshot)
+}
+
+/// Revisions, metadata and leases come back after a clean restart; the revision goes on from
+/// where it was, and a recovered lease restarts its countdown from its full TTL.
+#[tokio::test(start_paused = true)]
+async fn revisions_and_leases_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    put(&store, "a", "1").await;
+    put(&store, "a", "2").await;
+    let kept = store.lease_grant(30).await.unwrap();
+    let revoked = store.lease_grant(30).await.unwrap();
+    store
+        .txn(Txn::new().and_then([
+            TxnOp::put_with_lease("claim/1", "held", kept.id),
+            TxnOp::put_with_lease("claim/2", "held", revoked.id),
+        ]))
+        .await
+        .unwrap();
+    store.lease_revoke(revoked.id).await.unwrap();
+    let before = store.get(b"a").await.unwrap();
+    let (claim, revision) = store.get(b"claim/1").await.unwrap();
+    let claim = claim.unwrap();
+    store.close().await;
+    assert!(matches!(store.get(b"a").await, Err(StoreError::Closed)));
+
+    // Time passes while the store is down: the lease does not expire for it.
+    tokio::time::advance(Duration::from_secs(25)).await;
+    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.revision, revision);
+    assert_eq!((report.keys, report.leases), (2, 1));
+    assert_eq!(store.get(b"a").await.unwrap(), before);
+    assert_eq!(store.get(b"claim/1").await.unwrap().0, Some(claim));
+    assert_eq!(store.get(b"claim/2").await.unwrap().0, None);
+    let status = store.lease_time_to_live(kept.id).await.unwrap().unwrap();
+    assert_eq!((status.granted_ttl, status.remaining_ttl), (30, 30));
+    assert_eq!(status.keys, vec![b"claim/1".to_vec()]);
+    assert_eq!(store.lease_time_to_live(revoked.id).await.unwrap(), None);
+
+    // Lease ids are never reused, and the revision continues.
+    let fresh = store.lease_grant(5).await.unwrap();
+    assert!(fresh.id > revoked.id);
+    assert_eq!(put(&store, "b", "1").await, revision + 1);
+
+    // The recovered lease still expires, and its expiry is watched like any other.
+    let mut watch = store
+        .watch(KeyRange::prefix(b"claim/".to_vec()), None)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let event = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(event.kind, EventKind::Delete);
+    assert_eq!(event.kv.key, b"claim/1");
+    assert_eq!(store.get(b"claim/1").await.unwrap().0, None);
+    store.close().await;
+
+    // The expiry itself was durable.
+    let store = open(dir.path()).await;
+    assert_eq!(store.get(b"claim/1").await.unwrap().0, None);
+    assert_eq!(store.lease_time_to_live(kept.id).await.unwrap(), None);
+}
+
+fn log_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut logs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    logs
+}
+
+/// A log whose last record was cut short (a crash in the middle of a write) opens with that
+/// record dropped and everything before it intact, and takes new writes after it.
+#[tokio::test]
+async fn a_torn_last_record_is_cut_off_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    for i in 0..10 {
+        put(&store, &format!("k{i}"), "v").await;
+    }
+    store.close().await;
+    let logs = log_files(dir.path());
+    assert_eq!(logs.len(), 1);
+    let log = &logs[0];
+    let len = std::fs::metadata(log).unwrap().len();
+    // Cut into the middle of the last record.
+    let file = std::fs::OpenOptions::new().write(true).open(log).unwrap();
+    file.set_len(len - 7).unwrap();
+    drop(file);
+
+    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert!(report.truncated_bytes > 0);
+    let keys: Vec<String> = all_keys(&store).await.into_iter().map(|(k, _)| k).collect();
+    let want: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
+    assert_eq!(keys, want);
+    put(&store, "after", "v").await;
+    store.close().await;
+
+    // Garbage after the last record (a write that never finished) is cut off as well.
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().append(true).open(log).unwrap();
+        file.write_all(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+            .unwrap();
+    }
+    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.truncated_bytes, 13);
+    assert_eq!(all_keys(&store).await.len(), 10);
+    assert!(store.get(b"after").await.unwrap().0.is_some());
+}
+
+/// A second open of a directory in use fails with `Locked`; closing releases it.
+#[tokio::test]
+async fn the_lock_file_keeps_a_second_opener_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let second = EmbeddedStore::open(dir.path(), EmbeddedOptions::default()).await;
+    assert!(matches!(second, Err(StoreError::Locked(_))), "{second:?}");
+    store.close().await;
+    let third = EmbeddedStore::open(dir.path(), EmbeddedOptions::default()).await;
+    assert!(third.is_ok());
+}
+
+/// Dropping every handle releases the directory too.
+#[tokio::test]
+async fn dropping_the_store_releases_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    put(&store, "k", "v").await;
+    drop(store);
+    let mut reopened = None;
+    for _ in 0..100 {
+        match EmbeddedStore::open(dir.path(), EmbeddedOptions::default()).await {
+            Ok((store, _)) => {
+                reopened = Some(store);
+                break;
+            }
+            Err(StoreError::Locked(_)) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Err(other) => panic!("{other}"),
+        }
+    }
+    let store = reopened.expect("the lock is released after the handles are dropped");
+    assert!(store.get(b"k").await.unwrap().0.is_some());
+}
+
+/// A store whose log outgrows its limit writes a snapshot and starts a new log; reopening reads
+/// the snapshot and the log after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_writes_a_snapshot_and_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = EmbeddedOptions {
+        compact_after_bytes: 16 * 1024,
+        ..EmbeddedOptions::default()
+    };
+    let store = open_with(dir.path(), options.clone()).await;
+    let lease = store.lease_grant(600).await.unwrap();
+    let mut expected = Vec::new();
+    for i in 0..400 {
+        let key = format!("k{:04}", i % 150);
+        let value = format!("{i}-{}", "x".repeat(100));
+        put(&store, &key, &value).await;
+        if i % 50 == 0 {
+            store
+                .txn(Txn::new().and_then([TxnOp::put_with_lease(format!("l{i}"), "x", lease.id)]))
+                .await
+                .unwrap();
+            expected.push((format!("l{i}"), "x".to_string()));
+        }
+    }
+    for i in 250..400 {
+        expected.push((format!("k{:04}", i % 150), format!("{i}-{}", "x".repeat(100))));
+    }
+    expected.sort();
+    let revision = store.get(b"k0000").await.unwrap().1;
+    let before = store.get(b"k0007").await.unwrap().0;
+    store.close().await;
+    assert!(dir.path().join("snapshot").exists());
+    assert_eq!(log_files(dir.path()).len(), 1);
+    let log_len = std::fs::metadata(&log_files(dir.path())[0]).unwrap().len();
+    assert!(log_len <= 16 * 1024 + 4096, "the log was compacted: {log_len}");
+
+    let (store, report) = EmbeddedStore::open(dir.path(), options).await.unwrap();
+    assert_eq!(report.revision, revision);
+    assert_eq!(all_keys(&store).await, expected);
+    assert_eq!(store.get(b"k0007").await.unwrap().0, before);
+    let status = store.lease_time_to_live(lease.id).await.unwrap().unwrap();
+    assert_eq!(status.keys.len(), 8);
+    assert!(store.lease_grant(5).await.unwrap().id > lease.id);
+}
+
+/// A watcher that stops reading while the history moves past it ends with `Compacted`, never
+/// with a gap; a watch from before the history fails the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_that_falls_behind_gets_an_explicit_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = EmbeddedOptions {
+        watch_history_bytes: 8 * 1024,
+        watch_channel: 4,
+        ..EmbeddedOptions::default()
+    };
+    let store = open_with(dir.path(), options.clone()).await;
+    let first = put(&store, "k", "0").await;
+    let mut watch = store.watch(KeyRange::prefix(b"k".to_vec()), None).await.unwrap();
+    for i in 1..400 {
+        put(&store, "k", &format!("{i}-{}", "x".repeat(100))).await;
+    }
+    let mut previous = first;
+    let error = loop {
+        match watch
+            .next()
+            .await
+            .expect("the watch ends with an error, not silently")
+        {
+            Ok(event) => {
+                assert_eq!(event.kv.mod_revision, previous + 1, "no gaps before the error");
+                previous = event.kv.mod_revision;
+            }
+            Err(error) => break error,
+        }
+    };
+    assert!(matches!(error, StoreError::Compacted { .. }), "{error}");
+    assert!(watch.next().await.is_none());
+    let too_old = store.watch(KeyRange::prefix(b"k".to_vec()), Some(first)).await;
+    assert!(matches!(too_old, Err(StoreError::Compacted { .. })));
+    store.close().await;
+
+    // After a restart, events before it are gone; watching from the next revision works.
+    let (store, report) = EmbeddedStore::open(dir.path(), options).await.unwrap();
+    let gone = store
+        .watch(KeyRange::prefix(b"k".to_vec()), Some(report.revision))
+        .await;
+    assert!(matches!(gone, Err(StoreError::Compacted { .. })));
+    let mut watch = store
+        .watch(KeyRange::prefix(b"k".to_vec()), Some(report.revision + 1))
+        .await
+        .unwrap();
+    let r = put(&store, "k", "after").await;
+    assert_eq!(watch.next().await.unwrap().unwrap().kv.mod_revision, r);
+}
+
+/// Closing the store ends its watches.
+#[tokio::test]
+async fn closing_the_store_ends_its_watches() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let mut watch = store.watch(KeyRange::prefix(Vec::new()), None).await.unwrap();
+    let r = put(&store, "k", "v").await;
+    store.close().await;
+    assert_eq!(watch.next().await.unwrap().unwrap().kv.mod_revision, r);
+    assert!(watch.next().await.is_none());
+    let shared: Arc<dyn Store> = Arc::new(store);
+    assert!(matches!(shared.lease_grant(5).await, Err(StoreError::Closed)));
+}
+
+/// Concurrent transactions share log syncs: far fewer syncs than transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_transactions_share_one_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let mut tasks = Vec::new();
+    for writer in 0..256 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..4 {
+                put(&store, &format!("w{writer}/{n}"), "v").await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let stats = store.stats();
+    assert_eq!(stats.records, 1024);
+    assert!(
+        stats.syncs * 2 < stats.records,
+        "group commit should batch: {stats:?}"
+    );
+}
+
+/// A lease expires when its TTL is up and not before; keep-alive restarts the countdown.
+#[tokio::test(start_paused = true)]
+async fn leases_expire_on_time_and_keep_alive_postpones_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let lease = store.lease_grant(10).await.unwrap();
+    store
+        .txn(Txn::new().and_then([TxnOp::put_with_lease("claim", "x", lease.id)]))
+        .await
+        .unwrap();
+    let mut watch = store
+        .watch(KeyRange::prefix(b"claim".to_vec()), None)
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(store.lease_keep_alive(lease.id).await.unwrap(), 10);
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(store.get(b"claim").await.unwrap().0.is_some(), "kept alive");
+    let event = watch.next().await.unwrap().unwrap();
+    assert_eq!(event.kind, EventKind::Delete);
+    let expired_after = started.elapsed();
+    assert!(
+        expired_after >= Duration::from_secs(18) && expired_after < Duration::from_secs(19),
+        "expired after {expired_after:?}"
+    );
+    assert_eq!(store.get(b"claim").await.unwrap().0, None);
+}
