@@ -9,7 +9,9 @@
 //! records an idempotency entry. Every command is acknowledged only after the log is synced.
 
 use agentprocess_run_actor::machine::{Actor, Caller, Mode, Timestamp};
-use agentprocess_run_actor::runtime::{Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write};
+use agentprocess_run_actor::runtime::{
+    Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
+};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store, Txn, TxnOp};
 use indexmap::IndexMap;
@@ -76,7 +78,9 @@ fn fanout_process() -> String {
         branches.join(", ")
     );
     for branch in &branches {
-        source.push_str(&format!("  - id: {branch}\n    agent: Work on your part.\n    next: join\n"));
+        source.push_str(&format!(
+            "  - id: {branch}\n    agent: Work on your part.\n    next: join\n"
+        ));
     }
     source.push_str("  - id: done\n    finish: done\n---\n\n# Fanout\n");
     source
@@ -104,7 +108,10 @@ async fn open(dir: &Path) -> (EmbeddedStore, Runtime) {
         config,
         Clock::system(),
     );
-    runtime.publish("bench", PROCESS.as_bytes(), IndexMap::new()).await.unwrap();
+    runtime
+        .publish("bench", PROCESS.as_bytes(), IndexMap::new())
+        .await
+        .unwrap();
     runtime
         .publish("bench", fanout_process().as_bytes(), IndexMap::new())
         .await
