@@ -5,6 +5,9 @@
 //! either a [`machine::Transition`] (new state, effects as data, the rendered reply) or a
 //! [`machine::Refusal`]. The runtime persists the new state with the index entries, timers,
 //! leases and outbox entries the effects name, in one transaction, and only then acts on them.
+//! A submission on a step with a `check` (`check-1`) goes through `apply` twice: first it answers
+//! [`machine::Reply::NeedsEvaluation`] and changes nothing, then the runtime applies the same
+//! command with the evaluator's outcome attached ([`machine::Command::with_evaluation`]).
 //! [`machine::render`] renders the run view, work items, `get_work` items and `snapshot` for
 //! reads that do not go through `apply`.
 //!
@@ -14,6 +17,7 @@
 //!   command.rs    Command and its arguments       ctx.rs       Ctx, Caller, PinnedProcess, UploadLookup
 //!   state.rs      RunState and what it holds      effect.rs    Effect, Notification
 //!   refusal.rs    Refusal { code, message, issues }
+//!   check.rs      check-1: evaluator request and outcome, verdicts, what a verdict does
 //!   start.rs claim.rs renew.rs submit.rs escalate.rs decide.rs cancel.rs send_event.rs timer.rs
 //!   advance.rs    readiness, completion, routes, rework, joins, run end
 //!   acceptance.rs output, evidence, summary, next/reason and the run-data cap

@@ -589,3 +589,58 @@ fn spec_3_3_escalate_hands_the_step_to_a_person() {
     );
     let _ = (EvidenceKind::File, FieldType::String);
 }
+
+#[test]
+fn spec_4_3_old_tokens_are_stale_forged_ones_invalid_and_nothing_piles_up() {
+    let mut world = World::new(supplier_onboarding());
+    world
+        .start(mira(), json!({ "vendorName": "Acme", "amount": 48000 }))
+        .unwrap();
+    let mut token = world.claim_token(agent("a_screener"), "check_vendor");
+    let first = token.clone();
+    for _ in 0..20 {
+        let renewed = world
+            .apply(Command::Renew {
+                caller: agent("a_screener"),
+                token: token.clone(),
+                progress: None,
+            })
+            .unwrap();
+        token = renewed.reply.data()["token"].as_str().unwrap().to_string();
+    }
+    assert!(world.run().retired_tokens.is_empty(), "no hash is kept per renew");
+    let renew = |world: &mut World, token: &str| {
+        world
+            .apply(Command::Renew {
+                caller: agent("a_screener"),
+                token: token.to_string(),
+                progress: None,
+            })
+            .unwrap_err()
+            .code
+    };
+    assert_eq!(renew(&mut world, &first), Code::Stale, "an old token");
+    let parsed = token::take_apart(&token).unwrap();
+    let run = world.run().id.clone();
+    let forged = |generation: u64| format!("apt1.{run}.{generation}.{}", "ab".repeat(32));
+    assert_eq!(
+        renew(&mut world, &forged(parsed.generation)),
+        Code::Invalid,
+        "the current generation verifies only with its secret"
+    );
+    assert_eq!(
+        renew(&mut world, &forged(parsed.generation + 1)),
+        Code::Invalid,
+        "a generation never issued"
+    );
+    assert_eq!(renew(&mut world, &forged(0)), Code::Invalid);
+    assert_eq!(
+        renew(&mut world, &format!("apt1.r_other.1.{}", "ab".repeat(32))),
+        Code::Invalid,
+        "another run's token"
+    );
+    // The current token still works.
+    world
+        .submit(agent("a_screener"), &token, screening("approve"))
+        .unwrap();
+}

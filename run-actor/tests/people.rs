@@ -672,3 +672,41 @@ fn spec_3_1_repeated_rework_keeps_every_earlier_completion_in_order() {
         .collect();
     assert_eq!(notes, vec!["Round 1.", "Round 2."]);
 }
+
+#[test]
+fn spec_6_3_decision_notes_count_against_the_run_data_cap() {
+    let mut world = World::new(supplier_onboarding());
+    world
+        .start(mira(), json!({ "vendorName": "Acme", "amount": 48000 }))
+        .unwrap();
+    let token = world.claim_token(agent("a_screener"), "check_vendor");
+    world
+        .submit(agent("a_screener"), &token, screening("approve"))
+        .unwrap();
+    let bytes = serde_json::to_vec(&world.view()["data"]).unwrap().len();
+    world.limits.run_data_bytes = bytes + 300;
+    let item = world.work_item_on("approve");
+    for decision in [Decision::Rejected, Decision::Failed, Decision::Approved] {
+        let (code, issues) = refused(
+            world
+                .decide(finance(), &item, decision)
+                .note(&"n".repeat(400))
+                .send(),
+        );
+        assert_eq!(code, Code::NotAccepted, "{decision:?}");
+        assert!(issues[0].starts_with("note: run data would be"), "{issues:?}");
+    }
+    // A short note fits.
+    world
+        .decide(finance(), &item, Decision::Rejected)
+        .note("Re-check the EU list.")
+        .send()
+        .unwrap();
+    // A cancel reason lands in run.ended, outside run data: it is not capped.
+    world
+        .apply(Command::Cancel {
+            caller: operator(),
+            reason: "r".repeat(400),
+        })
+        .unwrap();
+}

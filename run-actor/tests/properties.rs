@@ -6,7 +6,8 @@ mod common;
 
 use agentprocess_process::StepKind;
 use agentprocess_run_actor::machine::{
-    Code, Command, Decision, RunState, StepState, TimerKind, WorkItemKind, render,
+    Code, Command, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
+    RunState, StepState, TimerKind, WorkItemKind, render,
 };
 use common::*;
 use proptest::prelude::*;
@@ -33,6 +34,20 @@ fn check_invariants(world: &World) {
             assert_eq!(step.state, Some(StepState::Waiting));
             assert!(run.work_item(item).is_some());
         }
+        // check-1: a held candidate waits on an escalation work item, with its verdict.
+        if let Some(escalation) = step.escalation.as_ref().filter(|e| e.candidate.is_some()) {
+            assert!(
+                escalation.check.is_some(),
+                "{}: a candidate comes with its verdict",
+                step.id
+            );
+            let item = step.work_item.as_ref().and_then(|id| run.work_item(id));
+            assert!(
+                item.is_some_and(|item| item.kind == WorkItemKind::Escalation),
+                "{}: a candidate waits on an escalation",
+                step.id
+            );
+        }
     }
     for item in &run.work_items {
         let step = run.step(&item.step).unwrap();
@@ -41,7 +56,10 @@ fn check_invariants(world: &World) {
         let fits = match item.kind {
             WorkItemKind::Task => matches!(declared.kind, StepKind::Task { .. }),
             WorkItemKind::Approve => matches!(declared.kind, StepKind::Approve { .. }),
-            WorkItemKind::Escalation => matches!(declared.kind, StepKind::Agent { .. }),
+            // check-1 escalates a person's task the check was unsure of, too.
+            WorkItemKind::Escalation => {
+                matches!(declared.kind, StepKind::Agent { .. } | StepKind::Task { .. })
+            }
         };
         assert!(fits, "work appears only along declared steps");
     }
@@ -189,15 +207,59 @@ proptest! {
     }
 }
 
-/// Every fixture this server can run, by name.
+/// Every conformance fixture, by name: with check-1, the server runs them all.
 fn runnable_fixtures() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .filter(|name| !fixture(name).process.uses_check())
         .collect();
     names.sort();
     names
+}
+
+/// A deterministic fake evaluator: its answers make the verdicts pass, fail, unsure and error
+/// in turn, starting where `start` says.
+fn fake_evaluator(start: u8) -> Evaluator {
+    let mut turn = usize::from(start);
+    Box::new(move |request: &EvaluatorRequest| {
+        turn += 1;
+        let mode = turn % 4;
+        if mode == 3 {
+            return EvaluatorOutcome::Failed;
+        }
+        let answers = request
+            .questions
+            .iter()
+            .map(|question| match (question, mode) {
+                (EvaluatorQuestion::YesNo { .. }, 0) => EvaluatorAnswer::YesNo { yes: 1.0 },
+                (EvaluatorQuestion::YesNo { fail: Some(fail), .. }, 2) => {
+                    EvaluatorAnswer::YesNo { yes: fail.get() }
+                }
+                (EvaluatorQuestion::YesNo { .. }, _) => EvaluatorAnswer::YesNo { yes: 0.0 },
+                (EvaluatorQuestion::Choice { one_of, pass, .. }, _) => {
+                    let name = match mode {
+                        0 => pass[0].clone(),
+                        _ => one_of
+                            .iter()
+                            .map(|(name, _)| name.clone())
+                            .find(|name| !pass.contains(name))
+                            .unwrap_or_else(|| pass[0].clone()),
+                    };
+                    // Unsure by confidence: below every floor but zero.
+                    let confidence = if mode == 2 { 0.0 } else { 1.0 };
+                    EvaluatorAnswer::Choice { name, confidence }
+                }
+                (EvaluatorQuestion::Rubric { levels, .. }, _) => EvaluatorAnswer::Rubric {
+                    level: if mode == 0 { levels.len() - 1 } else { 0 },
+                    confidence: if mode == 2 { 0.0 } else { 1.0 },
+                },
+            })
+            .collect();
+        EvaluatorOutcome::Answered {
+            model: "fake-evaluator".to_string(),
+            answers,
+        }
+    })
 }
 
 fn route(world: &World, step: &str, pick: u8) -> Option<String> {
@@ -401,6 +463,7 @@ proptest! {
         let names = runnable_fixtures();
         let name = &names[which % names.len()];
         let mut world = World::new(fixture(name));
+        world.evaluator = Some(fake_evaluator(which as u8));
         let inputs = serde_json::Value::Object(sample_map(&world.process.process.inputs));
         world.start(mira(), inputs).unwrap();
         let mut tokens = Vec::new();

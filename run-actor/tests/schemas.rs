@@ -6,13 +6,13 @@ use common::assert_matches_schema;
 use serde_json::json;
 
 #[test]
-#[should_panic(expected = "rejects the value")]
+#[should_panic(expected = "refuses the value")]
 fn schema_checks_reject_a_renew_result_without_expiry() {
     assert_matches_schema("tools/renew.result.json", &json!({ "token": "t" }));
 }
 
 #[test]
-#[should_panic(expected = "rejects the value")]
+#[should_panic(expected = "refuses the value")]
 fn schema_checks_reject_an_unknown_run_state() {
     assert_matches_schema(
         "run-view.json",
@@ -32,6 +32,6 @@ fn every_schema_file_compiles() {
         // `null` is no valid shape; what matters is that the schema compiled to say so.
         let panic = std::panic::catch_unwind(|| assert_matches_schema(file, &json!(null))).unwrap_err();
         let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
-        assert!(message.contains("rejects the value"), "{file}: {message}");
+        assert!(message.contains("refuses the value"), "{file}: {message}");
     }
 }

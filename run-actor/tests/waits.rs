@@ -386,3 +386,65 @@ fn spec_2_2_due_is_cancelled_when_the_step_completes() {
         }
     )));
 }
+
+#[test]
+fn spec_6_3_a_held_event_that_no_longer_fits_fails_its_wait_instead_of_going_over_the_cap() {
+    let mut world = settlement();
+    world.limits.run_data_bytes = 1500;
+    // Held: run data with the event's data fits the cap now.
+    send(
+        &mut world,
+        agent("a_bank"),
+        "payment_settled",
+        json!({ "ref": "x".repeat(600) }),
+    );
+    assert_eq!(world.run().held_events.len(), 1);
+    // Run data grows before the wait is reached.
+    let token = world.claim_token(agent("a"), "pay");
+    let submission = Submission {
+        summary: Some("y".repeat(1000)),
+        ..Default::default()
+    };
+    world.submit(agent("a"), &token, submission).unwrap();
+    let view = world.view();
+    assert_eq!(view["run"]["outcome"], "failed");
+    assert_eq!(world.step_state("settled"), "failed");
+    let record = &view["data"]["steps"]["settled"];
+    assert_eq!(record["by"], "server");
+    assert!(
+        record["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("held event payment_settled could not be consumed: data: run data would be"),
+        "{record}"
+    );
+    assert_eq!(view["run"]["ended"]["by"], "server");
+    let bytes = serde_json::to_vec(&view["data"]).unwrap().len();
+    assert!(bytes <= 1500, "run data stays within the cap: {bytes}");
+}
+
+#[test]
+fn spec_6_3_an_event_consumed_at_once_must_fit_with_its_record() {
+    let mut world = settlement();
+    let token = world.claim_token(agent("a"), "pay");
+    world.submit(agent("a"), &token, done()).unwrap();
+    let bytes = serde_json::to_vec(&world.view()["data"]).unwrap().len();
+    // The data alone fits; with the record's `by`, `at` and `history` it does not.
+    let data = json!({ "r": "" });
+    let data_bytes = serde_json::to_vec(&data).unwrap().len();
+    world.limits.run_data_bytes = bytes + data_bytes + 10;
+    let refusal = world
+        .apply(Command::SendEvent {
+            caller: agent("a_bank"),
+            name: "payment_settled".into(),
+            data: Some(obj(data)),
+        })
+        .unwrap_err();
+    assert_eq!(refusal.code, Code::NotAccepted);
+    assert!(
+        refusal.issues[0].starts_with("data: run data would be"),
+        "{:?}",
+        refusal.issues
+    );
+    assert_eq!(world.step_state("settled"), "waiting");
+}

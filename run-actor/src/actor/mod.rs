@@ -21,8 +21,8 @@ mod records;
 pub use records::timer_command;
 
 use crate::machine::{
-    self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, RunState, Timestamp, UploadLookup,
-    UploadStatus,
+    self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, Reply, RunState, Timestamp, Transition,
+    UploadLookup, UploadStatus,
 };
 use crate::runtime::{Inner, RuntimeError, ToolOutcome};
 use agentprocess_store::{Compare, LeaseId, RangeRequest, StoreError, Txn, TxnOp};
@@ -391,16 +391,30 @@ impl Actor {
                 )));
                 continue;
             };
-            let uploads = Prefetched(&envelope.uploads);
-            let ctx = Ctx {
-                now: inner.clock.now(),
-                seed: envelope.seed,
-                limits: config.limits,
-                person_format: config.person_format,
-                escalation_group: &config.escalation_group,
-                uploads: &uploads,
+            let apply = |command: Command, run: Option<&RunState>| {
+                let uploads = Prefetched(&envelope.uploads);
+                let ctx = Ctx {
+                    now: inner.clock.now(),
+                    seed: envelope.seed,
+                    limits: config.limits,
+                    person_format: config.person_format,
+                    escalation_group: &config.escalation_group,
+                    uploads: &uploads,
+                };
+                machine::apply(&process, run, command, &ctx)
             };
-            match machine::apply(&process, work.as_ref(), envelope.command.clone(), &ctx) {
+            let mut result = apply(envelope.command.clone(), work.as_ref());
+            // check-1: ask the evaluator, then apply the same command with its outcome. The run
+            // waits meanwhile: the outcome is judged against the state it was asked about.
+            if let Ok(Transition {
+                reply: Reply::NeedsEvaluation(request),
+                ..
+            }) = &result
+            {
+                let outcome = crate::runtime::evaluate(config.evaluator.as_ref(), request).await;
+                result = apply(envelope.command.clone().with_evaluation(outcome), work.as_ref());
+            }
+            match result {
                 Ok(transition) => {
                     let notifications = transition
                         .effects

@@ -132,7 +132,7 @@ pub(crate) fn accept(
     };
 
     if issues.is_empty()
-        && let Some(issue) = over_cap_with(tx, step.id.as_str(), &record)
+        && let Some(issue) = over_cap_with(tx, step.id.as_str(), &record, "output")
     {
         issues.push(issue);
     }
@@ -143,8 +143,8 @@ pub(crate) fn accept(
     }
 }
 
-/// The cap issue if `record` became the step's current record.
-fn over_cap_with(tx: &Tx<'_>, step: &str, record: &StepRecord) -> Option<String> {
+/// The cap issue, on `path`, if `record` became the step's current record.
+pub(crate) fn over_cap_with(tx: &Tx<'_>, step: &str, record: &StepRecord, path: &str) -> Option<String> {
     let mut trial = tx.run.clone();
     let run_step = trial.step_mut(step)?;
     if let Some(previous) = run_step.current.take() {
@@ -154,5 +154,5 @@ fn over_cap_with(tx: &Tx<'_>, step: &str, record: &StepRecord) -> Option<String>
     let bytes = serde_json::to_vec(&super::render::run_data(&trial)).map_or(usize::MAX, |b| b.len());
     let cap = tx.ctx.limits.run_data_bytes;
     (bytes > cap)
-        .then(|| format!("output: run data would be {bytes} bytes, over limits.runDataBytes ({cap})"))
+        .then(|| format!("{path}: run data would be {bytes} bytes, over limits.runDataBytes ({cap})"))
 }

@@ -44,7 +44,7 @@ impl<'a> Tx<'a> {
 
     /// Renders the reply from the final state.
     pub fn finish(mut self, answer: Answer) -> Transition {
-        if !matches!(answer, Answer::Ignored) {
+        if !matches!(answer, Answer::Ignored | Answer::NeedsEvaluation(_)) {
             self.run.updated_at = self.ctx.now;
         }
         let reply = match answer {
@@ -60,6 +60,7 @@ impl<'a> Tx<'a> {
                 Reply::SendEvent(serde_json::json!({ "consumedBy": consumed_by }))
             }
             Answer::Ignored | Answer::Applied => Reply::None,
+            Answer::NeedsEvaluation(request) => Reply::NeedsEvaluation(request),
         };
         Transition {
             state: self.run,
@@ -123,7 +124,6 @@ impl<'a> Tx<'a> {
     /// Ends the step's claim: the token stops working (a later use is `stale`), the lease goes.
     pub fn release_claim(&mut self, step: &str) -> Option<Claim> {
         let claim = self.step_run(step).claim.take()?;
-        self.run.retired_tokens.push(claim.token);
         self.effects.push(Effect::RevokeClaimLease {
             step: step.to_string(),
             lease: claim.lease,
@@ -157,6 +157,27 @@ impl<'a> Tx<'a> {
         });
     }
 
+    /// A task a person returned from escalation (`check-1`): a new task work item for the
+    /// step's assignee, carrying the handoff; the `due` clock keeps running (same attempt).
+    pub fn reopen_task(&mut self, step: &Step) {
+        let StepKind::Task { person, .. } = &step.kind else {
+            return;
+        };
+        let id = step.id.as_str();
+        match self.resolve_person(person) {
+            Ok(assigned_to) => {
+                self.step_run(id).state = Some(StepState::Waiting);
+                let work_item = self.open_work_item(id, WorkItemKind::Task, assigned_to.clone());
+                self.notify(Notification::WorkOpened {
+                    work_item,
+                    step: id.to_string(),
+                    to: assigned_to,
+                });
+            }
+            Err(note) => self.fail_run_at(id, "server", note),
+        }
+    }
+
     /// Grants a new claim on a ready agent step to `holder`; returns the token.
     pub fn grant_claim(
         &mut self,
@@ -165,7 +186,9 @@ impl<'a> Tx<'a> {
         progress: Option<String>,
         lease: Option<u64>,
     ) -> (String, Timestamp) {
-        let (token, hash) = token::mint(&self.run.id, self.fresh.bytes("token"));
+        self.run.counters.tokens += 1;
+        let generation = self.run.counters.tokens;
+        let (token, hash) = token::mint_at(&self.run.id, generation, self.fresh.bytes("token"));
         let lease = lease.unwrap_or_else(|| {
             self.run.counters.leases += 1;
             self.run.counters.leases
@@ -177,6 +200,7 @@ impl<'a> Tx<'a> {
             holder: holder.to_string(),
             lease,
             token: hash,
+            generation,
             expires_at,
             progress,
         });
@@ -393,6 +417,16 @@ impl<'a> Tx<'a> {
                         at: now,
                         ..StepRecord::default()
                     };
+                    // The cap held when the event was held, but run data may have grown since.
+                    // Run data never goes over the cap (spec §6 rule 3), and there is no caller
+                    // to refuse: the step fails with `by: "server"` and a note, as a wait whose
+                    // data cannot be used does (spec §3.5), and the run ends.
+                    if let Some(issue) = super::acceptance::over_cap_with(self, id.as_str(), &record, "data")
+                    {
+                        let note = format!("held event {event} could not be consumed: {issue}");
+                        self.fail_run_at(id.as_str(), "server", note);
+                        return None;
+                    }
                     self.record_completion(id.as_str(), record, StepState::Done);
                     return Some(process.default_next(step));
                 }
@@ -602,23 +636,31 @@ impl<'a> Tx<'a> {
     /// does not verify is `invalid`; one whose lease ended or was replaced is `stale`).
     pub fn verify_token(&self, token: &str) -> Result<String, Refusal> {
         let invalid = || Refusal::invalid("the token does not verify");
-        let (run_id, hash) = token::parse(token).ok_or_else(invalid)?;
-        if run_id != self.run.id {
+        let parsed = token::take_apart(token).ok_or_else(invalid)?;
+        if parsed.run_id != self.run.id {
             return Err(invalid());
         }
-        if let Some(step) = self
+        let current = self
             .run
             .steps
             .iter()
-            .find(|s| s.claim.as_ref().is_some_and(|c| c.token == hash))
-        {
-            let claim = step.claim.as_ref().expect("found by its claim");
+            .filter_map(|s| s.claim.as_ref().map(|c| (s, c)))
+            .find(|(_, c)| c.generation == parsed.generation);
+        if let Some((step, claim)) = current {
+            // The current token of a live claim: it verifies only with the right secret.
+            if claim.token != parsed.hash {
+                return Err(invalid());
+            }
             if claim.expires_at <= self.now() {
                 return Err(Refusal::stale("the claim's lease has ended"));
             }
             return Ok(step.id.clone());
         }
-        if self.run.retired_tokens.contains(&hash) {
+        // Every generation the run issued and that is no longer current belongs to a claim that
+        // ended or was replaced. Its secret is not kept, so a made-up token of such a generation
+        // is told `stale` too: the answer gives nothing away, since such a token grants nothing.
+        let issued = (1..=self.run.counters.tokens).contains(&parsed.generation);
+        if issued || self.run.retired_tokens.contains(&parsed.hash) {
             return Err(Refusal::stale("the claim has ended or was replaced"));
         }
         Err(invalid())

@@ -1,4 +1,5 @@
-//! `cancel`: an operator ends an active or waiting run with a reason.
+//! `cancel`: an operator ends an active or waiting run with a reason. The reason lands in
+//! `run.ended.note`, outside run data, so it does not count against `limits.runDataBytes`.
 
 use super::Answer;
 use super::advance::Tx;

@@ -1,6 +1,7 @@
 //! Commands: the protocol's writes, with their arguments already shaped by the tool schemas,
 //! plus the scheduler's (timer fired, claim expired).
 
+use super::check::EvaluatorOutcome;
 use super::ctx::Caller;
 use super::state::{Mode, TimerKind};
 use serde_json::{Map, Value};
@@ -21,6 +22,9 @@ pub enum Command {
         caller: Caller,
         token: String,
         submission: Submission,
+        /// `check-1`: the evaluator's outcome, attached by the runtime when it applies the same
+        /// command again after [`Reply::NeedsEvaluation`](super::Reply::NeedsEvaluation).
+        evaluation: Option<EvaluatorOutcome>,
     },
     Escalate {
         caller: Caller,
@@ -109,4 +113,32 @@ pub struct Decide {
     pub next: Option<String>,
     pub reason: Option<String>,
     pub note: Option<String>,
+    /// `check-1`: the evaluator's outcome for a `completed` task; see `Command::Submit`.
+    pub evaluation: Option<EvaluatorOutcome>,
+}
+
+impl Command {
+    /// The same command with the evaluator's outcome attached: what the runtime applies after
+    /// [`Reply::NeedsEvaluation`](super::Reply::NeedsEvaluation). Commands that take no
+    /// evaluation come back unchanged.
+    pub fn with_evaluation(self, outcome: EvaluatorOutcome) -> Command {
+        match self {
+            Command::Submit {
+                caller,
+                token,
+                submission,
+                ..
+            } => Command::Submit {
+                caller,
+                token,
+                submission,
+                evaluation: Some(outcome),
+            },
+            Command::Decide(decide) => Command::Decide(Decide {
+                evaluation: Some(outcome),
+                ..decide
+            }),
+            other => other,
+        }
+    }
 }

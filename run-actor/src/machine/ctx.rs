@@ -1,6 +1,7 @@
 //! What the runtime passes in with every command: time, fresh randomness, limits, the caller and
 //! the few lookups the machine needs. Nothing in here is read from the environment.
 
+use super::check::Probability;
 use super::time::Timestamp;
 use agentprocess_process::{PersonFormat, Process};
 use indexmap::IndexMap;
@@ -30,6 +31,52 @@ pub struct Limits {
     pub run_data_bytes: usize,
     /// `leaseSeconds`: how long a claim lasts before it must be renewed.
     pub lease_seconds: u64,
+    /// `limits.checkPass` (`check-1`): the yes/no pass threshold of a question that sets none.
+    pub check_pass: Probability,
+    /// `limits.checkFail`: the yes/no fail threshold of a question that sets none; `None`: below
+    /// the pass threshold fails.
+    pub check_fail: Option<Probability>,
+    /// `limits.checkConfidence`: below this confidence a choice or rubric answer is unsure, for
+    /// a question that sets none.
+    pub check_confidence: Probability,
+    /// `limits.checkStateBytes`: how much run data the evaluator is shown; larger run data is
+    /// cut oldest completed step first.
+    pub check_state_bytes: usize,
+}
+
+impl Limits {
+    /// The server default of `limits.runDataBytes`: well under etcd's 1.5 MiB request limit.
+    pub const DEFAULT_RUN_DATA_BYTES: usize = 512 * 1024;
+    /// The server default of `leaseSeconds`.
+    pub const DEFAULT_LEASE_SECONDS: u64 = 600;
+    /// The server default of `limits.checkStateBytes` (check.md §5: 64 KB).
+    pub const DEFAULT_CHECK_STATE_BYTES: usize = 64 * 1024;
+
+    /// The `limits` object of `describe`: `runDataBytes`, and the `check-1` limits of
+    /// check.md §5 (`checkFail` is `null` when the server sets none).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "runDataBytes": self.run_data_bytes,
+            "checkPass": self.check_pass.get(),
+            "checkFail": self.check_fail.map(Probability::get),
+            "checkConfidence": self.check_confidence.get(),
+            "checkStateBytes": self.check_state_bytes,
+        })
+    }
+}
+
+/// The server defaults: check.md §5 for the check limits.
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            run_data_bytes: Limits::DEFAULT_RUN_DATA_BYTES,
+            lease_seconds: Limits::DEFAULT_LEASE_SECONDS,
+            check_pass: Probability::DEFAULT_PASS,
+            check_fail: None,
+            check_confidence: Probability::DEFAULT_CONFIDENCE,
+            check_state_bytes: Limits::DEFAULT_CHECK_STATE_BYTES,
+        }
+    }
 }
 
 /// Looks up an `upload` id for file evidence (spec §5).

@@ -4,8 +4,9 @@
 //! `run_ended`, since they do not depend on the item.
 
 use super::Answer;
-use super::acceptance::accept;
+use super::acceptance::{accept, over_cap_with};
 use super::advance::Tx;
+use super::check::{complete_checked, next_of};
 use super::command::{Decide, Decision, Submission};
 use super::ctx::Actor;
 use super::refusal::Refusal;
@@ -71,6 +72,43 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
     let now = tx.now();
     match decide.decision {
         Decision::Completed => {
+            let held = tx
+                .run
+                .step(&item.step)
+                .and_then(|s| s.escalation.as_ref())
+                .filter(|_| item.kind == WorkItemKind::Escalation && decide.output.is_none())
+                .and_then(|e| Some((e.candidate.clone()?, e.check.clone())));
+            if let Some((candidate, check)) = held {
+                // check-1: the person completes with the submission the check was unsure of.
+                let extra: Vec<String> = [
+                    ("evidence", decide.evidence.is_some()),
+                    ("summary", decide.summary.is_some()),
+                    ("next", decide.next.is_some()),
+                    ("reason", decide.reason.is_some()),
+                ]
+                .into_iter()
+                .filter(|(_, present)| *present)
+                .map(|(field, _)| {
+                    format!("{field}: not taken when completing with the candidate; send output to complete with your own")
+                })
+                .collect();
+                if !extra.is_empty() {
+                    return Err(Refusal::not_accepted(extra));
+                }
+                // The unsure verdict stays recorded with the submission it was about.
+                let record = StepRecord {
+                    check,
+                    by,
+                    at: now,
+                    ..candidate
+                };
+                if let Some(issue) = over_cap_with(tx, &item.step, &record, "output") {
+                    return Err(Refusal::not_accepted(vec![issue]));
+                }
+                let next = next_of(tx, step, &record);
+                tx.complete(&item.step, record, next);
+                return Ok(Answer::RunView);
+            }
             let submission = Submission {
                 output: decide.output,
                 evidence: decide.evidence.unwrap_or_default(),
@@ -79,7 +117,12 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 reason: decide.reason,
             };
             let accepted = accept(tx, step, submission, &by, false).map_err(Refusal::not_accepted)?;
-            tx.complete(&item.step, accepted.record, accepted.next);
+            if item.kind == WorkItemKind::Escalation {
+                // A person completing an escalated step is not checked again (check.md §3).
+                tx.complete(&item.step, accepted.record, accepted.next);
+            } else {
+                return complete_checked(tx, step, accepted, decide.evaluation);
+            }
         }
         Decision::Approved => {
             let record = StepRecord {
@@ -89,6 +132,7 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 at: now,
                 ..StepRecord::default()
             };
+            refuse_over_cap(tx, &item.step, &record)?;
             tx.complete(&item.step, record, process.default_next(step));
         }
         Decision::Rejected => {
@@ -100,6 +144,7 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 at: now,
                 ..StepRecord::default()
             };
+            refuse_over_cap(tx, &item.step, &record)?;
             match &step.kind {
                 StepKind::Approve {
                     on_reject: Some(to), ..
@@ -120,16 +165,42 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
             let note = decide.note.expect("checked with the arguments");
             tx.close_work_item(&item.step, true);
             let run_step = tx.step_run(&item.step);
-            run_step.escalation = None;
+            let escalation = run_step.escalation.take();
             run_step.handoff.returned = Some(super::state::Returned { note, by, at: now });
-            tx.make_claimable_again(&item.step);
+            // check-1: the same attempt continues, so the check that held it travels along.
+            if let Some(check) = escalation.and_then(|e| e.check) {
+                run_step.handoff.issues = Some(check.open_lines());
+                run_step.handoff.check = Some(check);
+            }
+            if matches!(step.kind, StepKind::Task { .. }) {
+                tx.reopen_task(step);
+            } else {
+                tx.make_claimable_again(&item.step);
+            }
         }
         Decision::Failed => {
             let note = decide.note.expect("checked with the arguments");
+            let record = StepRecord {
+                decision: Some("failed".to_string()),
+                note: Some(note.clone()),
+                by: by.clone(),
+                at: now,
+                ..StepRecord::default()
+            };
+            refuse_over_cap(tx, &item.step, &record)?;
             tx.fail_run_at(&item.step, &by, note);
         }
     }
     Ok(Answer::RunView)
+}
+
+/// A decision note lands in run data (`steps.<id>.note`), so it counts against
+/// `limits.runDataBytes` like any submission (spec §6 rule 3): over the cap is `not_accepted`.
+fn refuse_over_cap(tx: &Tx<'_>, step: &str, record: &StepRecord) -> Result<(), Refusal> {
+    match over_cap_with(tx, step, record, "note") {
+        Some(issue) => Err(Refusal::not_accepted(vec![issue])),
+        None => Ok(()),
+    }
 }
 
 /// The `invalid` combinations of tools.md `decide`, independent of the item.

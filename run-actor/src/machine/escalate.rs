@@ -28,6 +28,8 @@ pub(crate) fn escalate(
         note: note.clone(),
         by: caller.name().to_string(),
         at: now,
+        check: None,
+        candidate: None,
     });
     let to = Assignment::Group(tx.ctx.escalation_group.to_string());
     let work_item = tx.open_work_item(&step, WorkItemKind::Escalation, to.clone());

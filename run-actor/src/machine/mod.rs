@@ -3,11 +3,13 @@
 //!
 //! PURE: no clock, no IO, no randomness. Time, fresh randomness, limits and lookups come in
 //! through [`Ctx`]. A write returns only after every automatic transition it triggered (finish
-//! reached, `wait_until` already past, held event consumed) was applied.
+//! reached, `wait_until` already past, held event consumed) was applied. A checked submission
+//! (`check-1`) is the one write that takes two applications: see [`check`].
 
 mod acceptance;
 mod advance;
 mod cancel;
+pub mod check;
 mod claim;
 mod command;
 mod ctx;
@@ -25,6 +27,10 @@ mod time;
 mod timer;
 pub mod token;
 
+pub use check::{
+    CheckAnswer, CheckVerdict, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
+    Probability, QuestionResult, QuestionVerdict, Verdict,
+};
 pub use command::{Command, Decide, Decision, EvidenceItem, StartRun, Submission};
 pub use ctx::{Actor, Caller, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
 pub use effect::{Effect, Notification, Recipient};
@@ -53,6 +59,12 @@ pub enum Reply {
     SendEvent(Value),
     /// Scheduler commands answer nothing.
     None,
+    /// `check-1`: a checked submission passed the objective rules and the evaluator must be
+    /// asked. NOTHING CHANGED (the transition carries the state as it was and no effects), so
+    /// the runtime commits nothing and records no idempotency entry; it asks the evaluator
+    /// (retrying once on error) and applies the same command again with
+    /// [`Command::with_evaluation`].
+    NeedsEvaluation(Box<EvaluatorRequest>),
 }
 
 impl Reply {
@@ -60,7 +72,7 @@ impl Reply {
     pub fn data(&self) -> &Value {
         match self {
             Reply::RunView(v) | Reply::Claim(v) | Reply::Renew(v) | Reply::SendEvent(v) => v,
-            Reply::None => &Value::Null,
+            Reply::None | Reply::NeedsEvaluation(_) => &Value::Null,
         }
     }
 }
@@ -85,6 +97,8 @@ pub(crate) enum Answer {
     Ignored,
     /// A scheduler command that was applied.
     Applied,
+    /// `check-1`: ask the evaluator; nothing changes.
+    NeedsEvaluation(Box<EvaluatorRequest>),
 }
 
 /// Applies `command` to `run` (`None` only for `StartRun`).
@@ -121,7 +135,8 @@ pub fn apply(
             caller,
             token,
             submission,
-        } => submit::submit(&mut tx, &caller, &token, submission)?,
+            evaluation,
+        } => submit::submit(&mut tx, &caller, &token, submission, evaluation)?,
         Command::Escalate { caller, token, note } => escalate::escalate(&mut tx, &caller, &token, note)?,
         Command::Decide(decide) => decide::decide(&mut tx, decide)?,
         Command::Cancel { caller, reason } => cancel::cancel(&mut tx, &caller, reason)?,
@@ -133,6 +148,13 @@ pub fn apply(
         } => timer::timer_fired(&mut tx, &step, kind, generation),
         Command::ClaimExpired { step, lease } => timer::claim_expired(&mut tx, &step, lease),
     };
+    if let Answer::NeedsEvaluation(request) = answer {
+        return Ok(Transition {
+            state: run.clone(),
+            effects: Vec::new(),
+            reply: Reply::NeedsEvaluation(request),
+        });
+    }
     Ok(tx.finish(answer))
 }
 

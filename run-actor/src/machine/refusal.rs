@@ -86,6 +86,11 @@ impl Refusal {
         Refusal::conflict("run_ended", "the run has ended")
     }
 
+    /// `retry`: transient server state; the caller repeats the call with the same `requestId`.
+    pub fn retry(message: impl Into<String>) -> Self {
+        Refusal::new(Code::Retry, message)
+    }
+
     pub fn not_accepted(issues: Vec<String>) -> Self {
         Refusal::new(Code::NotAccepted, "the submission was not accepted").with_issues(issues)
     }

@@ -15,17 +15,22 @@ pub const NEW_REQUEST_ID: &str = "<new UUID>";
 
 /// `data`: `{ inputs, steps }`, with a `steps.<id>` entry for every step that has a current
 /// record or history. File evidence carries `sha256`; the short-lived `url` is added by the
-/// gateway, which signs it.
+/// gateway, which signs it. `check-1`: while an unsure verdict waits on a person, the entry
+/// shows it as `check`, even over the check of an earlier completion (check.md §3).
 pub fn run_data(run: &RunState) -> Value {
     let mut steps = Map::new();
     for step in &run.steps {
-        if step.current.is_none() && step.history.is_empty() {
+        let pending = step.escalation.as_ref().and_then(|e| e.check.as_ref());
+        if step.current.is_none() && step.history.is_empty() && pending.is_none() {
             continue;
         }
         let mut entry = match &step.current {
             Some(record) => record_json(record),
             None => Map::new(),
         };
+        if let Some(check) = pending {
+            entry.insert("check".into(), check.to_json());
+        }
         entry.insert(
             "history".to_string(),
             Value::Array(
@@ -68,6 +73,9 @@ fn record_json(record: &StepRecord) -> Map<String, Value> {
         if let Some(value) = value {
             out.insert(key.into(), json!(value));
         }
+    }
+    if let Some(check) = &record.check {
+        out.insert("check".into(), check.to_json());
     }
     out.insert("by".into(), json!(record.by));
     out.insert("at".into(), json!(record.at.to_rfc3339()));
@@ -150,6 +158,10 @@ fn work_item_with(pinned: &PinnedProcess, run: &RunState, item: &WorkItem, snaps
     let (kind, decisions): (&str, &[&str]) = match item.kind {
         WorkItemKind::Task => ("task", &["completed", "failed"]),
         WorkItemKind::Approve => ("approve", &["approved", "rejected", "failed"]),
+        // check-1: a person's task a check was unsure of is escalated too; it stays a task.
+        WorkItemKind::Escalation if matches!(step.kind, StepKind::Task { .. }) => {
+            ("task", &["returned", "completed", "failed"])
+        }
         WorkItemKind::Escalation => ("agent", &["returned", "completed", "failed"]),
     };
     let (output, evidence, next) = requirements(step);
@@ -160,10 +172,7 @@ fn work_item_with(pinned: &PinnedProcess, run: &RunState, item: &WorkItem, snaps
     let escalation = run_step
         .and_then(|s| s.escalation.as_ref())
         .filter(|_| item.kind == WorkItemKind::Escalation)
-        .map_or(
-            Value::Null,
-            |e| json!({ "note": e.note, "by": e.by, "at": e.at.to_rfc3339() }),
-        );
+        .map_or(Value::Null, escalation);
     let handoff = match item.kind {
         WorkItemKind::Approve => Value::Null,
         _ => run_step.map_or(Value::Null, |s| handoff(&s.handoff)),
@@ -261,6 +270,18 @@ pub fn claim_result(pinned: &PinnedProcess, run: &RunState, step_id: &str, token
     })
 }
 
+/// A work item's `escalation`: note, by, at, and (`check-1`) the verdict and the candidate.
+fn escalation(escalation: &Escalation) -> Value {
+    let mut out = json!({ "note": escalation.note, "by": escalation.by, "at": escalation.at.to_rfc3339() });
+    if let Some(check) = &escalation.check {
+        out["check"] = check.to_json();
+    }
+    if let Some(candidate) = &escalation.candidate {
+        out["candidate"] = Value::Object(record_json(candidate));
+    }
+    out
+}
+
 /// `handoff`: what the previous attempt left, or `null` on a first attempt.
 pub fn handoff(handoff: &Handoff) -> Value {
     if handoff.is_empty() {
@@ -278,6 +299,9 @@ pub fn handoff(handoff: &Handoff) -> Value {
     }
     if let Some(issues) = &handoff.issues {
         out.insert("issues".into(), json!(issues));
+    }
+    if let Some(check) = &handoff.check {
+        out.insert("check".into(), check.to_json());
     }
     Value::Object(out)
 }

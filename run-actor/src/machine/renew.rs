@@ -20,7 +20,6 @@ pub(crate) fn renew(
         .claim
         .take()
         .expect("verified tokens belong to a claim");
-    tx.run.retired_tokens.push(claim.token);
     let progress = progress.or(claim.progress);
     let (token, expires_at) = tx.grant_claim(&step, &claim.holder, progress, Some(claim.lease));
     Ok(Answer::Renew { token, expires_at })

@@ -3,6 +3,7 @@
 //! or the run ends.
 
 use super::Answer;
+use super::acceptance::over_cap_with;
 use super::advance::Tx;
 use super::ctx::Caller;
 use super::refusal::Refusal;
@@ -33,16 +34,6 @@ pub(crate) fn send_event(
         matches!(&step.kind, StepKind::WaitFor { event, .. } if event == name)
             && tx.run.step(step.id.as_str()).and_then(|s| s.state) == Some(StepState::Waiting)
     });
-    let event_bytes = data
-        .as_ref()
-        .map_or(0, |d| serde_json::to_vec(d).map_or(usize::MAX, |b| b.len()));
-    let cap = tx.ctx.limits.run_data_bytes;
-    let total = tx.run_data_bytes().saturating_add(event_bytes);
-    if total > cap {
-        return Err(Refusal::not_accepted(vec![format!(
-            "data: run data would be {total} bytes, over limits.runDataBytes ({cap})"
-        )]));
-    }
     match waiting {
         Some(step) => {
             let record = StepRecord {
@@ -51,12 +42,29 @@ pub(crate) fn send_event(
                 at: tx.now(),
                 ..StepRecord::default()
             };
+            // Consumed at once: the record itself must fit (spec §6 rule 3).
+            if let Some(issue) = over_cap_with(tx, step.id.as_str(), &record, "data") {
+                return Err(Refusal::not_accepted(vec![issue]));
+            }
             tx.complete(step.id.as_str(), record, process.default_next(step));
             Ok(Answer::SendEvent {
                 consumed_by: Some(step.id.to_string()),
             })
         }
         None => {
+            // "The same cap bounds ... event data when held" (spec §6 rule 3): run data with
+            // this event's data added must fit. Should run data grow before a wait consumes it,
+            // the wait fails instead of going over the cap (see `Tx::enter`).
+            let event_bytes = data
+                .as_ref()
+                .map_or(0, |d| serde_json::to_vec(d).map_or(usize::MAX, |b| b.len()));
+            let cap = tx.ctx.limits.run_data_bytes;
+            let total = tx.run_data_bytes().saturating_add(event_bytes);
+            if total > cap {
+                return Err(Refusal::not_accepted(vec![format!(
+                    "data: run data would be {total} bytes, over limits.runDataBytes ({cap})"
+                )]));
+            }
             tx.run.held_events.push(HeldEvent {
                 name: name.to_string(),
                 data,

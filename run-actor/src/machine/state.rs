@@ -1,6 +1,7 @@
 //! The state of one run: everything the machine needs to apply the next command, and nothing a
 //! run view must not show (only token hashes are kept, never tokens).
 
+use super::check::CheckVerdict;
 use super::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -32,8 +33,11 @@ pub struct RunState {
     pub decided_work_items: Vec<String>,
     /// Events delivered before a matching `wait_for` step was ready, oldest first.
     pub held_events: Vec<HeldEvent>,
-    /// Hashes of tokens that once were current on this run: presenting one is `stale`, not
-    /// `invalid`.
+    /// Hashes of tokens retired before tokens carried their generation: presenting one is
+    /// `stale`, not `invalid`. Nothing is added any more (a token's generation tells an old
+    /// token from a forged one, see [`super::token`]), so this never grows; kept so that stored
+    /// runs still load and their old tokens still answer `stale`.
+    #[serde(default)]
     pub retired_tokens: Vec<TokenHash>,
     pub counters: Counters,
 }
@@ -109,6 +113,9 @@ pub struct Counters {
     pub leases: u64,
     pub timers: u64,
     pub completions: u64,
+    /// Counts tokens issued (claims and renewals): the generation of the newest token.
+    #[serde(default)]
+    pub tokens: u64,
 }
 
 /// A step's state (spec §3.5); `None` on a `StepRun` means not currently reached.
@@ -191,7 +198,7 @@ impl StepRun {
 
 /// One completion of a step as `data.steps.<id>` shows it (spec §3.1). `seq` orders completions
 /// across the run, for rewinding on rejection; it is not rendered.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepRecord {
     pub output: Option<Map<String, Value>>,
     pub evidence: Option<Vec<EvidenceRecord>>,
@@ -200,6 +207,10 @@ pub struct StepRecord {
     pub reason: Option<String>,
     pub decision: Option<String>,
     pub note: Option<String>,
+    /// `check-1`: the verdict recorded with this completion (pass, or any on an advisory step,
+    /// or the unsure verdict of a candidate a person completed with).
+    #[serde(default)]
+    pub check: Option<CheckVerdict>,
     pub by: String,
     pub at: Timestamp,
     pub seq: u64,
@@ -219,6 +230,9 @@ pub struct Claim {
     pub holder: String,
     pub lease: u64,
     pub token: TokenHash,
+    /// The generation of the current token (see [`Counters::tokens`]).
+    #[serde(default)]
+    pub generation: u64,
     pub expires_at: Timestamp,
     /// The latest `renew` progress note.
     pub progress: Option<String>,
@@ -255,11 +269,14 @@ pub struct Handoff {
     pub progress: Option<String>,
     pub returned: Option<Returned>,
     pub issues: Option<Vec<String>>,
+    /// `check-1`: the verdict that sent the submission back (fail, or unsure then returned).
+    #[serde(default)]
+    pub check: Option<CheckVerdict>,
 }
 
 impl Handoff {
     pub fn is_empty(&self) -> bool {
-        self.progress.is_none() && self.returned.is_none() && self.issues.is_none()
+        self.progress.is_none() && self.returned.is_none() && self.issues.is_none() && self.check.is_none()
     }
 }
 
@@ -270,12 +287,18 @@ pub struct Returned {
     pub at: Timestamp,
 }
 
-/// An agent's escalation of a step it held.
+/// An agent's escalation of a step it held, or (`check-1`) a submission a check was unsure of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Escalation {
     pub note: String,
     pub by: String,
     pub at: Timestamp,
+    /// `check-1`: the unsure verdict; run data shows it at `steps.<id>.check` while it waits.
+    #[serde(default)]
+    pub check: Option<CheckVerdict>,
+    /// `check-1`: the held submission; `completed` without `output` completes with it.
+    #[serde(default)]
+    pub candidate: Option<StepRecord>,
 }
 
 /// A timer the runtime was asked to arm; a firing with another generation is ignored.

@@ -1,9 +1,12 @@
 //! `submit`: an agent hands in the work of the step it holds. Accepted (the step is done and the
-//! run moves on) or `not_accepted` with every issue, leaving the claim standing.
+//! run moves on) or `not_accepted` with every issue, leaving the claim standing. On a step with
+//! a `check` (`check-1`), the evaluator is asked first and its verdict decides (see
+//! [`super::check`]).
 
 use super::Answer;
 use super::acceptance::accept;
 use super::advance::Tx;
+use super::check::{EvaluatorOutcome, complete_checked};
 use super::command::Submission;
 use super::ctx::Caller;
 use super::refusal::Refusal;
@@ -13,6 +16,7 @@ pub(crate) fn submit(
     caller: &Caller,
     token: &str,
     submission: Submission,
+    evaluation: Option<EvaluatorOutcome>,
 ) -> Result<Answer, Refusal> {
     tx.refuse_if_ended()?;
     let step_id = tx.verify_token(token)?;
@@ -24,10 +28,7 @@ pub(crate) fn submit(
         .find(|s| s.id.as_str() == step_id)
         .expect("claims are on process steps");
     match accept(tx, step, submission, caller.name(), true) {
-        Ok(accepted) => {
-            tx.complete(&step_id, accepted.record, accepted.next);
-            Ok(Answer::RunView)
-        }
+        Ok(accepted) => complete_checked(tx, step, accepted, evaluation),
         Err(issues) => {
             // Nothing changes for the caller; the issues wait in the handoff for whoever
             // claims the step next.

@@ -28,8 +28,8 @@ pub use uploads::{BlobStore, LocalBlobs, Upload, UploadRecord};
 
 use crate::actor::{self, Envelope, RunAddress};
 use crate::machine::{
-    Caller, Command, Decide, Decision, EvidenceItem, Limits, Mode, PinnedProcess, Refusal, StartRun,
-    Submission, UploadStatus, token,
+    Caller, Command, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest, EvidenceItem,
+    Limits, Mode, PinnedProcess, Refusal, StartRun, Submission, UploadStatus, token,
 };
 use agentprocess_process::PersonFormat;
 use agentprocess_store::keys::Keys;
@@ -60,22 +60,46 @@ pub struct RuntimeConfig {
     pub max_batch: usize,
     /// `describe.maxUploadBytes`.
     pub max_upload_bytes: usize,
+    /// `check-1`: who answers check questions. Without one, every check ends in an evaluator
+    /// error verdict.
+    pub evaluator: Option<Arc<dyn Evaluator>>,
+}
+
+/// Answers the questions of a step's `check` (`check-1`): a model behind an API in production.
+#[async_trait]
+pub trait Evaluator: Send + Sync + std::fmt::Debug {
+    /// One answer per question, in question order, and the model that gave them.
+    async fn evaluate(&self, request: &EvaluatorRequest) -> Result<(String, Vec<EvaluatorAnswer>), String>;
+}
+
+/// Asks the evaluator, retrying once; a second failure is the outcome `Failed`.
+pub(crate) async fn evaluate(
+    evaluator: Option<&Arc<dyn Evaluator>>,
+    request: &EvaluatorRequest,
+) -> EvaluatorOutcome {
+    let Some(evaluator) = evaluator else {
+        return EvaluatorOutcome::Failed;
+    };
+    for _ in 0..2 {
+        if let Ok((model, answers)) = evaluator.evaluate(request).await {
+            return EvaluatorOutcome::Answered { model, answers };
+        }
+    }
+    EvaluatorOutcome::Failed
 }
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             cluster: "default".into(),
-            limits: Limits {
-                run_data_bytes: 256 * 1024,
-                lease_seconds: 600,
-            },
+            limits: Limits::default(),
             person_format: PersonFormat::Email,
             escalation_group: "operators".into(),
             idempotency_retention: Duration::from_secs(7 * 24 * 3600),
             idle_eviction: Duration::from_secs(60),
             max_batch: 64,
             max_upload_bytes: 10 << 20,
+            evaluator: None,
         }
     }
 }
@@ -496,6 +520,7 @@ impl RunService for Runtime {
                             caller,
                             token,
                             submission,
+                            evaluation: None,
                         },
                     )
                 }
@@ -533,6 +558,7 @@ impl RunService for Runtime {
                         next,
                         reason,
                         note,
+                        evaluation: None,
                     }),
                 )
             }

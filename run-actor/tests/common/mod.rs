@@ -8,73 +8,18 @@ use agentprocess_process::{
     PersonRef, Process, ProcessName, Route, Step, StepId, StepKind, Target, Work, load,
 };
 use agentprocess_run_actor::machine::{
-    self, Actor, Assignment, Caller, Command, Ctx, Decide, Decision, EvidenceItem, Limits, Mode,
-    PinnedProcess, Refusal, RunState, StartRun, Submission, Timestamp, Transition, UploadLookup,
-    UploadStatus, render,
+    self, Actor, Assignment, Caller, Command, Ctx, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome,
+    EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Limits, Mode, PinnedProcess, Refusal, Reply, RunState,
+    StartRun, Submission, Timestamp, Transition, UploadLookup, UploadStatus, render,
 };
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
 
 // ---------------------------------------------------------------- schemas
 
-pub fn schemas_dir() -> PathBuf {
-    match std::env::var("AGENTPROCESS_SCHEMAS") {
-        Ok(dir) => PathBuf::from(dir),
-        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/agentprocess/schemas/core-2"),
-    }
-}
-
-const SCHEMA_BASE: &str = "https://agentprocess.io/schemas/core-2/";
-
-/// Resolves `$ref`s to other schema files by their `$id`, from the local copy.
-struct LocalSchemas(PathBuf);
-
-impl jsonschema::Retrieve for LocalSchemas {
-    fn retrieve(
-        &self,
-        uri: &jsonschema::Uri<String>,
-    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
-        let relative = uri
-            .as_str()
-            .strip_prefix(SCHEMA_BASE)
-            .ok_or_else(|| format!("not an agentprocess schema: {}", uri.as_str()))?;
-        let text = std::fs::read_to_string(self.0.join(relative))?;
-        Ok(serde_json::from_str(&text)?)
-    }
-}
-
-fn validators() -> &'static Mutex<HashMap<String, jsonschema::Validator>> {
-    static VALIDATORS: OnceLock<Mutex<HashMap<String, jsonschema::Validator>>> = OnceLock::new();
-    VALIDATORS.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// Asserts `value` is valid against `schema_file` (relative to the core-2 schema folder).
-pub fn assert_matches_schema(schema_file: &str, value: &Value) {
-    let mut validators = validators().lock().unwrap_or_else(|e| e.into_inner());
-    let validator = validators.entry(schema_file.to_string()).or_insert_with(|| {
-        let dir = schemas_dir();
-        let text = std::fs::read_to_string(dir.join(schema_file))
-            .unwrap_or_else(|e| panic!("cannot read schema {schema_file} in {}: {e}", dir.display()));
-        let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
-        jsonschema::options()
-            .with_retriever(LocalSchemas(dir))
-            .build(&schema)
-            .unwrap_or_else(|e| panic!("schema {schema_file} does not compile: {e}"))
-    });
-    let errors: Vec<String> = validator
-        .iter_errors(value)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "{schema_file} rejects the value:\n{}\nvalue: {}",
-        errors.join("\n"),
-        serde_json::to_string_pretty(value).unwrap()
-    );
-}
+#[allow(unused_imports)]
+pub use agentprocess_testkit::{assert_matches_schema, fixtures_dir, schemas_dir};
 
 // ---------------------------------------------------------------- processes
 
@@ -331,6 +276,31 @@ pub fn obj(value: Value) -> Map<String, Value> {
 /// 2026-10-06T09:00:00Z.
 pub const T0: i64 = 1_791_277_200_000;
 
+/// A fake evaluator: answers a request.
+pub type Evaluator = Box<dyn FnMut(&EvaluatorRequest) -> EvaluatorOutcome>;
+
+/// An evaluator whose answers pass every question of every check.
+pub fn passing_evaluator() -> Evaluator {
+    Box::new(|request: &EvaluatorRequest| EvaluatorOutcome::Answered {
+        model: "fake-evaluator".to_string(),
+        answers: request
+            .questions
+            .iter()
+            .map(|question| match question {
+                EvaluatorQuestion::YesNo { .. } => EvaluatorAnswer::YesNo { yes: 1.0 },
+                EvaluatorQuestion::Choice { pass, .. } => EvaluatorAnswer::Choice {
+                    name: pass[0].clone(),
+                    confidence: 1.0,
+                },
+                EvaluatorQuestion::Rubric { levels, .. } => EvaluatorAnswer::Rubric {
+                    level: levels.len() - 1,
+                    confidence: 1.0,
+                },
+            })
+            .collect(),
+    })
+}
+
 /// One run and a clock. Every applied command is checked for determinism, and every rendered
 /// result against its schema.
 pub struct World {
@@ -341,6 +311,12 @@ pub struct World {
     pub uploads: Uploads,
     pub limits: Limits,
     pub last: Option<Transition>,
+    /// `check-1`: answers evaluator requests the way the runtime does. When set, a command
+    /// answered with `NeedsEvaluation` is applied again with the outcome attached; when unset,
+    /// the `NeedsEvaluation` transition is returned as it is.
+    pub evaluator: Option<Evaluator>,
+    /// The latest evaluator request, with the command it was for.
+    pub last_request: Option<(EvaluatorRequest, Command)>,
 }
 
 impl World {
@@ -353,10 +329,17 @@ impl World {
             uploads: uploads(),
             limits: Limits {
                 run_data_bytes: 256 * 1024,
-                lease_seconds: 600,
+                ..Limits::default()
             },
             last: None,
+            evaluator: None,
+            last_request: None,
         }
+    }
+
+    /// Answers every evaluator request with `outcome`.
+    pub fn evaluate_with(&mut self, outcome: EvaluatorOutcome) {
+        self.evaluator = Some(Box::new(move |_| outcome.clone()));
     }
 
     pub fn run(&self) -> &RunState {
@@ -381,8 +364,31 @@ impl World {
         };
         let schema = result_schema(&command);
         let first = machine::apply(&self.process, self.run.as_ref(), command.clone(), &ctx);
-        let second = machine::apply(&self.process, self.run.as_ref(), command, &ctx);
+        let second = machine::apply(&self.process, self.run.as_ref(), command.clone(), &ctx);
         assert_eq!(first, second, "apply is deterministic");
+        if let Ok(Transition {
+            state,
+            effects,
+            reply: Reply::NeedsEvaluation(request),
+        }) = &first
+        {
+            assert_eq!(
+                Some(state),
+                self.run.as_ref(),
+                "asking the evaluator changes nothing"
+            );
+            assert!(effects.is_empty(), "asking the evaluator has no effects");
+            assert_eq!(
+                request.questions.len(),
+                request_questions(&self.process, &request.step)
+            );
+            self.last_request = Some(((**request).clone(), command.clone()));
+            if let Some(evaluator) = self.evaluator.as_mut() {
+                let outcome = evaluator(request);
+                return self.apply(command.with_evaluation(outcome));
+            }
+            return first;
+        }
         match &first {
             Ok(transition) => {
                 if let Some(schema) = schema {
@@ -458,6 +464,7 @@ impl World {
             caller,
             token: token.to_string(),
             submission,
+            evaluation: None,
         })
     }
 
@@ -476,6 +483,7 @@ impl World {
                 next: None,
                 reason: None,
                 note: None,
+                evaluation: None,
             },
         }
     }
@@ -530,6 +538,15 @@ impl World {
             .expect("timers apply");
         }
     }
+}
+
+fn request_questions(process: &PinnedProcess, step: &str) -> usize {
+    process
+        .process
+        .step(&id(step))
+        .and_then(|s| s.work())
+        .and_then(|w| w.check.as_ref())
+        .map_or(0, |c| c.questions.len())
 }
 
 fn result_schema(command: &Command) -> Option<&'static str> {
@@ -595,10 +612,6 @@ pub fn refused(result: Result<Transition, Refusal>) -> (machine::Code, Vec<Strin
 }
 
 // ---------------------------------------------------------------- fixtures
-
-pub fn fixtures_dir() -> PathBuf {
-    schemas_dir().join("../../fixtures")
-}
 
 pub fn fixture(name: &str) -> PinnedProcess {
     let path = fixtures_dir().join(name).join("PROCESS.md");
