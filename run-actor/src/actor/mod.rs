@@ -91,7 +91,7 @@ impl Envelope {
 }
 
 /// The sender of the run's actor, spawning the actor if it is not in memory.
-pub(crate) fn sender(inner: &Arc<Inner>, address: &RunAddress) -> mpsc::Sender<Envelope> {
+pub(crate) fn sender(inner: &Arc<Inner>, address: &RunAddress) -> mpsc::Sender<Box<Envelope>> {
     let mut actors = inner.actors.lock().unwrap();
     if let Some(sender) = actors.get(address)
         && !sender.is_closed()
@@ -110,7 +110,7 @@ pub(crate) fn sender(inner: &Arc<Inner>, address: &RunAddress) -> mpsc::Sender<E
 }
 
 /// Drops a sender whose actor has stopped, unless a new actor took its place already.
-pub(crate) fn forget(inner: &Inner, address: &RunAddress, stale: &mpsc::Sender<Envelope>) {
+pub(crate) fn forget(inner: &Inner, address: &RunAddress, stale: &mpsc::Sender<Box<Envelope>>) {
     let mut actors = inner.actors.lock().unwrap();
     if actors
         .get(address)
@@ -199,7 +199,7 @@ struct Actor {
 }
 
 impl Actor {
-    async fn run(mut self, mut mailbox: mpsc::Receiver<Envelope>) {
+    async fn run(mut self, mut mailbox: mpsc::Receiver<Box<Envelope>>) {
         let idle = self.inner.config.idle_eviction;
         let max_batch = self.inner.config.max_batch.max(1);
         loop {
@@ -218,10 +218,10 @@ impl Actor {
                     continue;
                 }
             };
-            let mut batch = vec![first];
+            let mut batch = vec![*first];
             while batch.len() < max_batch {
                 match mailbox.try_recv() {
-                    Ok(envelope) => batch.push(envelope),
+                    Ok(envelope) => batch.push(*envelope),
                     Err(_) => break,
                 }
             }

@@ -284,7 +284,7 @@ pub(crate) struct Inner {
     pub blobs: Arc<dyn BlobStore>,
     pub signals: Signals,
     pub stats: Stats,
-    pub actors: Mutex<HashMap<RunAddress, tokio::sync::mpsc::Sender<Envelope>>>,
+    pub actors: Mutex<HashMap<RunAddress, tokio::sync::mpsc::Sender<Box<Envelope>>>>,
 }
 
 /// The in-process runtime: one actor per live run, on top of a [`Store`].
@@ -363,10 +363,11 @@ impl Runtime {
 
     async fn send(&self, address: RunAddress, envelope: Envelope) -> Result<ToolOutcome, RuntimeError> {
         let (reply, answer) = oneshot::channel();
-        let mut envelope = Some(Envelope {
+        // Boxed, so that an idle actor's mailbox costs a block of pointers, not of envelopes.
+        let mut envelope = Some(Box::new(Envelope {
             reply: Some(reply),
             ..envelope
-        });
+        }));
         loop {
             let sender = actor::sender(&self.inner, &address);
             match sender.send(envelope.take().expect("sent once")).await {
