@@ -476,3 +476,41 @@ async fn uploads_are_recorded_and_verified_for_file_evidence() {
     assert_eq!(evidence["sha256"], stored["sha256"]);
     let _ = Submission::default();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_actors_are_evicted_and_reload_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let config = agentprocess_run_actor::runtime::RuntimeConfig {
+        idle_eviction: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let runtime = agentprocess_run_actor::runtime::Runtime::new(
+        store,
+        std::sync::Arc::new(agentprocess_run_actor::runtime::LocalBlobs::new(
+            dir.path().join("blobs"),
+        )),
+        config,
+        agentprocess_run_actor::runtime::Clock::starting_at(START),
+    );
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let caller = agent("a1");
+    let run = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+    assert_eq!(runtime.live_actors(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runtime.live_actors(), 0, "evicted when idle");
+    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    assert!(claimed["token"].is_string(), "loaded again from the store");
+    let stats = runtime.stats();
+    assert_eq!(stats.loads.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::Relaxed), 1);
+}

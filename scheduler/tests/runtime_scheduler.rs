@@ -472,3 +472,56 @@ async fn idempotency_records_go_after_their_retention() {
     scheduler.stop().await;
     store.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_window_fires_every_timer_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    let source = "---\nname: chase\ndescription: A step with a due date.\nsteps:\n  - id: work\n    agent: Do it.\n    due: 1h\n  - id: done\n    finish: done\n---\n\n# Chase\n";
+    runtime
+        .publish(ORG, source.as_bytes(), IndexMap::new())
+        .await
+        .unwrap();
+    for i in 0..50 {
+        start(&runtime, "chase", json!({}), Mode::Live, &format!("s-{i}")).await;
+        runtime.clock().advance(Duration::from_secs(1));
+    }
+    let config = SchedulerConfig {
+        timer_window: 4,
+        ..quick()
+    };
+    let scheduler = Scheduler::start(runtime.clone(), transport(), config);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(scheduler.timers_in_memory() <= 4, "only the window is in memory");
+    runtime.clock().advance(Duration::from_secs(7200));
+    let overdue = || async {
+        let page = ok(runtime
+            .get_work(
+                &agent("worker"),
+                GetWork {
+                    limit: Some(100),
+                    ..GetWork::default()
+                },
+            )
+            .await
+            .unwrap());
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| item["overdue"] == true)
+            .count()
+    };
+    eventually("every step is overdue", || async { overdue().await == 50 }).await;
+    let timers = runtime.keys().timers();
+    let left = runtime
+        .store()
+        .range(RangeRequest::new(timers))
+        .await
+        .unwrap()
+        .kvs
+        .len();
+    assert_eq!(left, 0, "every due timer fired once and is gone");
+    scheduler.stop().await;
+    store.close().await;
+}
