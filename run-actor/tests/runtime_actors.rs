@@ -514,3 +514,46 @@ async fn idle_actors_are_evicted_and_reload_from_the_store() {
     assert_eq!(stats.loads.load(std::sync::atomic::Ordering::Relaxed), 1);
     assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_too_large_for_one_transaction_is_committed_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    let branches: Vec<String> = (0..40).map(|b| format!("b{b}")).collect();
+    let mut source = format!(
+        "---\nname: fanout\ndescription: Agents side by side.\nsteps:\n  - id: fan\n    parallel: [{}]\n    next: done\n",
+        branches.join(", ")
+    );
+    for branch in &branches {
+        source.push_str(&format!(
+            "  - id: {branch}\n    agent: Your part.\n    next: join\n"
+        ));
+    }
+    source.push_str("  - id: done\n    finish: done\n---\n\n# Fanout\n");
+    runtime
+        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .await
+        .unwrap();
+    let run = run_id(&start(&runtime, &agent("starter"), "fanout", json!({}), "s-1").await);
+    let mut calls = Vec::new();
+    for (i, branch) in branches.iter().enumerate() {
+        let (runtime, run, branch) = (runtime.clone(), run.clone(), branch.clone());
+        calls.push(tokio::spawn(async move {
+            claim(
+                &runtime,
+                &agent(&format!("a{i}")),
+                &run,
+                &branch,
+                &format!("c-{i}"),
+            )
+            .await
+        }));
+    }
+    for call in calls {
+        assert!(ok(call.await.unwrap())["token"].is_string());
+    }
+    let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+    for branch in &branches {
+        assert_eq!(step_state(&view, branch), "claimed");
+    }
+}

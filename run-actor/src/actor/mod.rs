@@ -572,7 +572,9 @@ impl Actor {
                 Attempt::Done
             }
             Ok(_) => Attempt::Raced(batch),
-            Err(StoreError::InvalidRequest(why)) if batch.len() > 1 && why.contains("too") => {
+            // Over the store's operation count or request size (many claim results, each with
+            // its run data, in idempotency records): commit the batch in halves.
+            Err(StoreError::InvalidRequest(why)) if batch.len() > 1 && why.contains("limit") => {
                 Attempt::TooLarge(batch)
             }
             Err(e) => {
