@@ -25,5 +25,11 @@
 //!   token.rs      claim tokens: run id in the clear, hashed secret
 //!   time.rs       Timestamp: milliseconds since the epoch, RFC 3339
 //! ```
+//!
+//! [`runtime`] is the host around it: [`runtime::Runtime`] implements [`runtime::RunService`],
+//! routes each write to the actor of its run ([`actor`]), which applies commands one at a time
+//! and commits each batch in one store transaction, and serves reads from the indexes.
 
+pub mod actor;
 pub mod machine;
+pub mod runtime;

@@ -1,1 +1,110 @@
 //! Fires timers, due dates and claim expiry, and delivers the notification outbox.
+//!
+//! ```text
+//! timers.rs    a bounded window of the earliest timers, loaded in order from the timer index
+//! outbox.rs    at-least-once webhook delivery: HMAC-signed POSTs, backoff, dead letters
+//! cleanup.rs   removes idempotency records past their retention
+//! ```
+//!
+//! Everything the scheduler works from is in the store (the timer index, the outbox, the
+//! idempotency expiry index), so a restart resumes every timer and every undelivered
+//! notification. It reaches runs only through [`RunService::fire`]; firing is idempotent
+//! because a timer names the generation (or claim lease) it was armed for and the machine
+//! ignores stale ones.
+//!
+//! [`RunService::fire`]: agentprocess_run_actor::runtime::RunService::fire
+
+mod cleanup;
+mod outbox;
+mod timers;
+
+pub use outbox::{
+    DeliveryError, HttpTransport, SIGNATURE_HEADER, Transport, Webhook, configure_webhook, dead_letters, sign,
+};
+
+use agentprocess_run_actor::runtime::Runtime;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Settings of a scheduler. [`SchedulerConfig::default`] suits a single machine.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// How many of the earliest timers are kept in memory.
+    pub timer_window: usize,
+    /// Most timer firings in flight at once.
+    pub max_firing: usize,
+    /// Delivery attempts of a notification before it becomes a dead letter.
+    pub max_attempts: u32,
+    /// The wait before the second attempt; it doubles after each failure.
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+    /// How often the outbox is looked at without a hint.
+    pub outbox_poll: Duration,
+    /// How often expired idempotency records are removed.
+    pub cleanup_every: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            timer_window: 1024,
+            max_firing: 256,
+            max_attempts: 8,
+            first_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(300),
+            outbox_poll: Duration::from_secs(5),
+            cleanup_every: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A running scheduler: its timer, outbox and cleanup tasks.
+#[derive(Debug)]
+pub struct Scheduler {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    timers: Arc<timers::WindowStats>,
+}
+
+impl Scheduler {
+    /// Starts the scheduler's tasks over `runtime`'s store, delivering with `transport`.
+    pub fn start(runtime: Runtime, transport: Arc<dyn Transport>, config: SchedulerConfig) -> Scheduler {
+        let (stop, stopped) = watch::channel(false);
+        let timer_stats = Arc::new(timers::WindowStats::default());
+        let tasks = vec![
+            tokio::spawn(timers::run(
+                runtime.clone(),
+                config.clone(),
+                timer_stats.clone(),
+                stopped.clone(),
+            )),
+            tokio::spawn(outbox::run(
+                runtime.clone(),
+                transport,
+                config.clone(),
+                stopped.clone(),
+            )),
+            tokio::spawn(cleanup::run(runtime, config, stopped)),
+        ];
+        Scheduler {
+            stop,
+            tasks,
+            timers: timer_stats,
+        }
+    }
+
+    /// How many timers the window holds in memory now.
+    pub fn timers_in_memory(&self) -> usize {
+        self.timers.in_memory()
+    }
+
+    /// Stops every task and waits for them.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}

@@ -11,16 +11,20 @@
 //!   o/<org>/process/<name>/published/<version>             published process versions
 //!   o/<org>/process/<name>/draft/<draftId>                 drafts
 //!   o/<org>/upload/<uploadId>                              upload metadata
+//!   o/<org>/catalog/<name>                                 latest published version of each process
+//!   o/<org>/webhook/<webhookId>                            notification webhooks
+//!   o/<org>/deadletter/<createdAt>/<runId>/<seq>           notifications that could not be delivered
 //!   timer/<fireAt>/<org>/<runId>/<timerId>                 timer index, earliest first
 //!   claim/<org>/<runId>/<stepId>                           claim keys (attached to a lease)
 //!   outbox/<createdAt>/<org>/<runId>/<seq>                 notification outbox, oldest first
+//!   idemexpiry/<expiresAt>/<org>/<requestId>               when idempotency records may go
 //!   shard/<shard>                                          shard owner (attached to its lease)
 //!   host/<hostId>                                          live actor hosts (attached to leases)
 //!   leader/scheduler                                       scheduler election
 //! ```
 //!
-//! Everything an organization owns sits under `o/<org>/`. Timers, claims and the outbox are the
-//! exception ON PURPOSE: the scheduler reads them across every organization, so each is one
+//! Everything an organization owns sits under `o/<org>/`. Timers, claims, the outbox and the
+//! idempotency expiry index are the exception ON PURPOSE: the scheduler reads them across every organization, so each is one
 //! cluster-wide range (timers and outbox ordered by time first; the organization follows), and
 //! claim expiry is one watch on `claim/`.
 //!
@@ -105,6 +109,14 @@ pub struct OutboxKey {
     pub org: String,
     pub run_id: String,
     pub seq: u64,
+}
+
+/// An idempotency expiry entry, parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyExpiryKey {
+    pub expires_at_ms: u64,
+    pub org: String,
+    pub request_id: String,
 }
 
 /// A published process version key, parsed back.
@@ -323,7 +335,77 @@ impl Keys {
         self.org(org).lit("upload").prefix()
     }
 
-    // Cluster-wide: timers, claims, outbox.
+    // The process catalog, webhooks and dead letters.
+
+    /// The catalog entry of one process: its latest published version, for `list_processes`.
+    pub fn catalog_entry(&self, org: &str, process: &str) -> Vec<u8> {
+        self.org(org).lit("catalog").id(process).leaf()
+    }
+
+    /// The organization's catalog, by process name.
+    pub fn catalog(&self, org: &str) -> KeyRange {
+        self.org(org).lit("catalog").prefix()
+    }
+
+    pub fn webhook(&self, org: &str, webhook_id: &str) -> Vec<u8> {
+        self.org(org).lit("webhook").id(webhook_id).leaf()
+    }
+
+    pub fn webhooks(&self, org: &str) -> KeyRange {
+        self.org(org).lit("webhook").prefix()
+    }
+
+    pub fn dead_letter(&self, org: &str, created_at_ms: u64, run_id: &str, seq: u64) -> Vec<u8> {
+        self.org(org)
+            .lit("deadletter")
+            .num(created_at_ms)
+            .id(run_id)
+            .num(seq)
+            .leaf()
+    }
+
+    /// The organization's undeliverable notifications, oldest first.
+    pub fn dead_letters(&self, org: &str) -> KeyRange {
+        self.org(org).lit("deadletter").prefix()
+    }
+
+    // Cluster-wide: timers, claims, outbox, idempotency expiry.
+
+    pub fn idempotency_expiry(&self, expires_at_ms: u64, org: &str, request_id: &str) -> Vec<u8> {
+        self.key()
+            .lit("idemexpiry")
+            .num(expires_at_ms)
+            .id(org)
+            .id(request_id)
+            .leaf()
+    }
+
+    /// The idempotency records that may go at or before `until_ms`, earliest first.
+    pub fn idempotency_expiries_due(&self, until_ms: u64) -> KeyRange {
+        let start = self.key().lit("idemexpiry").prefix().start;
+        let end = match until_ms.checked_add(1) {
+            Some(after) => self.key().lit("idemexpiry").num(after).0,
+            None => self
+                .key()
+                .lit("idemexpiry")
+                .prefix()
+                .end
+                .expect("expiry prefix has an end"),
+        };
+        KeyRange::new(start, end)
+    }
+
+    pub fn parse_idempotency_expiry(&self, key: &[u8]) -> Option<IdempotencyExpiryKey> {
+        let mut p = self.parse(key)?;
+        p.lit("idemexpiry")?;
+        let parsed = IdempotencyExpiryKey {
+            expires_at_ms: p.num()?,
+            org: p.id()?,
+            request_id: p.id()?,
+        };
+        p.end()?;
+        Some(parsed)
+    }
 
     pub fn timer(&self, fire_at_ms: u64, org: &str, run_id: &str, timer_id: &str) -> Vec<u8> {
         self.key()
@@ -697,6 +779,16 @@ mod tests {
             Some(4)
         );
         assert_eq!(k.parse_shard(&k.shard(255)), Some(255));
+        let expiry = k.idempotency_expiry(9, "o", "req/1");
+        assert_eq!(
+            k.parse_idempotency_expiry(&expiry)
+                .map(|e| (e.expires_at_ms, e.request_id)),
+            Some((9, "req/1".to_string()))
+        );
+        assert!(k.idempotency_expiries_due(9).contains(&expiry));
+        assert!(!k.idempotency_expiries_due(8).contains(&expiry));
+        assert!(k.organization("o").contains(&k.dead_letter("o", 1, "r", 2)));
+        assert!(k.organization("o").contains(&k.webhook("o", "w")));
         // A key of another kind, or of another cluster, does not parse.
         assert_eq!(k.parse_timer(&ready), None);
         assert_eq!(Keys::new("staging").parse_ready_step(&ready), None);

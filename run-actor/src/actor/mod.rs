@@ -1,0 +1,669 @@
+//! Run actors: one task per live run. Commands to a run are applied one at a time, in arrival
+//! order; what queued while the previous commit was in flight is applied as one batch and
+//! committed in ONE store transaction, so many commands share one log sync.
+//!
+//! A batch's transaction:
+//!
+//! - compare: the run record's version is the one this actor last committed (0: no run yet),
+//!   and every idempotency key of a command that succeeded is absent;
+//! - put: the run record, index and timer entries that changed, claim keys (attached to store
+//!   leases), outbox entries, idempotency records and their expiry entries;
+//! - delete: index, timer and claim entries that no longer hold.
+//!
+//! Replies go out only after the commit. When a compare fails (a concurrent retry of the same
+//! `requestId` landed first, or the run changed under this actor), nothing was written and the
+//! batch is redone one command at a time, each looking for its idempotency record first.
+//! A refusal is never recorded; when it comes with a state to remember, that state is
+//! committed with the batch.
+
+mod records;
+
+pub use records::timer_command;
+
+use crate::machine::{
+    self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, Reply, RunState, Timestamp, Transition,
+    UploadLookup, UploadStatus,
+};
+use crate::runtime::{Inner, RuntimeError, ToolOutcome};
+use agentprocess_store::{Compare, LeaseId, RangeRequest, StoreError, Txn, TxnOp};
+use records::IndexEntries;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::sync::{mpsc, oneshot};
+
+/// How many commands may wait for one run's actor before senders wait.
+const MAILBOX: usize = 1024;
+/// Most operations one transaction carries (the store's, and etcd's, default limit is 128).
+const MAX_TXN_OPS: usize = 128;
+
+/// Which run an actor owns. Runs are per organization, so the organization is part of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct RunAddress {
+    pub organization: String,
+    pub run_id: String,
+}
+
+/// The `requestId` of a write and the fingerprint of its arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestKey {
+    pub id: String,
+    pub fingerprint: String,
+}
+
+/// One command on its way to an actor, with what the actor needs to apply it.
+#[derive(Debug)]
+pub(crate) struct Envelope {
+    pub command: Command,
+    pub request: Option<RequestKey>,
+    pub seed: [u8; 32],
+    /// The process a `start_run` pins.
+    pub pinned: Option<Arc<PinnedProcess>>,
+    /// Upload statuses looked up for the command's file evidence.
+    pub uploads: HashMap<String, UploadStatus>,
+    pub reply: Option<oneshot::Sender<Result<ToolOutcome, RuntimeError>>>,
+}
+
+impl Envelope {
+    pub(crate) fn new(
+        command: Command,
+        request: Option<RequestKey>,
+        seed: [u8; 32],
+        pinned: Option<Arc<PinnedProcess>>,
+        uploads: HashMap<String, UploadStatus>,
+    ) -> Self {
+        Envelope {
+            command,
+            request,
+            seed,
+            pinned,
+            uploads,
+            reply: None,
+        }
+    }
+
+    fn answer(self, outcome: Result<ToolOutcome, RuntimeError>) {
+        if let Some(reply) = self.reply {
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// The sender of the run's actor, spawning the actor if it is not in memory.
+pub(crate) fn sender(inner: &Arc<Inner>, address: &RunAddress) -> mpsc::Sender<Box<Envelope>> {
+    let mut actors = inner.actors.lock().unwrap();
+    if let Some(sender) = actors.get(address)
+        && !sender.is_closed()
+    {
+        return sender.clone();
+    }
+    let (sender, receiver) = mpsc::channel(MAILBOX);
+    actors.insert(address.clone(), sender.clone());
+    let actor = Actor {
+        inner: inner.clone(),
+        address: address.clone(),
+        loaded: None,
+    };
+    tokio::spawn(actor.run(receiver));
+    sender
+}
+
+/// Drops a sender whose actor has stopped, unless a new actor took its place already.
+pub(crate) fn forget(inner: &Inner, address: &RunAddress, stale: &mpsc::Sender<Box<Envelope>>) {
+    let mut actors = inner.actors.lock().unwrap();
+    if actors
+        .get(address)
+        .is_some_and(|current| current.same_channel(stale))
+    {
+        actors.remove(address);
+    }
+}
+
+/// The answer recorded for `request_id`: the original result for the same arguments,
+/// `conflict` for other arguments; `None` when there is no record.
+pub(crate) async fn replay(
+    inner: &Inner,
+    organization: &str,
+    request_id: &str,
+    fingerprint: &str,
+) -> Result<Option<ToolOutcome>, RuntimeError> {
+    let (record, _) = inner
+        .store
+        .get(&inner.keys.idempotency(organization, request_id))
+        .await?;
+    let Some(record) = record else { return Ok(None) };
+    let record: Value = serde_json::from_slice(&record.value)
+        .map_err(|e| RuntimeError::Corrupt(format!("idempotency record {request_id}: {e}")))?;
+    if record["fingerprint"].as_str() == Some(fingerprint) {
+        Ok(Some(ToolOutcome::Ok(record["data"].clone())))
+    } else {
+        Ok(Some(ToolOutcome::Refused(Refusal::conflict(
+            "request_id_reused",
+            "this requestId was used with other arguments",
+        ))))
+    }
+}
+
+/// A live claim as the store knows it.
+#[derive(Debug, Clone)]
+struct ClaimLease {
+    lease: u64,
+    store_lease: LeaseId,
+    expires_at: Timestamp,
+}
+
+/// What the actor knows the store holds for its run.
+#[derive(Debug)]
+struct Loaded {
+    run: Option<RunState>,
+    /// The run record's store version (0: no record).
+    version: i64,
+    pinned: Option<Arc<PinnedProcess>>,
+    index: IndexEntries,
+    claims: HashMap<String, ClaimLease>,
+}
+
+/// How one attempt at a batch ended.
+enum Attempt {
+    Done,
+    /// Compares failed: nothing was written. The envelopes come back unanswered.
+    Raced(Vec<Envelope>),
+    /// More operations than one transaction may carry: split the batch.
+    TooLarge(Vec<Envelope>),
+}
+
+/// Upload statuses looked up before the command reached the actor.
+#[derive(Debug)]
+struct Prefetched<'a>(&'a HashMap<String, UploadStatus>);
+
+impl UploadLookup for Prefetched<'_> {
+    fn lookup(&self, _organization: &str, upload_id: &str) -> UploadStatus {
+        self.0.get(upload_id).cloned().unwrap_or(UploadStatus::NotFound)
+    }
+}
+
+/// The outcome of one command within a batch, before the commit.
+enum Applied {
+    Ok {
+        data: Value,
+        notifications: Vec<Notification>,
+    },
+    Refused(Refusal),
+}
+
+struct Actor {
+    inner: Arc<Inner>,
+    address: RunAddress,
+    loaded: Option<Loaded>,
+}
+
+impl Actor {
+    async fn run(mut self, mut mailbox: mpsc::Receiver<Box<Envelope>>) {
+        let idle = self.inner.config.idle_eviction;
+        let max_batch = self.inner.config.max_batch.max(1);
+        loop {
+            let first = match tokio::time::timeout(idle, mailbox.recv()).await {
+                Ok(Some(envelope)) => envelope,
+                Ok(None) => return,
+                Err(_) => {
+                    // Evict, unless a command arrived meanwhile. Senders are handed out under the
+                    // same lock, so none can appear once the entry is gone.
+                    let mut actors = self.inner.actors.lock().unwrap();
+                    if mailbox.is_empty() {
+                        actors.remove(&self.address);
+                        self.inner.stats.evictions.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let mut batch = vec![*first];
+            while batch.len() < max_batch {
+                match mailbox.try_recv() {
+                    Ok(envelope) => batch.push(*envelope),
+                    Err(_) => break,
+                }
+            }
+            self.handle(batch).await;
+        }
+    }
+
+    /// Applies a batch in order. A `requestId` seen twice in one batch starts a new batch, so
+    /// that the second sees the first's record.
+    async fn handle(&mut self, mut batch: Vec<Envelope>) {
+        while !batch.is_empty() {
+            let cut = (1..batch.len())
+                .find(|&i| {
+                    batch[i].request.as_ref().is_some_and(|r| {
+                        batch[..i]
+                            .iter()
+                            .any(|e| e.request.as_ref().is_some_and(|q| q.id == r.id))
+                    })
+                })
+                .unwrap_or(batch.len());
+            let rest = batch.split_off(cut);
+            self.handle_batch(batch).await;
+            batch = rest;
+        }
+    }
+
+    async fn handle_batch(&mut self, batch: Vec<Envelope>) {
+        let mut pending = vec![batch];
+        while let Some(batch) = pending.pop() {
+            match self.attempt(batch).await {
+                Attempt::Done => {}
+                Attempt::TooLarge(mut batch) => {
+                    let second = batch.split_off(batch.len() / 2);
+                    pending.push(second);
+                    pending.push(batch);
+                }
+                Attempt::Raced(batch) => {
+                    for envelope in batch {
+                        self.handle_alone(envelope).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One command by itself, after a race: answer from its record if there is one, else
+    /// reload the run and apply it again.
+    async fn handle_alone(&mut self, envelope: Envelope) {
+        let mut envelope = envelope;
+        for _ in 0..3 {
+            if let Some(request) = &envelope.request {
+                match replay(
+                    &self.inner,
+                    &self.address.organization,
+                    &request.id,
+                    &request.fingerprint,
+                )
+                .await
+                {
+                    Ok(Some(answer)) => return envelope.answer(Ok(answer)),
+                    Ok(None) => {}
+                    Err(e) => return envelope.answer(Err(e)),
+                }
+            }
+            self.loaded = None;
+            match self.attempt(vec![envelope]).await {
+                Attempt::Done => return,
+                Attempt::Raced(mut back) | Attempt::TooLarge(mut back) => {
+                    envelope = back.pop().expect("one envelope");
+                }
+            }
+        }
+        self.loaded = None;
+        envelope.answer(Err(RuntimeError::Corrupt(
+            "the run kept changing under its actor".into(),
+        )));
+    }
+
+    async fn load(&mut self) -> Result<(), RuntimeError> {
+        if self.loaded.is_some() {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        let RunAddress { organization, run_id } = &self.address;
+        let (record, _) = inner.store.get(&inner.keys.run(organization, run_id)).await?;
+        let Some(record) = record else {
+            self.loaded = Some(Loaded {
+                run: None,
+                version: 0,
+                pinned: None,
+                index: IndexEntries::new(),
+                claims: HashMap::new(),
+            });
+            return Ok(());
+        };
+        let run: RunState = serde_json::from_slice(&record.value)
+            .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
+        let pinned = inner
+            .catalog
+            .pinned(organization, &run.process, run.version)
+            .await?
+            .ok_or_else(|| {
+                RuntimeError::Corrupt(format!(
+                    "run {run_id} pins {} v{}, which is not published",
+                    run.process, run.version
+                ))
+            })?;
+        let mut claims = HashMap::new();
+        let found = inner
+            .store
+            .range(RangeRequest::new(inner.keys.run_claims(organization, run_id)))
+            .await?;
+        for kv in found.kvs {
+            let (Some(key), Ok(value)) = (
+                inner.keys.parse_claim(&kv.key),
+                serde_json::from_slice::<Value>(&kv.value),
+            ) else {
+                continue;
+            };
+            if let (Some(lease), Some(store_lease), Some(expires_at)) = (
+                value["lease"].as_u64(),
+                value["storeLease"].as_i64(),
+                value["expiresAt"].as_i64(),
+            ) {
+                claims.insert(
+                    key.step_id,
+                    ClaimLease {
+                        lease,
+                        store_lease: LeaseId(store_lease),
+                        expires_at: Timestamp::from_millis(expires_at),
+                    },
+                );
+            }
+        }
+        inner.stats.loads.fetch_add(1, Ordering::Relaxed);
+        self.loaded = Some(Loaded {
+            index: records::index_of(&inner.keys, &pinned, &run),
+            run: Some(run),
+            version: record.version,
+            pinned: Some(pinned),
+            claims,
+        });
+        Ok(())
+    }
+
+    async fn attempt(&mut self, batch: Vec<Envelope>) -> Attempt {
+        if let Err(e) = self.load().await {
+            for envelope in batch {
+                envelope.answer(Err(e.clone()));
+            }
+            return Attempt::Done;
+        }
+        let inner = self.inner.clone();
+        let keys = &inner.keys;
+        let config = &inner.config;
+        let loaded = self.loaded.as_ref().expect("loaded above");
+        let RunAddress { organization, run_id } = &self.address;
+
+        // Apply every command in order to a working copy.
+        let mut work = loaded.run.clone();
+        let mut pinned = loaded.pinned.clone();
+        let mut applied = Vec::with_capacity(batch.len());
+        for envelope in &batch {
+            let Some(process) = pinned.clone().or_else(|| envelope.pinned.clone()) else {
+                applied.push(Applied::Refused(Refusal::not_found(
+                    "no such run in this organization",
+                )));
+                continue;
+            };
+            let apply = |command: Command, run: Option<&RunState>| {
+                let uploads = Prefetched(&envelope.uploads);
+                let ctx = Ctx {
+                    now: inner.clock.now(),
+                    seed: envelope.seed,
+                    limits: config.limits,
+                    person_format: config.person_format,
+                    escalation_group: &config.escalation_group,
+                    uploads: &uploads,
+                };
+                machine::apply(&process, run, command, &ctx)
+            };
+            let mut result = apply(envelope.command.clone(), work.as_ref());
+            // check-1: ask the evaluator, then apply the same command with its outcome. The run
+            // waits meanwhile: the outcome is judged against the state it was asked about.
+            if let Ok(Transition {
+                reply: Reply::NeedsEvaluation(request),
+                ..
+            }) = &result
+            {
+                let outcome = crate::runtime::evaluate(config.evaluator.as_ref(), request).await;
+                result = apply(envelope.command.clone().with_evaluation(outcome), work.as_ref());
+            }
+            match result {
+                Ok(transition) => {
+                    let notifications = transition
+                        .effects
+                        .into_iter()
+                        .filter_map(|effect| match effect {
+                            Effect::Notify(notification) => Some(notification),
+                            _ => None,
+                        })
+                        .collect();
+                    if work.is_none() {
+                        pinned = Some(process);
+                    }
+                    work = Some(transition.state);
+                    applied.push(Applied::Ok {
+                        data: transition.reply.data().clone(),
+                        notifications,
+                    });
+                }
+                Err(mut refusal) => {
+                    if let Some(state) = refusal.remember.take() {
+                        work = Some(*state);
+                    }
+                    applied.push(Applied::Refused(refusal));
+                }
+            }
+        }
+
+        let changed = work != loaded.run;
+        let records_needed = batch
+            .iter()
+            .zip(&applied)
+            .any(|(e, a)| e.request.is_some() && matches!(a, Applied::Ok { .. }));
+        if !changed && !records_needed {
+            self.answer(batch, applied).await;
+            return Attempt::Done;
+        }
+
+        // Build the transaction.
+        let now = inner.clock.now();
+        let run_key = keys.run(organization, run_id);
+        let mut compares = vec![Compare::version_is(run_key.clone(), loaded.version)];
+        let mut ops = Vec::new();
+        let version = if changed {
+            loaded.version + 1
+        } else {
+            loaded.version
+        };
+        let index = match (&work, &pinned) {
+            (Some(run), Some(process)) => records::index_of(keys, process, run),
+            _ => IndexEntries::new(),
+        };
+        if changed && let Some(run) = &work {
+            let bytes = match serde_json::to_vec(run) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    let error = RuntimeError::Corrupt(format!("run {run_id} does not serialize: {e}"));
+                    for envelope in batch {
+                        envelope.answer(Err(error.clone()));
+                    }
+                    return Attempt::Done;
+                }
+            };
+            ops.push(TxnOp::put(run_key, bytes));
+        }
+        for (key, value) in &index {
+            if loaded.index.get(key) != Some(value) {
+                ops.push(TxnOp::put(key.clone(), value.clone()));
+            }
+        }
+        for key in loaded.index.keys() {
+            if !index.contains_key(key) {
+                ops.push(TxnOp::delete(key.clone()));
+            }
+        }
+        let mut seq = 0u64;
+        for outcome in &applied {
+            let (Applied::Ok { notifications, .. }, Some(run)) = (outcome, &work) else {
+                continue;
+            };
+            for notification in notifications {
+                let number = (u64::try_from(version).unwrap_or(0) << 16) | seq;
+                seq += 1;
+                let id = format!("{run_id}.{number}");
+                let entry = records::outbox_entry(run, &id, now, notification);
+                ops.push(TxnOp::put(
+                    keys.outbox(records::millis(now), organization, run_id, number),
+                    entry.to_string(),
+                ));
+            }
+        }
+        let expires_at = now.plus_seconds(config.idempotency_retention.as_secs());
+        for (envelope, outcome) in batch.iter().zip(&applied) {
+            if let (Some(request), Applied::Ok { data, .. }) = (&envelope.request, outcome) {
+                let key = keys.idempotency(organization, &request.id);
+                compares.push(Compare::absent(key.clone()));
+                ops.push(TxnOp::put(
+                    key,
+                    records::idempotency_record(&request.fingerprint, run_id, now, data),
+                ));
+                ops.push(TxnOp::put(
+                    keys.idempotency_expiry(records::millis(expires_at), organization, &request.id),
+                    Vec::new(),
+                ));
+            }
+        }
+        if ops.len() > MAX_TXN_OPS && batch.len() > 1 {
+            return Attempt::TooLarge(batch);
+        }
+        let (claim_ops, claims, revoked) = match self.claim_changes(work.as_ref()).await {
+            Ok(changes) => changes,
+            Err(e) => {
+                for envelope in batch {
+                    envelope.answer(Err(e.clone().into()));
+                }
+                return Attempt::Done;
+            }
+        };
+        ops.extend(claim_ops);
+
+        let loaded = self.loaded.as_ref().expect("loaded above");
+        let new_timers = index
+            .keys()
+            .filter(|key| !loaded.index.contains_key(*key))
+            .filter_map(|key| keys.parse_timer(key))
+            .map(|timer| timer.fire_at_ms)
+            .min();
+        let notified = seq > 0;
+        let txn = Txn::new().when(compares).and_then(ops);
+        match inner.store.txn(txn).await {
+            Ok(result) if result.succeeded => {
+                inner.stats.commits.fetch_add(1, Ordering::Relaxed);
+                self.loaded = Some(Loaded {
+                    run: work,
+                    version,
+                    pinned,
+                    index,
+                    claims,
+                });
+                for lease in revoked {
+                    let store = inner.store.clone();
+                    tokio::spawn(async move {
+                        // Already gone is fine: the lease only guarantees cleanup.
+                        let _ = store.lease_revoke(lease).await;
+                    });
+                }
+                if let Some(fire_at) = new_timers {
+                    inner
+                        .signals
+                        .timer_armed(i64::try_from(fire_at).unwrap_or(i64::MAX));
+                }
+                if notified {
+                    inner.signals.outbox.notify_one();
+                }
+                self.answer(batch, applied).await;
+                Attempt::Done
+            }
+            Ok(_) => Attempt::Raced(batch),
+            // Over the store's operation count or request size (many claim results, each with
+            // its run data, in idempotency records): commit the batch in halves.
+            Err(StoreError::InvalidRequest(why)) if batch.len() > 1 && why.contains("limit") => {
+                Attempt::TooLarge(batch)
+            }
+            Err(e) => {
+                // The outcome is unknown: forget what we know and read the store again next time.
+                self.loaded = None;
+                for envelope in batch {
+                    envelope.answer(Err(e.clone().into()));
+                }
+                Attempt::Done
+            }
+        }
+    }
+
+    /// The claim key operations that bring the store's claims to `work`'s, granting or
+    /// extending store leases as needed; the claims after the commit; leases to revoke then.
+    async fn claim_changes(
+        &self,
+        work: Option<&RunState>,
+    ) -> Result<(Vec<TxnOp>, HashMap<String, ClaimLease>, Vec<LeaseId>), StoreError> {
+        let inner = &self.inner;
+        let loaded = self.loaded.as_ref().expect("loaded");
+        let RunAddress { organization, run_id } = &self.address;
+        let ttl = i64::try_from(inner.config.limits.lease_seconds).unwrap_or(i64::MAX);
+        let mut ops = Vec::new();
+        let mut claims = HashMap::new();
+        let mut revoked = Vec::new();
+        for step in work.iter().flat_map(|run| &run.steps) {
+            let Some(claim) = &step.claim else { continue };
+            let current = loaded.claims.get(&step.id);
+            let store_lease = match current {
+                Some(old) if old.lease == claim.lease && old.expires_at == claim.expires_at => {
+                    claims.insert(step.id.clone(), old.clone());
+                    continue;
+                }
+                Some(old) if old.lease == claim.lease => {
+                    match inner.store.lease_keep_alive(old.store_lease).await {
+                        Ok(_) => old.store_lease,
+                        Err(StoreError::LeaseNotFound(_)) => inner.store.lease_grant(ttl).await?.id,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some(old) => {
+                    revoked.push(old.store_lease);
+                    inner.store.lease_grant(ttl).await?.id
+                }
+                None => inner.store.lease_grant(ttl).await?.id,
+            };
+            ops.push(TxnOp::put_with_lease(
+                inner.keys.claim(organization, run_id, &step.id),
+                records::claim_value(claim.lease, store_lease.0, &claim.holder, claim.expires_at),
+                store_lease,
+            ));
+            claims.insert(
+                step.id.clone(),
+                ClaimLease {
+                    lease: claim.lease,
+                    store_lease,
+                    expires_at: claim.expires_at,
+                },
+            );
+        }
+        for (step, old) in &loaded.claims {
+            if !claims.contains_key(step) {
+                ops.push(TxnOp::delete(inner.keys.claim(organization, run_id, step)));
+                revoked.push(old.store_lease);
+            }
+        }
+        Ok((ops, claims, revoked))
+    }
+
+    /// Replies to a batch after its commit. A refused command whose `requestId` has a record
+    /// (a replay the machine now refuses, such as a second claim) answers from the record.
+    async fn answer(&self, batch: Vec<Envelope>, applied: Vec<Applied>) {
+        for (envelope, outcome) in batch.into_iter().zip(applied) {
+            let answer = match outcome {
+                Applied::Ok { data, .. } => Ok(ToolOutcome::Ok(data)),
+                Applied::Refused(refusal) => match &envelope.request {
+                    Some(request) => replay(
+                        &self.inner,
+                        &self.address.organization,
+                        &request.id,
+                        &request.fingerprint,
+                    )
+                    .await
+                    .map(|recorded| recorded.unwrap_or(ToolOutcome::Refused(refusal))),
+                    None => Ok(ToolOutcome::Refused(refusal)),
+                },
+            };
+            envelope.answer(answer);
+        }
+    }
+}

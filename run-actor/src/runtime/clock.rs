@@ -1,0 +1,71 @@
+//! Wall-clock time for the machine, read through tokio's clock so that a paused tokio runtime
+//! pauses it too, plus an offset tests can move forward ([`Clock::advance`]) to jump over hours
+//! and days without waiting.
+
+use crate::machine::Timestamp;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Milliseconds since the epoch: `base_ms` + the tokio time elapsed since `base` + the offset.
+///
+/// The scheduler sleeps until [`Clock::instant_at`] and wakes on [`Clock::jumped`], so moving
+/// the offset fires whatever fell due.
+#[derive(Debug, Clone)]
+pub struct Clock {
+    base_ms: i64,
+    base: Instant,
+    offset_ms: Arc<AtomicI64>,
+    jumped: Arc<Notify>,
+}
+
+impl Clock {
+    /// Starts at the current wall time.
+    pub fn system() -> Self {
+        let base_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        Clock::starting_at(Timestamp::from_millis(base_ms))
+    }
+
+    /// Starts at `at` now (tests pass a fixed instant).
+    pub fn starting_at(at: Timestamp) -> Self {
+        Clock {
+            base_ms: at.as_millis(),
+            base: Instant::now(),
+            offset_ms: Arc::new(AtomicI64::new(0)),
+            jumped: Arc::new(Notify::new()),
+        }
+    }
+
+    pub fn now(&self) -> Timestamp {
+        let elapsed = i64::try_from(self.base.elapsed().as_millis()).unwrap_or(i64::MAX);
+        Timestamp::from_millis(
+            self.base_ms
+                .saturating_add(elapsed)
+                .saturating_add(self.offset_ms.load(Ordering::Acquire)),
+        )
+    }
+
+    /// Moves this clock (and every clone) forward by `by`, and wakes whoever waits on
+    /// [`Clock::jumped`].
+    pub fn advance(&self, by: Duration) {
+        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.offset_ms.fetch_add(by, Ordering::AcqRel);
+        self.jumped.notify_waiters();
+    }
+
+    /// Completes when the clock is next moved by [`Clock::advance`].
+    pub async fn jumped(&self) {
+        self.jumped.notified().await;
+    }
+
+    /// The tokio instant at which this clock reads `at`, as far as known now (now, for
+    /// instants in the past).
+    pub fn instant_at(&self, at: Timestamp) -> Instant {
+        let ahead = at.as_millis().saturating_sub(self.now().as_millis());
+        Instant::now() + Duration::from_millis(u64::try_from(ahead).unwrap_or(0))
+    }
+}

@@ -1,0 +1,661 @@
+//! The runtime: routes every write to the actor of its run, serves reads from the indexes, keeps
+//! the process catalog and the uploads.
+//!
+//! ```text
+//! runtime/
+//!   mod.rs       Runtime, RunService, Write, ToolOutcome, RuntimeError, RuntimeConfig
+//!   clock.rs     Clock: wall time read through tokio's clock
+//!   catalog.rs   published process versions, pinned processes cached by version
+//!   reads.rs     get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
+//!   uploads.rs   BlobStore, the local directory blob store, upload records and lookups
+//! ```
+//!
+//! A write goes: [`RunService::execute`] → the run's id (from the token, the arguments, or for
+//! `start_run` derived from the organization and `requestId`) → the run's actor
+//! ([`crate::actor`]), which applies it with [`crate::machine::apply`] and commits the new
+//! state, index entries, timers, claim keys, outbox entries and the idempotency record in ONE
+//! store transaction before it answers.
+
+mod catalog;
+mod clock;
+mod reads;
+mod uploads;
+
+pub use catalog::{Catalog, CatalogError};
+pub use clock::Clock;
+pub use reads::{GetWork, ListRuns};
+pub use uploads::{BlobStore, LocalBlobs, Upload, UploadRecord};
+
+use crate::actor::{self, Envelope, RunAddress};
+use crate::machine::{
+    Caller, Command, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest, EvidenceItem,
+    Limits, Mode, PinnedProcess, Refusal, StartRun, Submission, UploadStatus, token,
+};
+use agentprocess_process::PersonFormat;
+use agentprocess_store::keys::Keys;
+use agentprocess_store::{Store, StoreError};
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, oneshot};
+
+/// Settings of a runtime. [`RuntimeConfig::default`] suits a single machine.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// The cluster name under which every key lives.
+    pub cluster: String,
+    pub limits: Limits,
+    pub person_format: PersonFormat,
+    /// The group escalated agent steps are assigned to.
+    pub escalation_group: String,
+    /// How long an idempotency record answers replays before the scheduler removes it.
+    pub idempotency_retention: Duration,
+    /// How long a run actor stays in memory without commands.
+    pub idle_eviction: Duration,
+    /// Most commands of one run applied together and committed in one transaction.
+    pub max_batch: usize,
+    /// `describe.maxUploadBytes`.
+    pub max_upload_bytes: usize,
+    /// `check-1`: who answers check questions. Without one, every check ends in an evaluator
+    /// error verdict.
+    pub evaluator: Option<Arc<dyn Evaluator>>,
+}
+
+/// Answers the questions of a step's `check` (`check-1`): a model behind an API in production.
+#[async_trait]
+pub trait Evaluator: Send + Sync + std::fmt::Debug {
+    /// One answer per question, in question order, and the model that gave them.
+    async fn evaluate(&self, request: &EvaluatorRequest) -> Result<(String, Vec<EvaluatorAnswer>), String>;
+}
+
+/// Asks the evaluator, retrying once; a second failure is the outcome `Failed`.
+pub(crate) async fn evaluate(
+    evaluator: Option<&Arc<dyn Evaluator>>,
+    request: &EvaluatorRequest,
+) -> EvaluatorOutcome {
+    let Some(evaluator) = evaluator else {
+        return EvaluatorOutcome::Failed;
+    };
+    for _ in 0..2 {
+        if let Ok((model, answers)) = evaluator.evaluate(request).await {
+            return EvaluatorOutcome::Answered { model, answers };
+        }
+    }
+    EvaluatorOutcome::Failed
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cluster: "default".into(),
+            limits: Limits::default(),
+            person_format: PersonFormat::Email,
+            escalation_group: "operators".into(),
+            idempotency_retention: Duration::from_secs(7 * 24 * 3600),
+            idle_eviction: Duration::from_secs(60),
+            max_batch: 64,
+            max_upload_bytes: 10 << 20,
+            evaluator: None,
+        }
+    }
+}
+
+/// A protocol write as the gateway hands it in: the tool's arguments, without `requestId`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    StartRun {
+        process: String,
+        version: Option<u64>,
+        inputs: Value,
+        mode: Mode,
+    },
+    Claim {
+        run_id: String,
+        step: String,
+    },
+    Renew {
+        token: String,
+        progress: Option<String>,
+    },
+    Submit {
+        token: String,
+        submission: Submission,
+    },
+    Escalate {
+        token: String,
+        note: String,
+    },
+    Decide {
+        run_id: String,
+        work_item: String,
+        snapshot: String,
+        decision: Decision,
+        output: Option<Map<String, Value>>,
+        evidence: Option<Vec<EvidenceItem>>,
+        summary: Option<String>,
+        next: Option<String>,
+        reason: Option<String>,
+        note: Option<String>,
+    },
+    Cancel {
+        run_id: String,
+        reason: String,
+    },
+    SendEvent {
+        run_id: String,
+        name: String,
+        data: Option<Map<String, Value>>,
+    },
+}
+
+/// A tool's answer: `{ ok: true, data }` or `{ ok: false, error }`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    Ok(Value),
+    Refused(Refusal),
+}
+
+impl ToolOutcome {
+    /// The tool result exactly as the tool contracts shape it.
+    pub fn to_json(&self) -> Value {
+        match self {
+            ToolOutcome::Ok(data) => json!({ "ok": true, "data": data }),
+            ToolOutcome::Refused(refusal) => json!({ "ok": false, "error": refusal.to_json() }),
+        }
+    }
+
+    pub fn data(&self) -> Option<&Value> {
+        match self {
+            ToolOutcome::Ok(data) => Some(data),
+            ToolOutcome::Refused(_) => None,
+        }
+    }
+
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            ToolOutcome::Ok(_) => None,
+            ToolOutcome::Refused(refusal) => Some(refusal),
+        }
+    }
+}
+
+/// An infrastructure failure: the caller sees `retry`. A write that failed this way may or may
+/// not have been committed; retrying it with the same `requestId` is always safe.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stored record does not parse: a bug or a foreign writer.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// The run's actor stopped before it answered.
+    #[error("the run's actor is gone")]
+    ActorGone,
+    #[error("blob store failed: {0}")]
+    Blobs(String),
+}
+
+/// What the gateway and the scheduler call: every write and read of runs. In process now; the
+/// same calls go over gRPC to an actor host in a cluster.
+#[async_trait]
+pub trait RunService: Send + Sync + std::fmt::Debug {
+    /// Applies one protocol write, idempotent on `(organization, request_id)`.
+    async fn execute(
+        &self,
+        caller: &Caller,
+        write: Write,
+        request_id: &str,
+    ) -> Result<ToolOutcome, RuntimeError>;
+
+    /// Sends a scheduler command (timer fired, claim expired) to a run.
+    async fn fire(&self, organization: &str, run_id: &str, command: Command) -> Result<(), RuntimeError>;
+
+    async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError>;
+
+    async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError>;
+
+    async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, RuntimeError>;
+
+    async fn list_processes(
+        &self,
+        caller: &Caller,
+        cursor: Option<String>,
+    ) -> Result<ToolOutcome, RuntimeError>;
+
+    /// The `upload` tool: stores the bytes and records their hash and size.
+    async fn upload(
+        &self,
+        caller: &Caller,
+        upload: Upload,
+        request_id: &str,
+    ) -> Result<ToolOutcome, RuntimeError>;
+}
+
+/// Hints from the runtime to the scheduler: something to look at sooner than it planned.
+#[derive(Debug)]
+pub struct Signals {
+    /// The earliest fire time (ms) of timers armed since the scheduler last looked.
+    earliest_timer: AtomicI64,
+    pub timers: Notify,
+    pub outbox: Notify,
+}
+
+impl Signals {
+    fn new() -> Self {
+        Signals {
+            earliest_timer: AtomicI64::new(i64::MAX),
+            timers: Notify::new(),
+            outbox: Notify::new(),
+        }
+    }
+
+    pub(crate) fn timer_armed(&self, fire_at_ms: i64) {
+        self.earliest_timer.fetch_min(fire_at_ms, Ordering::AcqRel);
+        self.timers.notify_one();
+    }
+
+    /// The earliest fire time armed since the last call (`i64::MAX`: none).
+    pub fn take_earliest_timer(&self) -> i64 {
+        self.earliest_timer.swap(i64::MAX, Ordering::AcqRel)
+    }
+}
+
+/// Counters of the runtime, for benchmarks and metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub commands: AtomicU64,
+    pub commits: AtomicU64,
+    pub loads: AtomicU64,
+    pub evictions: AtomicU64,
+}
+
+/// The shared state of a runtime: what every actor reads.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub store: Arc<dyn Store>,
+    pub keys: Keys,
+    pub config: RuntimeConfig,
+    pub clock: Clock,
+    pub catalog: Catalog,
+    pub blobs: Arc<dyn BlobStore>,
+    pub signals: Signals,
+    pub stats: Stats,
+    pub actors: Mutex<HashMap<RunAddress, tokio::sync::mpsc::Sender<Box<Envelope>>>>,
+}
+
+/// The in-process runtime: one actor per live run, on top of a [`Store`].
+///
+/// Cheap to clone. Must be created and used inside a tokio runtime.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Runtime {
+    pub fn new(
+        store: Arc<dyn Store>,
+        blobs: Arc<dyn BlobStore>,
+        config: RuntimeConfig,
+        clock: Clock,
+    ) -> Self {
+        let keys = Keys::new(&config.cluster);
+        Runtime {
+            inner: Arc::new(Inner {
+                catalog: Catalog::new(store.clone(), keys.clone()),
+                store,
+                keys,
+                config,
+                clock,
+                blobs,
+                signals: Signals::new(),
+                stats: Stats::default(),
+                actors: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    pub fn signals(&self) -> &Signals {
+        &self.inner.signals
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    /// How many run actors are in memory now.
+    pub fn live_actors(&self) -> usize {
+        self.inner.actors.lock().unwrap().len()
+    }
+
+    /// Publishes a process version (an admin action): see [`Catalog::publish`].
+    pub async fn publish(
+        &self,
+        organization: &str,
+        source: &[u8],
+        roles: indexmap::IndexMap<String, String>,
+    ) -> Result<u64, CatalogError> {
+        self.inner.catalog.publish(organization, source, roles).await
+    }
+
+    async fn send(&self, address: RunAddress, envelope: Envelope) -> Result<ToolOutcome, RuntimeError> {
+        let (reply, answer) = oneshot::channel();
+        // Boxed, so that an idle actor's mailbox costs a block of pointers, not of envelopes.
+        let mut envelope = Some(Box::new(Envelope {
+            reply: Some(reply),
+            ..envelope
+        }));
+        loop {
+            let sender = actor::sender(&self.inner, &address);
+            match sender.send(envelope.take().expect("sent once")).await {
+                Ok(()) => break,
+                // The actor was evicted between the lookup and the send: route again.
+                Err(tokio::sync::mpsc::error::SendError(back)) => {
+                    actor::forget(&self.inner, &address, &sender);
+                    envelope = Some(back);
+                }
+            }
+        }
+        answer.await.map_err(|_| RuntimeError::ActorGone)?
+    }
+
+    /// The uploads that file evidence in `evidence` names, looked up before the command reaches
+    /// the actor (the machine's lookup is synchronous; the blob store is not).
+    async fn prefetch_uploads(
+        &self,
+        organization: &str,
+        evidence: &[EvidenceItem],
+    ) -> Result<HashMap<String, UploadStatus>, RuntimeError> {
+        let mut found = HashMap::new();
+        for item in evidence.iter().filter(|e| e.kind == "file") {
+            if !found.contains_key(&item.reference) {
+                let status = uploads::verify(&self.inner, organization, &item.reference).await?;
+                found.insert(item.reference.clone(), status);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A fresh 32 random bytes for one command.
+pub(crate) fn random_seed() -> [u8; 32] {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).expect("the operating system's random source works");
+    seed
+}
+
+/// The seed of a `start_run`: derived from the organization and the `requestId`, so that a
+/// retry mints the same run id and lands on the same actor, which answers it from the record.
+fn start_seed(organization: &str, request_id: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"agentprocess start_run\0");
+    hasher.update(organization.as_bytes());
+    hasher.update([0]);
+    hasher.update(request_id.as_bytes());
+    hasher.finalize().into()
+}
+
+/// The run id `machine::apply` mints for `StartRun` from `seed`.
+///
+/// MUST match the machine's derivation (the first fresh value, purpose `run`); a test checks it.
+pub(crate) fn run_id_for_seed(seed: [u8; 32]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(seed);
+    hasher.update(b"run");
+    hasher.update(1u64.to_be_bytes());
+    let bytes: [u8; 32] = hasher.finalize().into();
+    format!("r_{}", &hex(&bytes)[..20])
+}
+
+/// What identifies "the same arguments" for idempotency: the caller's identity and the write.
+fn fingerprint(caller: &Caller, write: &Write) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(caller.organization.as_bytes());
+    hasher.update([0]);
+    hasher.update(caller.name().as_bytes());
+    hasher.update([0]);
+    hasher.update(format!("{write:?}").as_bytes());
+    hex(&hasher.finalize())
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}
+
+fn bad_token() -> ToolOutcome {
+    ToolOutcome::Refused(Refusal::invalid("the token does not verify"))
+}
+
+#[async_trait]
+impl RunService for Runtime {
+    async fn execute(
+        &self,
+        caller: &Caller,
+        write: Write,
+        request_id: &str,
+    ) -> Result<ToolOutcome, RuntimeError> {
+        self.inner.stats.commands.fetch_add(1, Ordering::Relaxed);
+        let organization = caller.organization.clone();
+        let fingerprint = fingerprint(caller, &write);
+        let caller = caller.clone();
+        let mut seed = random_seed();
+        let mut pinned: Option<Arc<PinnedProcess>> = None;
+        let mut uploads = HashMap::new();
+        let (run_id, command) = match write {
+            Write::StartRun {
+                process,
+                version,
+                inputs,
+                mode,
+            } => {
+                seed = start_seed(&organization, request_id);
+                let run_id = run_id_for_seed(seed);
+                match self
+                    .inner
+                    .catalog
+                    .resolve(&organization, &process, version)
+                    .await?
+                {
+                    Some(found) => pinned = Some(found),
+                    None => {
+                        // A replay of a start whose process was since removed still answers.
+                        if let Some(answer) =
+                            actor::replay(&self.inner, &organization, request_id, &fingerprint).await?
+                        {
+                            return Ok(answer);
+                        }
+                        return Ok(ToolOutcome::Refused(Refusal::not_found(format!(
+                            "no published process {process} in this organization"
+                        ))));
+                    }
+                }
+                (run_id, Command::StartRun(StartRun { caller, inputs, mode }))
+            }
+            Write::Claim { run_id, step } => (run_id, Command::Claim { caller, step }),
+            Write::Renew { token, progress } => match token::run_id(&token) {
+                Some(run_id) => (
+                    run_id.to_string(),
+                    Command::Renew {
+                        caller,
+                        token,
+                        progress,
+                    },
+                ),
+                None => return Ok(bad_token()),
+            },
+            Write::Submit { token, submission } => match token::run_id(&token) {
+                Some(run_id) => {
+                    uploads = self.prefetch_uploads(&organization, &submission.evidence).await?;
+                    (
+                        run_id.to_string(),
+                        Command::Submit {
+                            caller,
+                            token,
+                            submission,
+                            evaluation: None,
+                        },
+                    )
+                }
+                None => return Ok(bad_token()),
+            },
+            Write::Escalate { token, note } => match token::run_id(&token) {
+                Some(run_id) => (run_id.to_string(), Command::Escalate { caller, token, note }),
+                None => return Ok(bad_token()),
+            },
+            Write::Decide {
+                run_id,
+                work_item,
+                snapshot,
+                decision,
+                output,
+                evidence,
+                summary,
+                next,
+                reason,
+                note,
+            } => {
+                if let Some(evidence) = &evidence {
+                    uploads = self.prefetch_uploads(&organization, evidence).await?;
+                }
+                (
+                    run_id,
+                    Command::Decide(Decide {
+                        caller,
+                        work_item,
+                        snapshot,
+                        decision,
+                        output,
+                        evidence,
+                        summary,
+                        next,
+                        reason,
+                        note,
+                        evaluation: None,
+                    }),
+                )
+            }
+            Write::Cancel { run_id, reason } => (run_id, Command::Cancel { caller, reason }),
+            Write::SendEvent { run_id, name, data } => (run_id, Command::SendEvent { caller, name, data }),
+        };
+        let address = RunAddress { organization, run_id };
+        let envelope = Envelope::new(
+            command,
+            Some(actor::RequestKey {
+                id: request_id.to_string(),
+                fingerprint,
+            }),
+            seed,
+            pinned,
+            uploads,
+        );
+        self.send(address, envelope).await
+    }
+
+    async fn fire(&self, organization: &str, run_id: &str, command: Command) -> Result<(), RuntimeError> {
+        let address = RunAddress {
+            organization: organization.to_string(),
+            run_id: run_id.to_string(),
+        };
+        let envelope = Envelope::new(command, None, random_seed(), None, HashMap::new());
+        self.send(address, envelope).await.map(|_| ())
+    }
+
+    async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
+        reads::get_run(&self.inner, caller, run_id).await
+    }
+
+    async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError> {
+        reads::get_work(&self.inner, caller, request).await
+    }
+
+    async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, RuntimeError> {
+        reads::list_runs(&self.inner, caller, request).await
+    }
+
+    async fn list_processes(
+        &self,
+        caller: &Caller,
+        cursor: Option<String>,
+    ) -> Result<ToolOutcome, RuntimeError> {
+        reads::list_processes(&self.inner, caller, cursor).await
+    }
+
+    async fn upload(
+        &self,
+        caller: &Caller,
+        upload: Upload,
+        request_id: &str,
+    ) -> Result<ToolOutcome, RuntimeError> {
+        uploads::upload(&self.inner, caller, upload, request_id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{self, Actor, Ctx, NoUploads, Timestamp};
+
+    #[test]
+    fn start_run_ids_are_predicted_from_the_seed() {
+        let source = "---\nname: p\ndescription: d\nsteps:\n  - id: a\n    agent: do it\n  - id: done\n    finish: done\n---\n\nbody\n";
+        let loaded = agentprocess_process::load(source.as_bytes(), &agentprocess_process::Offer::EVERYTHING)
+            .expect("valid process");
+        let pinned = PinnedProcess {
+            process: loaded.process,
+            version: 1,
+            body: loaded.body,
+            roles: indexmap::IndexMap::new(),
+        };
+        let seed = start_seed("acme", "req-1");
+        let ctx = Ctx {
+            now: Timestamp::from_millis(1_000),
+            seed,
+            limits: RuntimeConfig::default().limits,
+            person_format: PersonFormat::Email,
+            escalation_group: "operators",
+            uploads: &NoUploads,
+        };
+        let caller = Caller {
+            organization: "acme".into(),
+            actor: Actor::Agent { id: "a1".into() },
+            operator: false,
+        };
+        let command = Command::StartRun(StartRun {
+            caller,
+            inputs: json!({}),
+            mode: Mode::Live,
+        });
+        let transition = machine::apply(&pinned, None, command, &ctx).expect("starts");
+        assert_eq!(transition.state.id, run_id_for_seed(seed));
+        assert_ne!(run_id_for_seed(start_seed("acme", "req-2")), transition.state.id);
+    }
+}

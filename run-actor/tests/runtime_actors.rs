@@ -1,0 +1,559 @@
+//! Run actors over the embedded store: serialization, parallel runs, idempotency, reads from
+//! the indexes, organization isolation, uploads.
+
+mod runtime_support;
+
+use agentprocess_run_actor::machine::{Code, EvidenceItem, Submission};
+use agentprocess_run_actor::runtime::{GetWork, ListRuns, RunService, Upload, Write};
+use runtime_support::*;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_on_one_run_are_applied_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let run = run_id(
+        &start(
+            &runtime,
+            &agent("starter"),
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        let (runtime, run) = (runtime.clone(), run.clone());
+        calls.push(tokio::spawn(async move {
+            claim(
+                &runtime,
+                &agent(&format!("a{i}")),
+                &run,
+                "diagnose",
+                &format!("c-{i}"),
+            )
+            .await
+        }));
+    }
+    let mut granted = 0;
+    for call in calls {
+        match call.await.unwrap() {
+            agentprocess_run_actor::runtime::ToolOutcome::Ok(data) => {
+                assert!(data["token"].is_string());
+                granted += 1;
+            }
+            agentprocess_run_actor::runtime::ToolOutcome::Refused(refusal) => {
+                assert_eq!(refusal.code, Code::Conflict);
+                assert_eq!(refusal.issues, vec!["claimed_by_other".to_string()]);
+            }
+        }
+    }
+    assert_eq!(granted, 1, "exactly one claim wins");
+    let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+    assert_eq!(step_state(&view, "diagnose"), "claimed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_runs_proceed_in_parallel() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let mut calls = Vec::new();
+    for i in 0..1000 {
+        let runtime = runtime.clone();
+        calls.push(tokio::spawn(async move {
+            let caller = agent(&format!("a{i}"));
+            let view = start(
+                &runtime,
+                &caller,
+                "support-escalation",
+                json!({ "ticketId": format!("T-{i}") }),
+                &format!("s-{i}"),
+            )
+            .await;
+            let run = run_id(&view);
+            let claimed = ok(claim(&runtime, &caller, &run, "diagnose", &format!("c-{i}")).await);
+            let token = claimed["token"].as_str().unwrap().to_string();
+            let view = ok(runtime
+                .execute(
+                    &caller,
+                    Write::Submit {
+                        token,
+                        submission: diagnosis(),
+                    },
+                    &format!("u-{i}"),
+                )
+                .await
+                .unwrap());
+            assert_eq!(step_state(&view, "confirm"), "waiting");
+            run
+        }));
+    }
+    let mut runs = Vec::new();
+    for call in calls {
+        runs.push(call.await.unwrap());
+    }
+    runs.sort();
+    runs.dedup();
+    assert_eq!(runs.len(), 1000);
+    // Many commands shared a commit.
+    let stats = runtime.stats();
+    let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(commits <= 3000, "{commits} commits");
+
+    // Every confirmation waits for tier 1, paged from the work-item index.
+    let lead = person("lead@acme.example", &["g_tier1-lead"]);
+    let mut seen = 0;
+    let mut cursor = None;
+    loop {
+        let page = ok(runtime
+            .get_work(
+                &lead,
+                GetWork {
+                    limit: Some(100),
+                    cursor: cursor.take(),
+                    process: None,
+                },
+            )
+            .await
+            .unwrap());
+        seen += page["items"].as_array().unwrap().len();
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, 1000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let caller = agent("a1");
+    let first = start(
+        &runtime,
+        &caller,
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        "s-1",
+    )
+    .await;
+    // start_run: a retry returns the original run and starts no other.
+    let again = start(
+        &runtime,
+        &caller,
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        "s-1",
+    )
+    .await;
+    assert_eq!(first, again);
+    let run = run_id(&first);
+
+    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    runtime.clock().advance(Duration::from_secs(3600));
+    let replayed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    assert_eq!(claimed, replayed, "token and expiresAt of the original claim");
+
+    // Other arguments under the same requestId: conflict.
+    let other = refused(claim(&runtime, &caller, &run, "tier1_handoff", "c-1").await);
+    assert_eq!(other.code, Code::Conflict);
+
+    // A failed call is not recorded: the same requestId succeeds once the call is right.
+    let token = claimed["token"].as_str().unwrap().to_string();
+    let renewed = runtime
+        .execute(
+            &caller,
+            Write::Renew {
+                token: token.clone(),
+                progress: None,
+            },
+            "r-1",
+        )
+        .await
+        .unwrap();
+    // The lease ended an hour ago (the actor's expiresAt is the truth): stale.
+    assert_eq!(refused(renewed).code, Code::Stale);
+    let fresh_claim = ok(claim(&runtime, &caller, &run, "diagnose", "c-2").await);
+    let token = fresh_claim["token"].as_str().unwrap().to_string();
+    let mut bad = diagnosis();
+    bad.output = None;
+    let not_accepted = refused(
+        runtime
+            .execute(
+                &caller,
+                Write::Submit {
+                    token: token.clone(),
+                    submission: bad,
+                },
+                "u-1",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(not_accepted.code, Code::NotAccepted);
+    let accepted = ok(runtime
+        .execute(
+            &caller,
+            Write::Submit {
+                token,
+                submission: diagnosis(),
+            },
+            "u-2",
+        )
+        .await
+        .unwrap());
+    assert_eq!(step_state(&accepted, "diagnose"), "done");
+    let listed = ok(runtime.list_runs(&caller, ListRuns::default()).await.unwrap());
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_of_one_request_resolve_to_one_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let caller = agent("a1");
+    let run = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+    let mut calls = Vec::new();
+    for _ in 0..20 {
+        let (runtime, run, caller) = (runtime.clone(), run.clone(), caller.clone());
+        calls.push(tokio::spawn(async move {
+            runtime
+                .execute(
+                    &caller,
+                    Write::SendEvent {
+                        run_id: run,
+                        name: "ping".into(),
+                        data: None,
+                    },
+                    "e-1",
+                )
+                .await
+                .unwrap()
+        }));
+    }
+    let mut answers = Vec::new();
+    for call in calls {
+        answers.push(ok(call.await.unwrap()));
+    }
+    assert!(answers.iter().all(|a| *a == answers[0]));
+    // The event was held once, not twenty times: the run record changed once for it.
+    let (record, _) = runtime.store().get(&runtime.keys().run(ORG, &run)).await.unwrap();
+    let state: serde_json::Value = serde_json::from_slice(&record.unwrap().value).unwrap();
+    assert_eq!(state["held_events"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn organizations_do_not_see_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_fixture(&runtime, "globex", "support-escalation").await;
+    let ours = agent("a1");
+    let theirs = in_org(agent("a1"), "globex");
+    let run = run_id(
+        &start(
+            &runtime,
+            &ours,
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "same",
+        )
+        .await,
+    );
+    // The same requestId in another organization is another request.
+    let their_run = run_id(
+        &start(
+            &runtime,
+            &theirs,
+            "support-escalation",
+            json!({ "ticketId": "T-9" }),
+            "same",
+        )
+        .await,
+    );
+    assert_ne!(run, their_run);
+    assert_eq!(
+        refused(runtime.get_run(&theirs, &run).await.unwrap()).code,
+        Code::NotFound
+    );
+    assert_eq!(
+        refused(claim(&runtime, &theirs, &run, "diagnose", "c").await).code,
+        Code::NotFound
+    );
+    let work = ok(runtime.get_work(&theirs, GetWork::default()).await.unwrap());
+    let items = work["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["runId"], their_run.as_str());
+    let processes = ok(runtime.list_processes(&theirs, None).await.unwrap());
+    assert_eq!(processes["items"][0]["name"], "support-escalation");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_work_and_list_runs_page_with_cursors_and_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_fixture(&runtime, ORG, "blog-publication").await;
+    let caller = agent("a1");
+    for i in 0..7 {
+        start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": format!("T-{i}") }),
+            &format!("s-{i}"),
+        )
+        .await;
+        runtime.clock().advance(Duration::from_millis(5));
+        start(
+            &runtime,
+            &caller,
+            "blog-publication",
+            json!({ "brief": "b", "slug": format!("p-{i}"), "publishAt": "2027-01-01T00:00:00Z" }),
+            &format!("b-{i}"),
+        )
+        .await;
+        runtime.clock().advance(Duration::from_millis(5));
+    }
+    // Agents: ready steps oldest first, three at a time, optionally one process only.
+    let mut ready = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = ok(runtime
+            .get_work(
+                &caller,
+                GetWork {
+                    limit: Some(3),
+                    cursor: cursor.take(),
+                    process: Some("blog-publication".into()),
+                },
+            )
+            .await
+            .unwrap());
+        for item in page["items"].as_array().unwrap() {
+            assert_eq!(item["process"], "blog-publication");
+            ready.push(item["readySince"].as_str().unwrap().to_string());
+        }
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(ready.len(), 7);
+    assert!(ready.windows(2).all(|w| w[0] <= w[1]));
+
+    // list_runs across processes, with an inputs filter.
+    let all = ok(runtime
+        .list_runs(
+            &caller,
+            ListRuns {
+                limit: Some(100),
+                ..ListRuns::default()
+            },
+        )
+        .await
+        .unwrap());
+    assert_eq!(all["items"].as_array().unwrap().len(), 14);
+    let one = ok(runtime
+        .list_runs(
+            &caller,
+            ListRuns {
+                process: Some("support-escalation".into()),
+                inputs: Some(object(json!({ "ticketId": "T-3" }))),
+                ..ListRuns::default()
+            },
+        )
+        .await
+        .unwrap());
+    assert_eq!(one["items"].as_array().unwrap().len(), 1);
+    assert_eq!(one["items"][0]["inputs"]["ticketId"], "T-3");
+    let bad = refused(
+        runtime
+            .get_work(
+                &caller,
+                GetWork {
+                    cursor: Some("zz".into()),
+                    ..GetWork::default()
+                },
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(bad.code, Code::Invalid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_recorded_and_verified_for_file_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "contract-review").await;
+    let owner = person("owner@acme.example", &[]);
+    let view = start(
+        &runtime,
+        &owner,
+        "contract-review",
+        json!({ "contractId": "C-1", "document": "d", "owner": "owner@acme.example" }),
+        "s-1",
+    )
+    .await;
+    let run = run_id(&view);
+    let upload = |bytes: Vec<u8>| Upload {
+        file_name: "contract.pdf".into(),
+        content_type: "application/pdf".into(),
+        bytes,
+    };
+    let too_big = refused(
+        runtime
+            .upload(
+                &owner,
+                upload(vec![0; runtime.config().max_upload_bytes + 1]),
+                "f-0",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(too_big.code, Code::Invalid);
+    let stored = ok(runtime
+        .upload(&owner, upload(b"%PDF-1.7".to_vec()), "f-1")
+        .await
+        .unwrap());
+    assert_eq!(stored["bytes"], 8);
+    let replayed = ok(runtime
+        .upload(&owner, upload(b"%PDF-1.7".to_vec()), "f-1")
+        .await
+        .unwrap());
+    assert_eq!(stored, replayed);
+    let id = stored["id"].as_str().unwrap().to_string();
+
+    let work = ok(runtime.get_work(&owner, GetWork::default()).await.unwrap());
+    let item = &work["items"][0]["workItem"];
+    let decide = |reference: &str, snapshot: &str| Write::Decide {
+        run_id: run.clone(),
+        work_item: item["id"].as_str().unwrap().into(),
+        snapshot: snapshot.into(),
+        decision: agentprocess_run_actor::machine::Decision::Completed,
+        output: Some(object(json!({ "revision": "r1", "summary": "terms" }))),
+        evidence: Some(vec![EvidenceItem {
+            kind: "file".into(),
+            reference: reference.into(),
+        }]),
+        summary: None,
+        next: None,
+        reason: None,
+        note: None,
+    };
+    let snapshot = item["snapshot"].as_str().unwrap().to_string();
+    let missing = refused(
+        runtime
+            .execute(&owner, decide("f_nope", &snapshot), "d-1")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(missing.code, Code::NotAccepted);
+    // Another organization cannot use this upload.
+    let done = ok(runtime
+        .execute(&owner, decide(&id, &snapshot), "d-2")
+        .await
+        .unwrap());
+    let evidence = &done["data"]["steps"]["prepare"]["evidence"][0];
+    assert_eq!(evidence["sha256"], stored["sha256"]);
+    let _ = Submission::default();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_actors_are_evicted_and_reload_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let config = agentprocess_run_actor::runtime::RuntimeConfig {
+        idle_eviction: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let runtime = agentprocess_run_actor::runtime::Runtime::new(
+        store,
+        std::sync::Arc::new(agentprocess_run_actor::runtime::LocalBlobs::new(
+            dir.path().join("blobs"),
+        )),
+        config,
+        agentprocess_run_actor::runtime::Clock::starting_at(START),
+    );
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let caller = agent("a1");
+    let run = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+    assert_eq!(runtime.live_actors(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runtime.live_actors(), 0, "evicted when idle");
+    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    assert!(claimed["token"].is_string(), "loaded again from the store");
+    let stats = runtime.stats();
+    assert_eq!(stats.loads.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_too_large_for_one_transaction_is_committed_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    let branches: Vec<String> = (0..40).map(|b| format!("b{b}")).collect();
+    let mut source = format!(
+        "---\nname: fanout\ndescription: Agents side by side.\nsteps:\n  - id: fan\n    parallel: [{}]\n    next: done\n",
+        branches.join(", ")
+    );
+    for branch in &branches {
+        source.push_str(&format!(
+            "  - id: {branch}\n    agent: Your part.\n    next: join\n"
+        ));
+    }
+    source.push_str("  - id: done\n    finish: done\n---\n\n# Fanout\n");
+    runtime
+        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .await
+        .unwrap();
+    let run = run_id(&start(&runtime, &agent("starter"), "fanout", json!({}), "s-1").await);
+    let mut calls = Vec::new();
+    for (i, branch) in branches.iter().enumerate() {
+        let (runtime, run, branch) = (runtime.clone(), run.clone(), branch.clone());
+        calls.push(tokio::spawn(async move {
+            claim(
+                &runtime,
+                &agent(&format!("a{i}")),
+                &run,
+                &branch,
+                &format!("c-{i}"),
+            )
+            .await
+        }));
+    }
+    for call in calls {
+        assert!(ok(call.await.unwrap())["token"].is_string());
+    }
+    let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+    for branch in &branches {
+        assert_eq!(step_state(&view, branch), "claimed");
+    }
+}

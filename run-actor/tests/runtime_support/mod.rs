@@ -1,0 +1,175 @@
+//! Shared helpers of the runtime tests: a runtime over an embedded store in a temporary
+//! directory, processes published from the conformance fixtures, callers.
+
+#![allow(dead_code)]
+
+use agentprocess_run_actor::machine::{Actor, Caller, Mode, Submission, Timestamp};
+use agentprocess_run_actor::runtime::{
+    Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
+};
+use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+pub const ORG: &str = "acme";
+
+/// 2026-10-01T00:00:00Z.
+pub const START: Timestamp = Timestamp::from_millis(1_790_812_800_000);
+
+pub fn agent(id: &str) -> Caller {
+    Caller {
+        organization: ORG.into(),
+        actor: Actor::Agent { id: id.into() },
+        operator: false,
+    }
+}
+
+pub fn person(email: &str, groups: &[&str]) -> Caller {
+    Caller {
+        organization: ORG.into(),
+        actor: Actor::Person {
+            email: email.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        },
+        operator: false,
+    }
+}
+
+pub fn in_org(mut caller: Caller, org: &str) -> Caller {
+    caller.organization = org.into();
+    caller
+}
+
+pub async fn open_store(dir: &Path) -> Arc<dyn Store> {
+    let (store, _) = EmbeddedStore::open(dir, EmbeddedOptions::default())
+        .await
+        .expect("store opens");
+    Arc::new(store)
+}
+
+pub fn runtime(store: Arc<dyn Store>, blobs: &Path, clock: Clock) -> Runtime {
+    Runtime::new(
+        store,
+        Arc::new(LocalBlobs::new(blobs)),
+        RuntimeConfig::default(),
+        clock,
+    )
+}
+
+/// A runtime over a fresh store in `dir`, with time starting at [`START`].
+pub async fn fresh(dir: &Path) -> Runtime {
+    let store = open_store(&dir.join("store")).await;
+    runtime(store, &dir.join("blobs"), Clock::starting_at(START))
+}
+
+/// Publishes a conformance fixture in `org`, each role bound to `g_<role>`.
+pub async fn publish_fixture(runtime: &Runtime, org: &str, name: &str) {
+    let (_, path) = agentprocess_testkit::fixtures()
+        .into_iter()
+        .find(|(fixture, _)| fixture == name)
+        .unwrap_or_else(|| panic!("no fixture {name}"));
+    let source = std::fs::read(&path).expect("fixture reads");
+    let loaded =
+        agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).expect("fixture loads");
+    let roles: IndexMap<String, String> = loaded
+        .process
+        .role_names()
+        .into_iter()
+        .map(|role| (role.to_string(), format!("g_{role}")))
+        .collect();
+    runtime.publish(org, &source, roles).await.expect("publishes");
+}
+
+pub fn ok(outcome: ToolOutcome) -> Value {
+    match outcome {
+        ToolOutcome::Ok(data) => data,
+        ToolOutcome::Refused(refusal) => panic!("refused: {refusal}"),
+    }
+}
+
+pub fn refused(outcome: ToolOutcome) -> agentprocess_run_actor::machine::Refusal {
+    match outcome {
+        ToolOutcome::Ok(data) => panic!("expected a refusal, got {data}"),
+        ToolOutcome::Refused(refusal) => refusal,
+    }
+}
+
+pub async fn start(runtime: &Runtime, caller: &Caller, process: &str, inputs: Value, request: &str) -> Value {
+    start_in_mode(runtime, caller, process, inputs, Mode::Live, request).await
+}
+
+pub async fn start_in_mode(
+    runtime: &Runtime,
+    caller: &Caller,
+    process: &str,
+    inputs: Value,
+    mode: Mode,
+    request: &str,
+) -> Value {
+    ok(runtime
+        .execute(
+            caller,
+            Write::StartRun {
+                process: process.into(),
+                version: None,
+                inputs,
+                mode,
+            },
+            request,
+        )
+        .await
+        .expect("no infrastructure error"))
+}
+
+pub fn run_id(view: &Value) -> String {
+    view["run"]["id"].as_str().expect("a run view").to_string()
+}
+
+pub async fn claim(runtime: &Runtime, caller: &Caller, run: &str, step: &str, request: &str) -> ToolOutcome {
+    runtime
+        .execute(
+            caller,
+            Write::Claim {
+                run_id: run.into(),
+                step: step.into(),
+            },
+            request,
+        )
+        .await
+        .expect("no infrastructure error")
+}
+
+pub fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => panic!("not an object"),
+    }
+}
+
+/// A `diagnose` submission for the support-escalation fixture that routes to `confirm`.
+pub fn diagnosis() -> Submission {
+    Submission {
+        output: Some(object(
+            json!({ "diagnosis": "cache", "attemptedFixes": "flushed it" }),
+        )),
+        evidence: vec![agentprocess_run_actor::machine::EvidenceItem {
+            kind: "link".into(),
+            reference: "https://tickets.example/1".into(),
+        }],
+        summary: Some("Flushed the cache; the error is gone.".into()),
+        next: Some("confirm".into()),
+        reason: Some("Fixed at tier 1.".into()),
+    }
+}
+
+pub fn step_state(view: &Value, step: &str) -> Value {
+    view["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["id"] == step)
+        .map(|s| s["state"].clone())
+        .unwrap_or(Value::Null)
+}

@@ -1,0 +1,48 @@
+//! Removes idempotency records whose retention has passed, using the expiry index written with
+//! each record.
+
+use crate::SchedulerConfig;
+use agentprocess_run_actor::runtime::Runtime;
+use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
+use tokio::sync::watch;
+
+/// Pairs of keys removed per transaction (two operations each, within the 128 limit).
+const PER_TXN: usize = 60;
+
+pub(crate) async fn run(runtime: Runtime, config: SchedulerConfig, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let _ = sweep(&runtime).await;
+        tokio::select! {
+            _ = tokio::time::sleep(config.cleanup_every) => {}
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
+/// Removes every record that expired by now; returns how many.
+pub(crate) async fn sweep(runtime: &Runtime) -> Result<usize, StoreError> {
+    let keys = runtime.keys();
+    let store = runtime.store();
+    let now = u64::try_from(runtime.clock().now().as_millis()).unwrap_or(0);
+    let mut removed = 0;
+    loop {
+        let page = store
+            .range(RangeRequest::new(keys.idempotency_expiries_due(now)).with_limit(PER_TXN))
+            .await?;
+        if page.kvs.is_empty() {
+            return Ok(removed);
+        }
+        let mut ops = Vec::new();
+        for kv in &page.kvs {
+            ops.push(TxnOp::delete(kv.key.clone()));
+            if let Some(expiry) = keys.parse_idempotency_expiry(&kv.key) {
+                ops.push(TxnOp::delete(keys.idempotency(&expiry.org, &expiry.request_id)));
+            }
+        }
+        store.txn(Txn::new().and_then(ops)).await?;
+        removed += page.kvs.len();
+        if !page.more {
+            return Ok(removed);
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Notification delivery: every outbox entry is POSTed as JSON to each webhook of its
+//! organization, signed with HMAC-SHA256 of the body under the webhook's secret, until every
+//! webhook answered 2xx; then the entry is deleted. Failures are retried with exponential
+//! backoff; after `max_attempts` the entry becomes a dead letter operators can list. Delivery
+//! is at least once: a crash between the POST and the delete sends it again, and receivers
+//! deduplicate on the notification's `id`. Test-mode runs never deliver.
+
+use crate::SchedulerConfig;
+use agentprocess_run_actor::runtime::Runtime;
+use agentprocess_store::keys::{Keys, OutboxKey};
+use agentprocess_store::{RangeRequest, Store, StoreError, Txn, TxnOp};
+use async_trait::async_trait;
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+/// The header carrying `sha256=<hex HMAC-SHA256 of the body>`.
+pub const SIGNATURE_HEADER: &str = "x-agentprocess-signature";
+/// The header carrying the notification id, for deduplication.
+pub const DELIVERY_HEADER: &str = "x-agentprocess-delivery";
+/// How many outbox entries one look at the outbox takes.
+const OUTBOX_PAGE: usize = 256;
+
+/// A webhook of an organization.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Webhook {
+    pub url: String,
+    pub secret: String,
+}
+
+/// Why one delivery failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct DeliveryError(pub String);
+
+/// Sends one signed POST. [`HttpTransport`] in production; tests may count calls.
+#[async_trait]
+pub trait Transport: Send + Sync + std::fmt::Debug {
+    async fn post(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Result<(), DeliveryError>;
+}
+
+/// HTTP(S) delivery with `reqwest` over rustls.
+#[derive(Debug, Clone)]
+pub struct HttpTransport {
+    client: reqwest::Client,
+}
+
+impl HttpTransport {
+    pub fn new(timeout: Duration) -> Self {
+        // reqwest is built without a bundled crypto provider; install ring's for the process
+        // (a no-op when another part of the binary installed one first).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        HttpTransport {
+            client: reqwest::Client::builder()
+                .timeout(timeout)
+                .build()
+                .expect("the HTTP client builds"),
+        }
+    }
+}
+
+#[async_trait]
+impl Transport for HttpTransport {
+    async fn post(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Result<(), DeliveryError> {
+        let mut request = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let response = request.send().await.map_err(|e| DeliveryError(e.to_string()))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(DeliveryError(format!("HTTP {}", response.status())))
+        }
+    }
+}
+
+/// `sha256=<hex>` of the HMAC-SHA256 of `body` under `secret`.
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// Adds or replaces a webhook of an organization.
+pub async fn configure_webhook(
+    store: &dyn Store,
+    keys: &Keys,
+    organization: &str,
+    id: &str,
+    webhook: &Webhook,
+) -> Result<(), StoreError> {
+    let value = serde_json::to_vec(webhook).expect("a webhook serializes");
+    store
+        .txn(Txn::new().and_then([TxnOp::put(keys.webhook(organization, id), value)]))
+        .await
+        .map(|_| ())
+}
+
+/// The organization's dead letters, oldest first: `{ notification, attempts, error }`.
+pub async fn dead_letters(
+    store: &dyn Store,
+    keys: &Keys,
+    organization: &str,
+    limit: usize,
+) -> Result<Vec<Value>, StoreError> {
+    let found = store
+        .range(RangeRequest::new(keys.dead_letters(organization)).with_limit(limit))
+        .await?;
+    Ok(found
+        .kvs
+        .iter()
+        .filter_map(|kv| serde_json::from_slice(&kv.value).ok())
+        .collect())
+}
+
+/// Delivery state of an entry that failed, kept in memory (a restart starts it again).
+#[derive(Debug)]
+struct Retry {
+    attempts: u32,
+    not_before: Instant,
+}
+
+enum Delivered {
+    /// Every webhook took it (or there was nothing to deliver): the entry is gone.
+    Done,
+    Failed(String),
+}
+
+pub(crate) async fn run(
+    runtime: Runtime,
+    transport: Arc<dyn Transport>,
+    config: SchedulerConfig,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut retries: HashMap<Vec<u8>, Retry> = HashMap::new();
+    let mut in_flight: HashMap<Vec<u8>, ()> = HashMap::new();
+    let mut deliveries: JoinSet<(Vec<u8>, Value, Result<Delivered, StoreError>)> = JoinSet::new();
+    loop {
+        // Look at the outbox: start deliveries of entries neither in flight nor waiting.
+        let now = Instant::now();
+        let page = runtime
+            .store()
+            .range(RangeRequest::new(runtime.keys().outbox_entries()).with_limit(OUTBOX_PAGE))
+            .await;
+        if let Ok(page) = page {
+            let present: Vec<&Vec<u8>> = page.kvs.iter().map(|kv| &kv.key).collect();
+            if !page.more {
+                retries.retain(|key, _| present.contains(&key));
+            }
+            for kv in page.kvs {
+                if in_flight.contains_key(&kv.key) || retries.get(&kv.key).is_some_and(|r| r.not_before > now)
+                {
+                    continue;
+                }
+                let Some(key) = runtime.keys().parse_outbox(&kv.key) else {
+                    continue;
+                };
+                let Ok(entry) = serde_json::from_slice::<Value>(&kv.value) else {
+                    continue;
+                };
+                in_flight.insert(kv.key.clone(), ());
+                let (runtime, transport) = (runtime.clone(), transport.clone());
+                let raw_key = kv.key.clone();
+                deliveries.spawn(async move {
+                    let outcome =
+                        deliver(&runtime, transport.as_ref(), &raw_key, &key, &entry, kv.value).await;
+                    (raw_key, entry, outcome)
+                });
+            }
+        }
+        let next_retry = retries.values().map(|r| r.not_before).min();
+        let poll = Instant::now() + config.outbox_poll;
+        let wake = next_retry.map_or(poll, |r| r.min(poll));
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = runtime.signals().outbox.notified() => {}
+            Some(done) = deliveries.join_next(), if !deliveries.is_empty() => {
+                let Ok((raw_key, entry, outcome)) = done else { continue };
+                in_flight.remove(&raw_key);
+                match outcome {
+                    Ok(Delivered::Done) => {
+                        retries.remove(&raw_key);
+                    }
+                    Ok(Delivered::Failed(error)) => {
+                        let retry = retries.entry(raw_key.clone()).or_insert(Retry { attempts: 0, not_before: Instant::now() });
+                        retry.attempts += 1;
+                        if retry.attempts >= config.max_attempts {
+                            if bury(&runtime, &raw_key, &entry, retry.attempts, &error).await.is_ok() {
+                                retries.remove(&raw_key);
+                            }
+                        } else {
+                            let backoff = config.first_backoff.saturating_mul(1 << (retry.attempts - 1).min(16));
+                            retry.not_before = Instant::now() + backoff.min(config.max_backoff);
+                        }
+                    }
+                    Err(_) => {
+                        let retry = retries.entry(raw_key).or_insert(Retry { attempts: 0, not_before: Instant::now() });
+                        retry.not_before = Instant::now() + config.first_backoff;
+                    }
+                }
+                // Wait for the rest of a burst before looking at the outbox again.
+                if !deliveries.is_empty() {
+                    continue;
+                }
+            }
+            _ = stopped.changed() => {
+                deliveries.shutdown().await;
+                return;
+            }
+        }
+    }
+}
+
+/// POSTs one entry to every webhook of its organization; deletes it once all took it.
+async fn deliver(
+    runtime: &Runtime,
+    transport: &dyn Transport,
+    raw_key: &[u8],
+    key: &OutboxKey,
+    entry: &Value,
+    body: Vec<u8>,
+) -> Result<Delivered, StoreError> {
+    let store = runtime.store();
+    let test_mode = entry["mode"].as_str() == Some("test");
+    let webhooks = if test_mode {
+        Vec::new()
+    } else {
+        store
+            .range(RangeRequest::new(runtime.keys().webhooks(&key.org)))
+            .await?
+            .kvs
+            .iter()
+            .filter_map(|kv| serde_json::from_slice::<Webhook>(&kv.value).ok())
+            .collect()
+    };
+    let id = entry["id"].as_str().unwrap_or_default().to_string();
+    let mut failures = Vec::new();
+    for webhook in &webhooks {
+        let headers = [
+            (SIGNATURE_HEADER, sign(&webhook.secret, &body)),
+            (DELIVERY_HEADER, id.clone()),
+        ];
+        if let Err(e) = transport.post(&webhook.url, &headers, body.clone()).await {
+            failures.push(format!("{}: {e}", webhook.url));
+        }
+    }
+    if !failures.is_empty() {
+        return Ok(Delivered::Failed(failures.join("; ")));
+    }
+    store
+        .txn(Txn::new().and_then([TxnOp::delete(raw_key.to_vec())]))
+        .await?;
+    Ok(Delivered::Done)
+}
+
+/// Moves an entry that could not be delivered to the organization's dead letters.
+async fn bury(
+    runtime: &Runtime,
+    raw_key: &[u8],
+    entry: &Value,
+    attempts: u32,
+    error: &str,
+) -> Result<(), StoreError> {
+    let keys = runtime.keys();
+    let Some(key) = keys.parse_outbox(raw_key) else {
+        return Ok(());
+    };
+    let letter = json!({ "notification": entry, "attempts": attempts, "error": error });
+    runtime
+        .store()
+        .txn(Txn::new().and_then([
+            TxnOp::delete(raw_key.to_vec()),
+            TxnOp::put(
+                keys.dead_letter(&key.org, key.created_at_ms, &key.run_id, key.seq),
+                letter.to_string(),
+            ),
+        ]))
+        .await
+        .map(|_| ())
+}

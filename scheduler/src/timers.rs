@@ -1,0 +1,204 @@
+//! The timer window: the earliest `timer_window` timers of the timer index in memory, fired at
+//! their time by sending their command to the run.
+//!
+//! The window is reloaded from the start of the index (earliest first) when it runs empty, when
+//! the runtime arms a timer that belongs inside it, and after firings settle. A fired timer's
+//! entry is removed by the run's own commit; one that is still there later (its firing failed,
+//! or the run ignored it) is held back with a growing delay, so a stuck entry never spins.
+//! Memory holds only the window and those held back, whatever the number of pending timers.
+
+use crate::SchedulerConfig;
+use agentprocess_run_actor::actor::timer_command;
+use agentprocess_run_actor::machine::Timestamp;
+use agentprocess_run_actor::runtime::{RunService, Runtime};
+use agentprocess_store::RangeRequest;
+use agentprocess_store::keys::TimerKey;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+/// Counters of the window, for tests and metrics.
+#[derive(Debug, Default)]
+pub(crate) struct WindowStats {
+    in_memory: AtomicUsize,
+}
+
+impl WindowStats {
+    pub(crate) fn in_memory(&self) -> usize {
+        self.in_memory.load(Ordering::Relaxed)
+    }
+}
+
+/// A timer fired earlier, held back until `not_before`.
+#[derive(Debug)]
+struct HeldBack {
+    attempts: u32,
+    not_before: Instant,
+}
+
+struct Window {
+    runtime: Runtime,
+    config: SchedulerConfig,
+    /// Timer key → parsed key, earliest first.
+    timers: BTreeMap<Vec<u8>, TimerKey>,
+    /// The window holds every timer of the index (no more were left out).
+    complete: bool,
+    /// The fire time of the last timer loaded, when the window is not complete.
+    last_fire_at: u64,
+    in_flight: HashMap<Vec<u8>, ()>,
+    held_back: HashMap<Vec<u8>, HeldBack>,
+    reload: bool,
+}
+
+pub(crate) async fn run(
+    runtime: Runtime,
+    config: SchedulerConfig,
+    stats: std::sync::Arc<WindowStats>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut window = Window {
+        runtime,
+        config,
+        timers: BTreeMap::new(),
+        complete: false,
+        last_fire_at: 0,
+        in_flight: HashMap::new(),
+        held_back: HashMap::new(),
+        reload: true,
+    };
+    let mut firing: JoinSet<(Vec<u8>, bool)> = JoinSet::new();
+    loop {
+        if window.reload {
+            if let Err(e) = window.load().await {
+                // The store is down: try again shortly.
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            window.reload = false;
+        }
+        stats
+            .in_memory
+            .store(window.timers.len() + window.held_back.len(), Ordering::Relaxed);
+        // Fire what is due.
+        let clock = window.runtime.clock().clone();
+        let now = clock.now();
+        while firing.len() < window.config.max_firing {
+            let Some((key, timer)) = window.timers.first_key_value() else {
+                break;
+            };
+            if i64::try_from(timer.fire_at_ms).unwrap_or(i64::MAX) > now.as_millis() {
+                break;
+            }
+            let (key, timer) = (key.clone(), timer.clone());
+            window.timers.remove(&key);
+            window.in_flight.insert(key.clone(), ());
+            let runtime = window.runtime.clone();
+            firing.spawn(async move {
+                let fired = match timer_command(&timer.timer_id) {
+                    Some(command) => runtime.fire(&timer.org, &timer.run_id, command).await.is_ok(),
+                    None => false,
+                };
+                (key, fired)
+            });
+        }
+        let next_fire = window.timers.first_key_value().map(|(_, t)| {
+            clock.instant_at(Timestamp::from_millis(
+                i64::try_from(t.fire_at_ms).unwrap_or(i64::MAX),
+            ))
+        });
+        let next_retry = window.held_back.values().map(|h| h.not_before).min();
+        let wake = [next_fire, next_retry].into_iter().flatten().min();
+        let can_fire = firing.len() < window.config.max_firing;
+        tokio::select! {
+            _ = async { tokio::time::sleep_until(wake.expect("guarded")).await }, if wake.is_some() && can_fire => {
+                if next_retry.is_some_and(|r| r <= Instant::now()) {
+                    window.reload = true;
+                }
+                if window.timers.is_empty() && !window.complete {
+                    window.reload = true;
+                }
+            }
+            _ = clock.jumped() => {}
+            _ = window.runtime.signals().timers.notified() => {
+                let earliest = window.runtime.signals().take_earliest_timer();
+                if window.complete || u64::try_from(earliest).unwrap_or(0) <= window.last_fire_at {
+                    window.reload = true;
+                }
+            }
+            Some(done) = firing.join_next(), if !firing.is_empty() => {
+                if let Ok((key, fired)) = done {
+                    window.in_flight.remove(&key);
+                    let held = window.held_back.entry(key).or_insert(HeldBack { attempts: 0, not_before: Instant::now() });
+                    held.attempts += 1;
+                    let backoff = window.config.first_backoff.saturating_mul(1 << held.attempts.min(16));
+                    held.not_before = Instant::now() + backoff.min(window.config.max_backoff);
+                    let _ = fired;
+                }
+                if window.timers.is_empty() && !window.complete {
+                    window.reload = true;
+                }
+            }
+            _ = stopped.changed() => {
+                firing.shutdown().await;
+                return;
+            }
+        }
+    }
+}
+
+impl Window {
+    /// Reloads the earliest timers, leaving out those in flight or held back.
+    async fn load(&mut self) -> Result<(), agentprocess_store::StoreError> {
+        let keys = self.runtime.keys().clone();
+        let store = self.runtime.store().clone();
+        let capacity = self.config.timer_window.max(1);
+        let now = Instant::now();
+        let mut timers = BTreeMap::new();
+        let mut seen_held = Vec::new();
+        let mut range = keys.timers();
+        let complete = loop {
+            let page = store
+                .range(RangeRequest::new(range.clone()).with_limit(capacity))
+                .await?;
+            for kv in &page.kvs {
+                if timers.len() >= capacity {
+                    break;
+                }
+                if self.in_flight.contains_key(&kv.key) {
+                    continue;
+                }
+                if let Some(held) = self.held_back.get(&kv.key) {
+                    seen_held.push(kv.key.clone());
+                    if held.not_before > now {
+                        continue;
+                    }
+                }
+                if let Some(timer) = keys.parse_timer(&kv.key) {
+                    timers.insert(kv.key.clone(), timer);
+                }
+            }
+            if timers.len() >= capacity {
+                break false;
+            }
+            if !page.more {
+                break true;
+            }
+            let mut next = page.kvs.last().expect("a page with more has keys").key.clone();
+            next.push(0);
+            range.start = next;
+        };
+        // Held-back entries that are gone from the index are done with.
+        let last_key = timers.keys().next_back().cloned();
+        self.held_back.retain(|key, _| {
+            seen_held.contains(key) || (!complete && last_key.as_ref().is_some_and(|last| key > last))
+        });
+        self.last_fire_at = timers.values().next_back().map_or(0, |t| t.fire_at_ms);
+        self.timers = timers;
+        self.complete = complete;
+        Ok(())
+    }
+}

@@ -1,0 +1,527 @@
+//! The scheduler over a real runtime and embedded store: timers across a restart, claim
+//! expiry, webhook delivery with retries and dead letters, idempotency cleanup. Time is the
+//! runtime's injected clock, moved forward with `Clock::advance`.
+
+use agentprocess_run_actor::machine::{Actor, Caller, Decision, Mode, Timestamp};
+use agentprocess_run_actor::runtime::{
+    Clock, GetWork, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
+};
+use agentprocess_scheduler::{
+    HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, Webhook, configure_webhook, dead_letters,
+    sign,
+};
+use agentprocess_store::{EmbeddedOptions, EmbeddedStore, RangeRequest};
+use indexmap::IndexMap;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ORG: &str = "acme";
+/// 2026-10-01T00:00:00Z.
+const START: Timestamp = Timestamp::from_millis(1_790_812_800_000);
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn agent(id: &str) -> Caller {
+    Caller {
+        organization: ORG.into(),
+        actor: Actor::Agent { id: id.into() },
+        operator: false,
+    }
+}
+
+fn person(email: &str, groups: &[&str]) -> Caller {
+    Caller {
+        organization: ORG.into(),
+        actor: Actor::Person {
+            email: email.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        },
+        operator: false,
+    }
+}
+
+fn ok(outcome: ToolOutcome) -> Value {
+    match outcome {
+        ToolOutcome::Ok(data) => data,
+        ToolOutcome::Refused(refusal) => panic!("refused: {refusal}"),
+    }
+}
+
+async fn open(dir: &Path, at: Timestamp) -> (EmbeddedStore, Runtime) {
+    let (store, _) = EmbeddedStore::open(dir.join("store"), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    let runtime = Runtime::new(
+        Arc::new(store.clone()),
+        Arc::new(LocalBlobs::new(dir.join("blobs"))),
+        RuntimeConfig::default(),
+        Clock::starting_at(at),
+    );
+    (store, runtime)
+}
+
+async fn publish(runtime: &Runtime, name: &str) {
+    let (_, path) = agentprocess_testkit::fixtures()
+        .into_iter()
+        .find(|(fixture, _)| fixture == name)
+        .unwrap();
+    let source = std::fs::read(path).unwrap();
+    let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
+    let roles: IndexMap<String, String> = loaded
+        .process
+        .role_names()
+        .into_iter()
+        .map(|role| (role.to_string(), format!("g_{role}")))
+        .collect();
+    runtime.publish(ORG, &source, roles).await.unwrap();
+}
+
+async fn start(runtime: &Runtime, process: &str, inputs: Value, mode: Mode, request: &str) -> String {
+    let view = ok(runtime
+        .execute(
+            &agent("starter"),
+            Write::StartRun {
+                process: process.into(),
+                version: None,
+                inputs,
+                mode,
+            },
+            request,
+        )
+        .await
+        .unwrap());
+    view["run"]["id"].as_str().unwrap().to_string()
+}
+
+fn quick() -> SchedulerConfig {
+    SchedulerConfig {
+        first_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+        outbox_poll: Duration::from_millis(50),
+        cleanup_every: Duration::from_millis(50),
+        ..SchedulerConfig::default()
+    }
+}
+
+fn transport() -> Arc<HttpTransport> {
+    Arc::new(HttpTransport::new(Duration::from_secs(5)))
+}
+
+/// Waits (in real time) until `check` holds, for at most ten seconds.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..500 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+async fn ready_steps(runtime: &Runtime) -> Vec<Value> {
+    let page = ok(runtime
+        .get_work(&agent("worker"), GetWork::default())
+        .await
+        .unwrap());
+    page["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_fires_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    publish(&runtime, "customer-offboarding").await;
+    let effective = Timestamp::from_millis(START.as_millis() + 86_400_000);
+    let run = start(
+        &runtime,
+        "customer-offboarding",
+        json!({ "customerId": "C-1", "effectiveAt": effective.to_rfc3339() }),
+        Mode::Live,
+        "s-1",
+    )
+    .await;
+    let owner = person("owner@acme.example", &["g_account-owner"]);
+    let work = ok(runtime.get_work(&owner, GetWork::default()).await.unwrap());
+    let item = &work["items"][0]["workItem"];
+    let decided = ok(runtime
+        .execute(
+            &owner,
+            Write::Decide {
+                run_id: run.clone(),
+                work_item: item["id"].as_str().unwrap().into(),
+                snapshot: item["snapshot"].as_str().unwrap().into(),
+                decision: Decision::Approved,
+                output: None,
+                evidence: None,
+                summary: None,
+                next: None,
+                reason: None,
+                note: None,
+            },
+            "d-1",
+        )
+        .await
+        .unwrap());
+    let state = |view: &Value, step: &str| {
+        view["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == step)
+            .unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(state(&decided, "effective_time"), "waiting");
+    let now = runtime.clock().now();
+    store.close().await;
+    drop(runtime);
+
+    // A new process: same directory, time goes on from where it was.
+    let (store, runtime) = open(dir.path(), now).await;
+    let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(ready_steps(&runtime).await.is_empty(), "nothing fires early");
+    runtime.clock().advance(DAY);
+    eventually("cancel_services is ready", || async {
+        ready_steps(&runtime)
+            .await
+            .iter()
+            .any(|item| item["stepId"] == "cancel_services")
+    })
+    .await;
+    let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+    assert_eq!(state(&view, "effective_time"), "done");
+    scheduler.stop().await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    publish(&runtime, "support-escalation").await;
+    let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
+    let run = start(
+        &runtime,
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        Mode::Live,
+        "s-1",
+    )
+    .await;
+    let holder = agent("a1");
+    let claimed = ok(runtime
+        .execute(
+            &holder,
+            Write::Claim {
+                run_id: run.clone(),
+                step: "diagnose".into(),
+            },
+            "c-1",
+        )
+        .await
+        .unwrap());
+    let renewed = ok(runtime
+        .execute(
+            &holder,
+            Write::Renew {
+                token: claimed["token"].as_str().unwrap().into(),
+                progress: Some("read the logs".into()),
+            },
+            "r-1",
+        )
+        .await
+        .unwrap());
+    assert_ne!(renewed["token"], claimed["token"]);
+    assert!(ready_steps(&runtime).await.is_empty());
+
+    runtime.clock().advance(Duration::from_secs(601));
+    eventually("diagnose is claimable again", || async {
+        ready_steps(&runtime)
+            .await
+            .iter()
+            .any(|item| item["stepId"] == "diagnose" && item["handoff"]["progress"] == "read the logs")
+    })
+    .await;
+    let again = ok(runtime
+        .execute(
+            &agent("a2"),
+            Write::Claim {
+                run_id: run,
+                step: "diagnose".into(),
+            },
+            "c-2",
+        )
+        .await
+        .unwrap());
+    assert_eq!(again["handoff"]["progress"], "read the logs");
+    scheduler.stop().await;
+    store.close().await;
+}
+
+/// One request a receiver saw: its headers (names in lower case) and its body.
+type Seen = (Vec<(String, String)>, Vec<u8>);
+
+/// A webhook receiver on 127.0.0.1 that answers the first `failures` requests with 500.
+#[derive(Clone, Default)]
+struct Receiver {
+    requests: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Receiver {
+    async fn start(failures: usize) -> (Receiver, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let receiver = Receiver::default();
+        let seen = receiver.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let (headers, body_start) = loop {
+                        let n = socket.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buffer.extend_from_slice(&chunk[..n]);
+                        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let text = String::from_utf8_lossy(&buffer[..end]).to_string();
+                            let headers: Vec<(String, String)> = text
+                                .lines()
+                                .skip(1)
+                                .filter_map(|line| line.split_once(':'))
+                                .map(|(n, v)| (n.trim().to_lowercase(), v.trim().to_string()))
+                                .collect();
+                            break (headers, end + 4);
+                        }
+                    };
+                    let length: usize = headers
+                        .iter()
+                        .find(|(n, _)| n == "content-length")
+                        .and_then(|(_, v)| v.parse().ok())
+                        .unwrap_or(0);
+                    while buffer.len() < body_start + length {
+                        let n = socket.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buffer.extend_from_slice(&chunk[..n]);
+                    }
+                    let body = buffer[body_start..body_start + length].to_vec();
+                    let count = {
+                        let mut requests = seen.requests.lock().unwrap();
+                        requests.push((headers, body));
+                        requests.len()
+                    };
+                    let status = if count <= failures {
+                        "500 Internal Server Error"
+                    } else {
+                        "200 OK"
+                    };
+                    let response =
+                        format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                    let _ = socket.write_all(response.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        (receiver, url)
+    }
+
+    fn requests(&self) -> Vec<Seen> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    publish(&runtime, "customer-offboarding").await;
+    let (receiver, url) = Receiver::start(2).await;
+    let webhook = Webhook {
+        url,
+        secret: "s3cret".into(),
+    };
+    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
+        .await
+        .unwrap();
+    let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
+    start(
+        &runtime,
+        "customer-offboarding",
+        inputs.clone(),
+        Mode::Test,
+        "t-1",
+    )
+    .await;
+    let live = start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
+    let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
+
+    eventually("the third attempt succeeds", || async {
+        receiver.requests().len() >= 3
+    })
+    .await;
+    let outbox = runtime.keys().outbox_entries();
+    eventually("the outbox is empty", || async {
+        runtime
+            .store()
+            .range(RangeRequest::new(outbox.clone()))
+            .await
+            .unwrap()
+            .kvs
+            .is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 3, "two failures, one success, nothing more");
+    for (headers, body) in &requests {
+        let signature = headers
+            .iter()
+            .find(|(n, _)| n == SIGNATURE_HEADER)
+            .map(|(_, v)| v.clone())
+            .unwrap();
+        assert_eq!(signature, sign("s3cret", body));
+        let notification: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(notification["type"], "work_item_opened");
+        assert_eq!(notification["runId"], live.as_str());
+        assert_eq!(notification["mode"], "live");
+        assert_eq!(notification["to"]["group"], "g_account-owner");
+    }
+    scheduler.stop().await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeliverable_notifications_become_dead_letters() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    publish(&runtime, "customer-offboarding").await;
+    let (receiver, url) = Receiver::start(usize::MAX).await;
+    let webhook = Webhook {
+        url,
+        secret: "s".into(),
+    };
+    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
+        .await
+        .unwrap();
+    let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
+    start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
+    let config = SchedulerConfig {
+        max_attempts: 3,
+        ..quick()
+    };
+    let scheduler = Scheduler::start(runtime.clone(), transport(), config);
+    eventually("a dead letter appears", || async {
+        !dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+        .await
+        .unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0]["attempts"], 3);
+    assert_eq!(letters[0]["notification"]["type"], "work_item_opened");
+    assert_eq!(receiver.requests().len(), 3);
+    scheduler.stop().await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_records_go_after_their_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    publish(&runtime, "support-escalation").await;
+    let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
+    start(
+        &runtime,
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        Mode::Live,
+        "s-1",
+    )
+    .await;
+    let record = runtime.keys().idempotency(ORG, "s-1");
+    assert!(runtime.store().get(&record).await.unwrap().0.is_some());
+    runtime.clock().advance(DAY * 6);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        runtime.store().get(&record).await.unwrap().0.is_some(),
+        "kept for the retention"
+    );
+    runtime.clock().advance(DAY * 2);
+    eventually("the record is gone", || async {
+        runtime.store().get(&record).await.unwrap().0.is_none()
+    })
+    .await;
+    scheduler.stop().await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_window_fires_every_timer_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    let source = "---\nname: chase\ndescription: A step with a due date.\nsteps:\n  - id: work\n    agent: Do it.\n    due: 1h\n  - id: done\n    finish: done\n---\n\n# Chase\n";
+    runtime
+        .publish(ORG, source.as_bytes(), IndexMap::new())
+        .await
+        .unwrap();
+    for i in 0..50 {
+        start(&runtime, "chase", json!({}), Mode::Live, &format!("s-{i}")).await;
+        runtime.clock().advance(Duration::from_secs(1));
+    }
+    let config = SchedulerConfig {
+        timer_window: 4,
+        ..quick()
+    };
+    let scheduler = Scheduler::start(runtime.clone(), transport(), config);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(scheduler.timers_in_memory() <= 4, "only the window is in memory");
+    runtime.clock().advance(Duration::from_secs(7200));
+    let overdue = || async {
+        let page = ok(runtime
+            .get_work(
+                &agent("worker"),
+                GetWork {
+                    limit: Some(100),
+                    ..GetWork::default()
+                },
+            )
+            .await
+            .unwrap());
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| item["overdue"] == true)
+            .count()
+    };
+    eventually("every step is overdue", || async { overdue().await == 50 }).await;
+    let timers = runtime.keys().timers();
+    let left = runtime
+        .store()
+        .range(RangeRequest::new(timers))
+        .await
+        .unwrap()
+        .kvs
+        .len();
+    assert_eq!(left, 0, "every due timer fired once and is gone");
+    scheduler.stop().await;
+    store.close().await;
+}
