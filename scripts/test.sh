@@ -18,4 +18,5 @@ if [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
 fi
 
 echo "== tests"
-cargo test --workspace --all-targets --locked
+# Libraries, binaries and tests; benchmarks are built by clippy above and run on their own.
+cargo test --workspace --lib --bins --tests --locked
