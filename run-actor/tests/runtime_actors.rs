@@ -215,6 +215,67 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_arguments_in_another_key_order_replay_and_a_changed_one_conflicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let caller = agent("a1");
+    let run = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    let token = claimed["token"].as_str().unwrap().to_string();
+    let submit = |output: &str| {
+        let mut submission = diagnosis();
+        submission.output = Some(object(serde_json::from_str(output).unwrap()));
+        Write::Submit {
+            token: token.clone(),
+            submission,
+        }
+    };
+    let first = ok(runtime
+        .execute(
+            &caller,
+            submit(r#"{ "diagnosis": "cache", "attemptedFixes": "flushed it" }"#),
+            "u-1",
+        )
+        .await
+        .unwrap());
+    assert_eq!(step_state(&first, "diagnose"), "done");
+
+    // Spec: repeating a write with the same arguments returns the original result.
+    let reordered = ok(runtime
+        .execute(
+            &caller,
+            submit(r#"{ "attemptedFixes": "flushed it", "diagnosis": "cache" }"#),
+            "u-1",
+        )
+        .await
+        .unwrap());
+    assert_eq!(first, reordered);
+
+    // Different arguments under the same requestId: conflict.
+    let changed = refused(
+        runtime
+            .execute(
+                &caller,
+                submit(r#"{ "attemptedFixes": "restarted it", "diagnosis": "cache" }"#),
+                "u-1",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(changed.code, Code::Conflict);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_retries_of_one_request_resolve_to_one_result() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;

@@ -3,11 +3,12 @@
 //!
 //! ```text
 //! runtime/
-//!   mod.rs       Runtime, RunService, Write, ToolOutcome, RuntimeError, RuntimeConfig
-//!   clock.rs     Clock: wall time read through tokio's clock
-//!   catalog.rs   published process versions, pinned processes cached by version
-//!   reads.rs     get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
-//!   uploads.rs   BlobStore, the local directory blob store, upload records and lookups
+//!   mod.rs           Runtime, RunService, Write, ToolOutcome, RuntimeError, RuntimeConfig
+//!   clock.rs         Clock: wall time read through tokio's clock
+//!   catalog.rs       published process versions, pinned processes cached by version
+//!   fingerprint.rs   what "the same arguments" means for idempotency
+//!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
+//!   uploads.rs       BlobStore, the local directory blob store, upload records and lookups
 //! ```
 //!
 //! A write goes: [`RunService::execute`] → the run's id (from the token, the arguments, or for
@@ -18,6 +19,7 @@
 
 mod catalog;
 mod clock;
+mod fingerprint;
 mod reads;
 mod uploads;
 
@@ -430,17 +432,6 @@ pub(crate) fn run_id_for_seed(seed: [u8; 32]) -> String {
     format!("r_{}", &hex(&bytes)[..20])
 }
 
-/// What identifies "the same arguments" for idempotency: the caller's identity and the write.
-fn fingerprint(caller: &Caller, write: &Write) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(caller.organization.as_bytes());
-    hasher.update([0]);
-    hasher.update(caller.name().as_bytes());
-    hasher.update([0]);
-    hasher.update(format!("{write:?}").as_bytes());
-    hex(&hasher.finalize())
-}
-
 pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes
@@ -465,7 +456,7 @@ impl RunService for Runtime {
     ) -> Result<ToolOutcome, RuntimeError> {
         self.inner.stats.commands.fetch_add(1, Ordering::Relaxed);
         let organization = caller.organization.clone();
-        let fingerprint = fingerprint(caller, &write);
+        let fingerprint = fingerprint::of_write(caller, &write);
         let caller = caller.clone();
         let mut seed = random_seed();
         let mut pinned: Option<Arc<PinnedProcess>> = None;

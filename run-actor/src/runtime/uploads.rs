@@ -108,17 +108,7 @@ pub(super) async fn upload(
         ));
     }
     let sha256 = hex(&Sha256::digest(&upload.bytes));
-    let fingerprint = {
-        let mut hasher = Sha256::new();
-        hasher.update(caller.name().as_bytes());
-        hasher.update([0]);
-        hasher.update(upload.file_name.as_bytes());
-        hasher.update([0]);
-        hasher.update(upload.content_type.as_bytes());
-        hasher.update([0]);
-        hasher.update(sha256.as_bytes());
-        hex(&hasher.finalize())
-    };
+    let fingerprint = super::fingerprint::of_upload(caller, &upload, &sha256);
     if let Some(answer) = actor::replay(inner, organization, request_id, &fingerprint).await? {
         return Ok(answer);
     }
