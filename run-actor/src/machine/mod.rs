@@ -35,8 +35,11 @@ pub use command::{Command, Decide, Decision, EvidenceItem, StartRun, Submission}
 pub use ctx::{Actor, Caller, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
 pub use effect::{Effect, Notification, Recipient};
 pub use refusal::{Code, Refusal};
+pub use start::run_id_for_seed;
 pub use state::*;
 pub use time::Timestamp;
+
+pub(crate) use ctx::hex;
 
 use advance::Tx;
 use serde_json::Value;

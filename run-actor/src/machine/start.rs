@@ -3,12 +3,25 @@
 
 use super::advance::Tx;
 use super::command::StartRun;
-use super::ctx::{Actor, Ctx, PinnedProcess, hex};
+use super::ctx::{Actor, Ctx, Fresh, PinnedProcess, hex};
 use super::refusal::Refusal;
 use super::state::*;
 use super::{Answer, Transition};
 use agentprocess_process::{PersonRef, check_values};
 use serde_json::Value;
+
+/// The id of the run that `start_run` starts when its context carries `seed`.
+///
+/// The runtime derives a start's seed from the organization and the `requestId` and calls this
+/// to route the start, and every retry of it, to the actor of the run it will create.
+pub fn run_id_for_seed(seed: [u8; 32]) -> String {
+    next_run_id(&mut Fresh::new(seed))
+}
+
+/// A run id: the command's FIRST fresh value, purpose `run`.
+fn next_run_id(fresh: &mut Fresh) -> String {
+    format!("r_{}", &hex(&fresh.bytes("run"))[..20])
+}
 
 pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) -> Result<Transition, Refusal> {
     let process = &pinned.process;
@@ -44,9 +57,9 @@ pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) ->
         Actor::Person { email, .. } => Some(email.clone()),
         Actor::Agent { .. } => None,
     };
-    let mut fresh = super::ctx::Fresh::new(ctx.seed);
+    let mut fresh = Fresh::new(ctx.seed);
     let run = RunState {
-        id: format!("r_{}", &hex(&fresh.bytes("run"))[..20]),
+        id: next_run_id(&mut fresh),
         organization: command.caller.organization.clone(),
         process: process.name.to_string(),
         version: pinned.version,

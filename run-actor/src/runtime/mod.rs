@@ -29,9 +29,10 @@ pub use reads::{GetWork, ListRuns};
 pub use uploads::{BlobStore, LocalBlobs, Upload, UploadRecord};
 
 use crate::actor::{self, Envelope, RunAddress};
+pub(crate) use crate::machine::hex;
 use crate::machine::{
-    Caller, Command, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest, EvidenceItem,
-    Limits, Mode, PinnedProcess, Refusal, StartRun, Submission, UploadStatus, token,
+    self, Caller, Command, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest,
+    EvidenceItem, Limits, Mode, PinnedProcess, Refusal, StartRun, Submission, UploadStatus, token,
 };
 use agentprocess_process::PersonFormat;
 use agentprocess_store::keys::Keys;
@@ -420,28 +421,6 @@ fn start_seed(organization: &str, request_id: &str) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// The run id `machine::apply` mints for `StartRun` from `seed`.
-///
-/// MUST match the machine's derivation (the first fresh value, purpose `run`); a test checks it.
-pub(crate) fn run_id_for_seed(seed: [u8; 32]) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(seed);
-    hasher.update(b"run");
-    hasher.update(1u64.to_be_bytes());
-    let bytes: [u8; 32] = hasher.finalize().into();
-    format!("r_{}", &hex(&bytes)[..20])
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-            let _ = write!(out, "{b:02x}");
-            out
-        })
-}
-
 fn bad_token() -> ToolOutcome {
     ToolOutcome::Refused(Refusal::invalid("the token does not verify"))
 }
@@ -469,7 +448,7 @@ impl RunService for Runtime {
                 mode,
             } => {
                 seed = start_seed(&organization, request_id);
-                let run_id = run_id_for_seed(seed);
+                let run_id = machine::run_id_for_seed(seed);
                 match self
                     .inner
                     .catalog
@@ -646,7 +625,10 @@ mod tests {
             mode: Mode::Live,
         });
         let transition = machine::apply(&pinned, None, command, &ctx).expect("starts");
-        assert_eq!(transition.state.id, run_id_for_seed(seed));
-        assert_ne!(run_id_for_seed(start_seed("acme", "req-2")), transition.state.id);
+        assert_eq!(transition.state.id, machine::run_id_for_seed(seed));
+        assert_ne!(
+            machine::run_id_for_seed(start_seed("acme", "req-2")),
+            transition.state.id
+        );
     }
 }
