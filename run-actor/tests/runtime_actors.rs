@@ -4,7 +4,9 @@
 mod runtime_support;
 
 use agentprocess_run_actor::machine::{Code, EvidenceItem, Submission};
-use agentprocess_run_actor::runtime::{GetWork, ListRuns, RunService, Upload, Write};
+use agentprocess_run_actor::runtime::{
+    GetWork, ListRuns, RunService, Runtime, Upload, Write, blob_store_from_url,
+};
 use runtime_support::*;
 use serde_json::json;
 use std::time::Duration;
@@ -463,7 +465,34 @@ async fn get_work_and_list_runs_page_with_cursors_and_filters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_are_recorded_and_verified_for_file_evidence() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = fresh(dir.path()).await;
+    uploads_are_recorded_and_verified(fresh(dir.path()).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_in_an_in_memory_object_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = blob_store_from_url("memory:///").unwrap();
+    uploads_are_recorded_and_verified(fresh_with_blobs(dir.path(), blobs).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_in_a_file_object_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs_dir = dir.path().join("blobs");
+    std::fs::create_dir_all(&blobs_dir).unwrap();
+    let url = url::Url::from_directory_path(&blobs_dir).unwrap();
+    let blobs = blob_store_from_url(url.as_str()).unwrap();
+    uploads_are_recorded_and_verified(fresh_with_blobs(dir.path(), blobs).await).await;
+    assert_eq!(
+        std::fs::read_dir(&blobs_dir).unwrap().count(),
+        1,
+        "one organization's folder"
+    );
+}
+
+/// Uploads are refused over `maxUploadBytes`, replayed by `requestId`, and usable as file
+/// evidence in the organization that made them.
+async fn uploads_are_recorded_and_verified(runtime: Runtime) {
     publish_fixture(&runtime, ORG, "contract-review").await;
     let owner = person("owner@acme.example", &[]);
     let view = start(
@@ -546,7 +575,7 @@ async fn idle_actors_are_evicted_and_reload_from_the_store() {
         idle_eviction: Duration::from_millis(50),
         ..Default::default()
     };
-    let runtime = agentprocess_run_actor::runtime::Runtime::new(
+    let runtime = Runtime::new(
         store,
         std::sync::Arc::new(agentprocess_run_actor::runtime::LocalBlobs::new(
             dir.path().join("blobs"),

@@ -8,7 +8,7 @@
 //!   catalog.rs       published process versions, pinned processes cached by version
 //!   fingerprint.rs   what "the same arguments" means for idempotency
 //!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
-//!   uploads.rs       BlobStore, the local directory blob store, upload records and lookups
+//!   uploads.rs       BlobStore over a local directory or object storage, upload records, lookups
 //! ```
 //!
 //! A write goes: [`RunService::execute`] → the run's id (from the token, the arguments, or for
@@ -26,7 +26,9 @@ mod uploads;
 pub use catalog::{Catalog, CatalogError};
 pub use clock::Clock;
 pub use reads::{GetWork, ListRuns};
-pub use uploads::{BlobStore, LocalBlobs, Upload, UploadRecord};
+pub use uploads::{
+    BlobStore, BlobUrlError, LocalBlobs, ObjectBlobs, Upload, UploadRecord, blob_store_from_url,
+};
 
 use crate::actor::{self, Envelope, RunAddress};
 pub(crate) use crate::machine::hex;

@@ -7,10 +7,14 @@ use crate::actor::{self};
 use crate::machine::{Caller, Refusal, UploadStatus};
 use agentprocess_store::{Compare, Txn, TxnOp};
 use async_trait::async_trait;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
+use std::sync::Arc;
+use url::Url;
 
 /// Where uploaded bytes live. Paths are relative, made of `[0-9a-z_/]` only.
 #[async_trait]
@@ -64,6 +68,74 @@ impl BlobStore for LocalBlobs {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("reading {path}: {e}")),
         }
+    }
+}
+
+/// A blob store over object storage: S3, Google Cloud Storage, Azure Blob Storage, a local
+/// file system or memory, chosen by URL. Paths are laid out under the URL's prefix exactly as
+/// [`LocalBlobs`] lays them out under its directory.
+#[derive(Debug)]
+pub struct ObjectBlobs {
+    store: Box<dyn ObjectStore>,
+    prefix: ObjectPath,
+}
+
+impl ObjectBlobs {
+    /// The object store that `url` names (`s3://bucket/prefix`, `gs://bucket/prefix`,
+    /// `az://container/prefix`, `file:///dir`, `memory:///`). Credentials and settings come from
+    /// the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`), as object_store's builders read them.
+    pub fn from_url(url: &Url) -> Result<Self, BlobUrlError> {
+        let settings = std::env::vars().filter(|(key, _)| {
+            ["AWS_", "GOOGLE_", "AZURE_"]
+                .iter()
+                .any(|prefix| key.starts_with(prefix))
+        });
+        let (store, prefix) = object_store::parse_url_opts(url, settings)?;
+        Ok(ObjectBlobs { store, prefix })
+    }
+
+    fn location(&self, path: &str) -> ObjectPath {
+        path.split('/')
+            .fold(self.prefix.clone(), |location, part| location.join(part))
+    }
+}
+
+#[async_trait]
+impl BlobStore for ObjectBlobs {
+    async fn put(&self, path: &str, bytes: &[u8]) -> Result<(), String> {
+        self.store
+            .put(&self.location(path), PutPayload::from(bytes.to_vec()))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("writing {path}: {e}"))
+    }
+
+    async fn get(&self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        let read = async { self.store.get(&self.location(path)).await?.bytes().await };
+        match read.await {
+            Ok(bytes) => Ok(Some(bytes.to_vec())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(format!("reading {path}: {e}")),
+        }
+    }
+}
+
+/// Why a blob store location does not open.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobUrlError {
+    #[error("not a blob store location: {0}")]
+    Url(#[from] url::ParseError),
+    #[error(transparent)]
+    ObjectStore(#[from] object_store::Error),
+}
+
+/// The blob store at `location`: a URL with a scheme opens an [`ObjectBlobs`]; a plain path is
+/// a [`LocalBlobs`] directory.
+pub fn blob_store_from_url(location: &str) -> Result<Arc<dyn BlobStore>, BlobUrlError> {
+    match Url::parse(location) {
+        Ok(url) => Ok(Arc::new(ObjectBlobs::from_url(&url)?)),
+        Err(url::ParseError::RelativeUrlWithoutBase) => Ok(Arc::new(LocalBlobs::new(location))),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -187,4 +259,37 @@ pub(super) async fn verify(
         },
         _ => UploadStatus::HashMismatch,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_object_store_keeps_blobs_under_its_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = Url::from_directory_path(dir.path()).unwrap();
+        let blobs = blob_store_from_url(url.as_str()).unwrap();
+        assert_eq!(blobs.get("6163/f_1").await.unwrap(), None);
+        blobs.put("6163/f_1", b"bytes").await.unwrap();
+        assert_eq!(blobs.get("6163/f_1").await.unwrap(), Some(b"bytes".to_vec()));
+        assert_eq!(std::fs::read(dir.path().join("6163/f_1")).unwrap(), b"bytes");
+    }
+
+    #[tokio::test]
+    async fn a_plain_path_is_a_local_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = blob_store_from_url(dir.path().to_str().unwrap()).unwrap();
+        blobs.put("6163/f_1", b"bytes").await.unwrap();
+        assert_eq!(std::fs::read(dir.path().join("6163/f_1")).unwrap(), b"bytes");
+        assert!(format!("{blobs:?}").starts_with("LocalBlobs"));
+    }
+
+    #[tokio::test]
+    async fn memory_blobs_read_back_what_was_written() {
+        let blobs = blob_store_from_url("memory:///").unwrap();
+        assert_eq!(blobs.get("6163/f_1").await.unwrap(), None);
+        blobs.put("6163/f_1", b"bytes").await.unwrap();
+        assert_eq!(blobs.get("6163/f_1").await.unwrap(), Some(b"bytes".to_vec()));
+    }
 }

@@ -5,7 +5,7 @@
 
 use agentprocess_run_actor::machine::{Actor, Caller, Mode, Submission, Timestamp};
 use agentprocess_run_actor::runtime::{
-    Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
+    BlobStore, Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
 use indexmap::IndexMap;
@@ -62,6 +62,12 @@ pub fn runtime(store: Arc<dyn Store>, blobs: &Path, clock: Clock) -> Runtime {
 pub async fn fresh(dir: &Path) -> Runtime {
     let store = open_store(&dir.join("store")).await;
     runtime(store, &dir.join("blobs"), Clock::starting_at(START))
+}
+
+/// A runtime over a fresh store in `dir` that keeps uploads in `blobs`.
+pub async fn fresh_with_blobs(dir: &Path, blobs: Arc<dyn BlobStore>) -> Runtime {
+    let store = open_store(&dir.join("store")).await;
+    Runtime::new(store, blobs, RuntimeConfig::default(), Clock::starting_at(START))
 }
 
 /// Publishes a conformance fixture in `org`, each role bound to `g_<role>`.
