@@ -70,6 +70,8 @@ pub(crate) async fn run(
         reload: true,
     };
     let mut firing: JoinSet<(Vec<u8>, bool)> = JoinSet::new();
+    // Taken before the first read of the clock, so no jump between a read and a wait is missed.
+    let mut jumps = window.runtime.clock().jumps();
     loop {
         if window.reload {
             if let Err(e) = window.load().await {
@@ -122,7 +124,7 @@ pub(crate) async fn run(
                     window.reload = true;
                 }
             }
-            _ = clock.jumped() => {}
+            _ = jumps.changed() => {}
             _ = window.runtime.signals().timers.notified() => {
                 let earliest = window.runtime.signals().take_earliest_timer();
                 if window.complete || u64::try_from(earliest).unwrap_or(0) <= window.last_fire_at {

@@ -6,19 +6,20 @@ use crate::machine::Timestamp;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::Notify;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// Milliseconds since the epoch: `base_ms` + the tokio time elapsed since `base` + the offset.
 ///
-/// The scheduler sleeps until [`Clock::instant_at`] and wakes on [`Clock::jumped`], so moving
+/// The scheduler sleeps until [`Clock::instant_at`] and wakes on [`Clock::jumps`], so moving
 /// the offset fires whatever fell due.
 #[derive(Debug, Clone)]
 pub struct Clock {
     base_ms: i64,
     base: Instant,
     offset_ms: Arc<AtomicI64>,
-    jumped: Arc<Notify>,
+    /// Counts [`Clock::advance`] calls; a receiver held across waits misses none of them.
+    jumps: Arc<watch::Sender<u64>>,
 }
 
 impl Clock {
@@ -36,7 +37,7 @@ impl Clock {
             base_ms: at.as_millis(),
             base: Instant::now(),
             offset_ms: Arc::new(AtomicI64::new(0)),
-            jumped: Arc::new(Notify::new()),
+            jumps: Arc::new(watch::Sender::new(0)),
         }
     }
 
@@ -50,16 +51,18 @@ impl Clock {
     }
 
     /// Moves this clock (and every clone) forward by `by`, and wakes whoever waits on
-    /// [`Clock::jumped`].
+    /// [`Clock::jumps`].
     pub fn advance(&self, by: Duration) {
         let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         self.offset_ms.fetch_add(by, Ordering::AcqRel);
-        self.jumped.notify_waiters();
+        self.jumps.send_modify(|count| *count += 1);
     }
 
-    /// Completes when the clock is next moved by [`Clock::advance`].
-    pub async fn jumped(&self) {
-        self.jumped.notified().await;
+    /// A receiver whose `changed()` completes once the clock has been moved by
+    /// [`Clock::advance`] since the receiver last looked. Take it BEFORE reading the clock and
+    /// keep it across waits, so that a jump between the read and the wait is not lost.
+    pub fn jumps(&self) -> watch::Receiver<u64> {
+        self.jumps.subscribe()
     }
 
     /// The tokio instant at which this clock reads `at`, as far as known now (now, for
