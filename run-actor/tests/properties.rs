@@ -50,8 +50,13 @@ fn check_invariants(world: &World) {
             assert_eq!(step.state, Some(StepState::Waiting));
             assert!(run.work_item(item).is_some());
         }
-        // check-1: a held candidate waits on an escalation work item, with its verdict.
-        if let Some(escalation) = step.escalation.as_ref().filter(|e| e.candidate.is_some()) {
+        // check-1: while the run is live, a held candidate waits on an escalation work item,
+        // with its verdict. (Ending the run removes every work item; the record stays.)
+        if let Some(escalation) = step
+            .escalation
+            .as_ref()
+            .filter(|e| e.candidate.is_some() && !run.has_ended())
+        {
             assert!(
                 escalation.check.is_some(),
                 "{}: a candidate comes with its verdict",
