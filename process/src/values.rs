@@ -377,7 +377,9 @@ fn number(digits: &[u8]) -> Option<u32> {
     })
 }
 
-fn days_in_month(year: u32, month: u32) -> u32 {
+/// Days in `month` (1–12) of a proleptic Gregorian `year`; the one calendar rule the crate and
+/// the run machine share.
+pub fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
         2 if is_leap_year(year) => 29,
         2 => 28,

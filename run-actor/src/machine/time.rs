@@ -47,7 +47,7 @@ impl Timestamp {
         }
         let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
         let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        if !(1..=12).contains(&month) || day < 1 || day > calendar_days_in_month(year, month) {
             return None;
         }
         if hour > 23 || minute > 59 || second > 60 {
@@ -108,17 +108,12 @@ impl fmt::Display for Timestamp {
     }
 }
 
-fn is_leap(year: i64) -> bool {
-    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if is_leap(year) => 29,
-        _ => 28,
-    }
+/// Days in a month, by the process crate's calendar (which checks `date` values too).
+fn calendar_days_in_month(year: i64, month: i64) -> i64 {
+    let (Ok(year), Ok(month)) = (u32::try_from(year), u32::try_from(month)) else {
+        return 0;
+    };
+    i64::from(agentprocess_process::values::days_in_month(year, month))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
