@@ -1,5 +1,6 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
+mod load_cmd;
 mod process_cmd;
 mod token_cmd;
 
@@ -21,6 +22,8 @@ enum Command {
     Process(process_cmd::ProcessCommand),
     /// Print a dev bearer token signed with the local dev key.
     Token(token_cmd::TokenArgs),
+    /// Drive a server with concurrent agents and people; print throughput and latency.
+    Load(load_cmd::LoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,5 +31,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Process(command) => process_cmd::run(command),
         Command::Token(args) => token_cmd::run(args),
+        Command::Load(args) => load_cmd::run(args),
     }
 }

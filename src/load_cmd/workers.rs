@@ -1,0 +1,360 @@
+//! The simulated callers: agents looping `start_run` → `get_work` → `claim` → `submit`, and people
+//! looping `get_work` → `decide`. Each is one task with its own [`Recorder`].
+
+use super::mcp_client::{CallOutcome, McpClient};
+use super::processes;
+use super::stats::{Recorder, Window, is_expected_refusal};
+use agentprocess_gateway::ToolName;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a caller waits before asking again when `get_work` found nothing.
+const AGENT_POLL_PAUSE: Duration = Duration::from_millis(1);
+const PERSON_POLL_PAUSE: Duration = Duration::from_millis(5);
+/// How long a caller waits after a call that failed outright, so a server that is down is not
+/// hammered.
+const FAILURE_PAUSE: Duration = Duration::from_millis(50);
+/// How many `get_work` → `claim` rounds an agent tries before it starts a new run.
+const CLAIM_ROUNDS: usize = 50;
+/// The `limit` of every `get_work`.
+const WORK_PAGE: u64 = 20;
+
+/// What every caller shares.
+#[derive(Debug)]
+pub struct LoadContext {
+    pub client: McpClient,
+    pub window: Window,
+    /// Percent of agents' runs that start the approval process (0 when there are no people).
+    pub approval_percent: u8,
+}
+
+impl LoadContext {
+    /// Makes one call and records it.
+    async fn call(
+        &self,
+        recorder: &mut Recorder,
+        token: &str,
+        tool: ToolName,
+        arguments: &Value,
+    ) -> CallOutcome {
+        let started = Instant::now();
+        let outcome = self.client.call(token, tool.as_str(), arguments).await;
+        let finished = Instant::now();
+        recorder.record_call(tool, started, finished, &outcome);
+        if matches!(outcome, CallOutcome::Failed(_)) {
+            tokio::time::sleep(FAILURE_PAUSE).await;
+        }
+        outcome
+    }
+
+    fn is_over(&self) -> bool {
+        Instant::now() >= self.window.end
+    }
+}
+
+/// Which process each run of an agent starts: spreads `percent` of runs over the approval
+/// process evenly (an error-diffusion counter), staggered between agents.
+#[derive(Debug, Clone)]
+pub struct ProcessMix {
+    percent: u32,
+    carry: u32,
+}
+
+impl ProcessMix {
+    pub fn new(percent: u8, agent_index: usize) -> ProcessMix {
+        let percent = u32::from(percent.min(100));
+        let stagger = u32::try_from(agent_index % 100).unwrap_or(0);
+        ProcessMix {
+            percent,
+            carry: (stagger * percent) % 100,
+        }
+    }
+
+    /// The process the next run starts.
+    pub fn next_process(&mut self) -> &'static str {
+        self.carry += self.percent;
+        if self.carry >= 100 {
+            self.carry -= 100;
+            processes::APPROVAL
+        } else {
+            processes::AGENT_STEP
+        }
+    }
+}
+
+/// A fresh `requestId`.
+pub fn request_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// `start_run` arguments for run number `n` of `process`.
+pub fn start_run_arguments(process: &str, n: u64) -> Value {
+    json!({ "process": process, "inputs": { "n": n }, "requestId": request_id() })
+}
+
+/// `get_work` arguments, for the benchmark process `process` when given.
+pub fn get_work_arguments(process: Option<&str>) -> Value {
+    let mut arguments = json!({ "limit": WORK_PAGE });
+    if let Some(process) = process {
+        arguments["process"] = json!(process);
+    }
+    arguments
+}
+
+/// The `items` of a `get_work` result.
+pub fn work_items(data: &Value) -> &[Value] {
+    data.get("items")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// The item an agent claims: the step of its own run when listed, else one chosen by the agent's
+/// index so that agents spread over the list instead of all racing for the oldest item.
+pub fn pick_agent_item<'a>(
+    items: &'a [Value],
+    own_run: Option<&str>,
+    agent_index: usize,
+) -> Option<&'a Value> {
+    if items.is_empty() {
+        return None;
+    }
+    own_run
+        .and_then(|run| {
+            items
+                .iter()
+                .find(|item| item.get("runId").and_then(Value::as_str) == Some(run))
+        })
+        .or_else(|| items.get(agent_index % items.len()))
+}
+
+/// The exact `claim` call a `get_work` item names, with a fresh `requestId`.
+pub fn claim_arguments(item: &Value) -> Option<Value> {
+    let mut arguments = item.pointer("/claim/arguments")?.clone();
+    arguments
+        .as_object_mut()?
+        .insert("requestId".into(), json!(request_id()));
+    Some(arguments)
+}
+
+/// `submit` arguments for the benchmark step, whose output is `{ result: number }`.
+pub fn submit_arguments(token: &str, n: u64) -> Value {
+    json!({
+        "token": token,
+        "output": { "result": n },
+        "summary": "Returned the input number as the result.",
+        "requestId": request_id(),
+    })
+}
+
+/// The exact `decide` call a person's `get_work` item names, approving, with a fresh `requestId`.
+pub fn approve_arguments(item: &Value) -> Option<Value> {
+    let mut arguments = item.pointer("/workItem/decide/arguments")?.clone();
+    let object = arguments.as_object_mut()?;
+    object.insert("requestId".into(), json!(request_id()));
+    object.insert("decision".into(), json!("approved"));
+    Some(arguments)
+}
+
+/// The run's id in a run view.
+pub fn run_id(view: &Value) -> Option<&str> {
+    view.pointer("/run/id").and_then(Value::as_str)
+}
+
+/// The process of an ended run in a run view; `None` while the run is live.
+pub fn ended_process(view: &Value) -> Option<&str> {
+    let state = view.pointer("/run/state").and_then(Value::as_str)?;
+    (state == "ended")
+        .then(|| view.pointer("/run/process").and_then(Value::as_str))
+        .flatten()
+}
+
+/// One agent: starts a run, claims a ready step (its own run's when listed) and submits it, until
+/// the window ends.
+pub async fn agent(context: Arc<LoadContext>, index: usize, token: String) -> Recorder {
+    let mut recorder = Recorder::new(context.window);
+    let mut mix = ProcessMix::new(context.approval_percent, index);
+    let mut n: u64 = 0;
+    while !context.is_over() {
+        n += 1;
+        let arguments = start_run_arguments(mix.next_process(), n);
+        let started = context
+            .call(&mut recorder, &token, ToolName::StartRun, &arguments)
+            .await;
+        let own_run = match &started {
+            CallOutcome::Ok(view) => run_id(view).map(str::to_owned),
+            _ => continue,
+        };
+        let Some(step_token) = claim_a_step(&context, &mut recorder, &token, index, own_run.as_deref()).await
+        else {
+            continue;
+        };
+        let arguments = submit_arguments(&step_token, n);
+        if let CallOutcome::Ok(view) = context
+            .call(&mut recorder, &token, ToolName::Submit, &arguments)
+            .await
+            && let Some(process) = ended_process(&view)
+        {
+            recorder.record_run(process, Instant::now());
+        }
+    }
+    recorder
+}
+
+/// Polls `get_work` and claims an item until a claim succeeds; the step token, or `None` when the
+/// window ended, a call failed unexpectedly or no claim succeeded in [`CLAIM_ROUNDS`] rounds.
+async fn claim_a_step(
+    context: &LoadContext,
+    recorder: &mut Recorder,
+    token: &str,
+    index: usize,
+    own_run: Option<&str>,
+) -> Option<String> {
+    let get_work = get_work_arguments(None);
+    for _ in 0..CLAIM_ROUNDS {
+        if context.is_over() {
+            return None;
+        }
+        let CallOutcome::Ok(data) = context.call(recorder, token, ToolName::GetWork, &get_work).await else {
+            return None;
+        };
+        let Some(item) = pick_agent_item(work_items(&data), own_run, index) else {
+            recorder.record_empty_poll(Instant::now());
+            tokio::time::sleep(AGENT_POLL_PAUSE).await;
+            continue;
+        };
+        let arguments = claim_arguments(item)?;
+        match context.call(recorder, token, ToolName::Claim, &arguments).await {
+            CallOutcome::Ok(claim) => return claim.get("token").and_then(Value::as_str).map(str::to_owned),
+            CallOutcome::Refused(refusal) if is_expected_refusal(ToolName::Claim, &refusal) => continue,
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// One person: approves the approval process's open work items, until the window ends.
+pub async fn person(context: Arc<LoadContext>, index: usize, token: String) -> Recorder {
+    let mut recorder = Recorder::new(context.window);
+    let get_work = get_work_arguments(Some(processes::APPROVAL));
+    while !context.is_over() {
+        let CallOutcome::Ok(data) = context
+            .call(&mut recorder, &token, ToolName::GetWork, &get_work)
+            .await
+        else {
+            continue;
+        };
+        let items = work_items(&data);
+        if items.is_empty() {
+            recorder.record_empty_poll(Instant::now());
+            tokio::time::sleep(PERSON_POLL_PAUSE).await;
+            continue;
+        }
+        // People of one group see the same list: each starts at a different item.
+        let Some(arguments) = approve_arguments(&items[index % items.len()]) else {
+            continue;
+        };
+        if let CallOutcome::Ok(view) = context
+            .call(&mut recorder, &token, ToolName::Decide, &arguments)
+            .await
+            && let Some(process) = ended_process(&view)
+        {
+            recorder.record_run(process, Instant::now());
+        }
+    }
+    recorder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent_item(run: &str) -> Value {
+        json!({ "runId": run, "stepId": "work", "process": "load-agent-step", "version": 1,
+                "mode": "live", "readySince": "2026-10-06T09:00:00Z", "due": null, "overdue": false,
+                "handoff": null,
+                "claim": { "tool": "claim",
+                           "arguments": { "runId": run, "stepId": "work", "requestId": "<new UUID>" } } })
+    }
+
+    #[test]
+    fn an_agent_claims_its_own_run_when_listed() {
+        let items = [agent_item("r_1"), agent_item("r_2"), agent_item("r_3")];
+        assert_eq!(pick_agent_item(&items, Some("r_3"), 0).unwrap()["runId"], "r_3");
+    }
+
+    #[test]
+    fn without_its_own_run_agents_spread_over_the_list() {
+        let items = [agent_item("r_1"), agent_item("r_2")];
+        assert_eq!(pick_agent_item(&items, Some("r_9"), 0).unwrap()["runId"], "r_1");
+        assert_eq!(pick_agent_item(&items, None, 3).unwrap()["runId"], "r_2");
+        assert!(pick_agent_item(&[], Some("r_1"), 0).is_none());
+    }
+
+    #[test]
+    fn the_claim_call_is_the_one_get_work_names_with_a_fresh_request_id() {
+        let arguments = claim_arguments(&agent_item("r_1")).unwrap();
+        assert_eq!(arguments["runId"], "r_1");
+        assert_eq!(arguments["stepId"], "work");
+        let request_id = arguments["requestId"].as_str().unwrap();
+        assert!(uuid::Uuid::parse_str(request_id).is_ok(), "{request_id}");
+        assert_ne!(
+            claim_arguments(&agent_item("r_1")).unwrap()["requestId"],
+            arguments["requestId"]
+        );
+        assert!(claim_arguments(&json!({ "runId": "r_1" })).is_none());
+    }
+
+    #[test]
+    fn approving_uses_the_decide_call_the_work_item_names() {
+        let item = json!({ "runId": "r_1", "process": "load-approval", "version": 1, "mode": "live",
+            "workItem": { "id": "w_1", "stepId": "approve", "kind": "approve", "snapshot": "9b7e",
+                "decide": { "tool": "decide",
+                            "arguments": { "runId": "r_1", "workItemId": "w_1", "snapshot": "9b7e",
+                                           "requestId": "<new UUID>" },
+                            "decisions": ["approved", "rejected", "failed"] } } });
+        let arguments = approve_arguments(&item).unwrap();
+        assert_eq!(arguments["decision"], "approved");
+        assert_eq!(arguments["snapshot"], "9b7e");
+        assert_eq!(arguments["workItemId"], "w_1");
+        assert_ne!(arguments["requestId"], "<new UUID>");
+    }
+
+    #[test]
+    fn start_run_and_submit_match_the_benchmark_process() {
+        let start = start_run_arguments(processes::AGENT_STEP, 3);
+        assert_eq!(start["process"], processes::AGENT_STEP);
+        assert_eq!(start["inputs"], json!({ "n": 3 }));
+        let submit = submit_arguments("tok", 3);
+        assert_eq!(submit["output"], json!({ "result": 3 }));
+        assert_eq!(submit["token"], "tok");
+        assert!(!submit["summary"].as_str().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_run_counts_only_once_its_view_says_ended() {
+        let view =
+            |state: &str| json!({ "run": { "id": "r_1", "process": "load-agent-step", "state": state } });
+        assert_eq!(ended_process(&view("ended")), Some("load-agent-step"));
+        assert_eq!(ended_process(&view("waiting")), None);
+        assert_eq!(ended_process(&view("cancelled")), None);
+        assert_eq!(run_id(&view("active")), Some("r_1"));
+    }
+
+    #[test]
+    fn the_process_mix_sends_the_given_share_to_the_approval_process() {
+        for (percent, agent) in [(0, 0), (25, 0), (25, 7), (50, 3), (100, 1)] {
+            let mut mix = ProcessMix::new(percent, agent);
+            let approvals = (0..100)
+                .filter(|_| mix.next_process() == processes::APPROVAL)
+                .count();
+            assert_eq!(approvals, usize::from(percent), "{percent}% agent {agent}");
+        }
+        // Agents are staggered: with 25%, agents 0 and 1 do not start their approval runs together.
+        let first = |agent| {
+            let mut mix = ProcessMix::new(25, agent);
+            (0..4).position(|_| mix.next_process() == processes::APPROVAL)
+        };
+        assert_ne!(first(0), first(1));
+    }
+}
