@@ -1,6 +1,8 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
 mod process_cmd;
+mod serve_cmd;
+mod settings;
 mod token_cmd;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +21,8 @@ enum Command {
     /// Work with PROCESS.md files: check them, hash them.
     #[command(subcommand)]
     Process(process_cmd::ProcessCommand),
+    /// Run the server: MCP endpoint, admin API, run actors and scheduler in one process.
+    Serve(serve_cmd::ServeArgs),
     /// Print a dev bearer token signed with the local dev key.
     Token(token_cmd::TokenArgs),
 }
@@ -28,5 +32,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Process(command) => process_cmd::run(command),
         Command::Token(args) => token_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
     }
 }
