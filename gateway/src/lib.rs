@@ -8,10 +8,15 @@
 //!   here, and every other tool goes to the backend with the caller's [`Identity`].
 //! - `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata clients discover the
 //!   authorization server from.
+//!
+//! [`files`] adds the short-lived signed URLs of file evidence and `GET /files/{link}`, which
+//! serves them; it is mounted beside this router, over the runtime that keeps the uploads.
 
 pub mod auth;
+pub mod files;
 pub mod mcp;
 pub mod runtime_backend;
+mod secret_file;
 
 pub use auth::{Actor, AuthConfig, Authenticator, Identity};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
