@@ -2,6 +2,8 @@
 
 mod load_cmd;
 mod process_cmd;
+mod serve_cmd;
+mod settings;
 mod token_cmd;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +22,8 @@ enum Command {
     /// Work with PROCESS.md files: check them, hash them.
     #[command(subcommand)]
     Process(process_cmd::ProcessCommand),
+    /// Run the server: MCP endpoint, admin API, run actors and scheduler in one process.
+    Serve(serve_cmd::ServeArgs),
     /// Print a dev bearer token signed with the local dev key.
     Token(token_cmd::TokenArgs),
     /// Drive a server with concurrent agents and people; print throughput and latency.
@@ -31,6 +35,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Process(command) => process_cmd::run(command),
         Command::Token(args) => token_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
     }
 }

@@ -8,12 +8,19 @@
 //!   here, and every other tool goes to the backend with the caller's [`Identity`].
 //! - `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata clients discover the
 //!   authorization server from.
+//!
+//! [`files`] adds the short-lived signed URLs of file evidence and `GET /files/{link}`, which
+//! serves them; it is mounted beside this router, over the runtime that keeps the uploads.
 
 pub mod auth;
+pub mod files;
 pub mod mcp;
+pub mod runtime_backend;
+mod secret_file;
 
 pub use auth::{Actor, AuthConfig, Authenticator, Identity};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
+pub use runtime_backend::{DecorateResult, RuntimeBackend};
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
@@ -104,6 +111,25 @@ pub fn resource_uri(public_url: &str) -> String {
 
 /// Builds the gateway's HTTP application. Reads (or in dev mode creates) the signing keys.
 pub fn router<B: ToolBackend>(config: &GatewayConfig, backend: B) -> Result<Router, ConfigError> {
+    router_with(config, backend, ExtraRoutes::default())
+}
+
+/// Routes served next to the MCP endpoint.
+#[derive(Debug, Default)]
+pub struct ExtraRoutes {
+    /// Served behind bearer authentication: handlers find the caller's [`Identity`] in the
+    /// request extensions (the admin API).
+    pub authenticated: Router,
+    /// Served without a bearer token: they check their own credentials (signed file URLs).
+    pub public: Router,
+}
+
+/// [`router`] with more routes: see [`ExtraRoutes`].
+pub fn router_with<B: ToolBackend>(
+    config: &GatewayConfig,
+    backend: B,
+    extra: ExtraRoutes,
+) -> Result<Router, ConfigError> {
     let resource = config.resource();
     match reqwest::Url::parse(&resource) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
@@ -117,13 +143,20 @@ pub fn router<B: ToolBackend>(config: &GatewayConfig, backend: B) -> Result<Rout
         );
     }
     let server = mcp::ProtocolServer::new(backend, config.describe.result());
-    let mcp = mcp::mcp_router(server, config.max_request_bytes(), config.allowed_hosts())
+    let mut app = mcp::mcp_router(server, config.max_request_bytes(), config.allowed_hosts())
         .route_layer(from_fn_with_state(authenticator.clone(), auth::require_bearer));
+    if extra.authenticated.has_routes() {
+        app = app.merge(
+            extra
+                .authenticated
+                .route_layer(from_fn_with_state(authenticator.clone(), auth::require_bearer)),
+        );
+    }
     let metadata = Router::new()
         .route(
             &auth::metadata_path(&resource),
             get(auth::protected_resource_metadata),
         )
         .with_state(authenticator);
-    Ok(mcp.merge(metadata))
+    Ok(app.merge(metadata).merge(extra.public))
 }

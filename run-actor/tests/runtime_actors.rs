@@ -5,7 +5,7 @@ mod runtime_support;
 
 use agentprocess_run_actor::machine::{Code, EvidenceItem, Submission};
 use agentprocess_run_actor::runtime::{
-    GetWork, ListRuns, RunService, Runtime, Upload, Write, blob_store_from_url,
+    GetWork, ListRuns, RunService, Runtime, RuntimeError, Upload, Write, blob_store_from_url,
 };
 use runtime_support::*;
 use serde_json::json;
@@ -565,6 +565,60 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
     let evidence = &done["data"]["steps"]["prepare"]["evidence"][0];
     assert_eq!(evidence["sha256"], stored["sha256"]);
     let _ = Submission::default();
+}
+
+/// Serving file evidence (spec §5): an upload reads back with its record in its own
+/// organization only, and bytes that changed or vanished since the upload are an error, never
+/// a different file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_reads_back_in_its_organization_and_only_with_its_recorded_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    let owner = person("owner@acme.example", &[]);
+    let stored = ok(runtime
+        .upload(
+            &owner,
+            Upload {
+                file_name: "receipt.pdf".into(),
+                content_type: "application/pdf".into(),
+                bytes: b"%PDF-1.7 receipt".to_vec(),
+            },
+            "f-1",
+        )
+        .await
+        .unwrap());
+    let id = stored["id"].as_str().unwrap();
+
+    let (record, bytes) = runtime.read_upload(ORG, id).await.unwrap().expect("found");
+    assert_eq!(bytes, b"%PDF-1.7 receipt");
+    assert_eq!(record.id, id);
+    assert_eq!(record.file_name, "receipt.pdf");
+    assert_eq!(record.content_type, "application/pdf");
+    assert_eq!(record.sha256, stored["sha256"]);
+    assert_eq!(record.bytes, 16);
+    assert_eq!(record.by, "owner@acme.example");
+
+    assert_eq!(
+        runtime.read_upload("globex", id).await.unwrap(),
+        None,
+        "another organization"
+    );
+    assert_eq!(
+        runtime.read_upload(ORG, "f_0000").await.unwrap(),
+        None,
+        "no such upload"
+    );
+
+    let blob = dir.path().join("blobs").join(&record.path);
+    std::fs::write(&blob, b"%PDF-1.7 forged").unwrap();
+    let changed = runtime.read_upload(ORG, id).await.unwrap_err();
+    assert!(
+        matches!(changed, RuntimeError::Corrupt(ref message) if message.contains("sha256")),
+        "{changed}"
+    );
+    std::fs::remove_file(&blob).unwrap();
+    let gone = runtime.read_upload(ORG, id).await.unwrap_err();
+    assert!(matches!(gone, RuntimeError::Blobs(_)), "{gone}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

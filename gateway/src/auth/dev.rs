@@ -4,10 +4,11 @@
 //! use with file mode 0600; tokens signed with it name the server's own URL as issuer and audience.
 
 use super::identity::Actor;
+use crate::secret_file;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
 use serde_json::{Value, json};
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -45,42 +46,7 @@ impl DevKey {
     /// Reads the key from `data_dir`, creating the folder and a new key (mode 0600) if absent.
     pub fn load_or_create(data_dir: &Path) -> io::Result<DevKey> {
         let path = data_dir.join(DEV_KEY_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => return Self::parse(path, &text),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
-        }
-        std::fs::create_dir_all(data_dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", data_dir.display())))?;
-        let mut secret = vec![0u8; KEY_BYTES];
-        getrandom::fill(&mut secret).map_err(io::Error::other)?;
-        match create_private_file(&path) {
-            Ok(mut file) => {
-                file.write_all(format!("{}\n", hex(&secret)).as_bytes())?;
-                file.sync_all()?;
-                Ok(DevKey { path, secret })
-            }
-            // Another process created it first: use theirs.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let text = std::fs::read_to_string(&path)?;
-                Self::parse(path, &text)
-            }
-            Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
-        }
-    }
-
-    fn parse(path: PathBuf, text: &str) -> io::Result<DevKey> {
-        let secret = unhex(text.trim())
-            .filter(|secret| secret.len() >= KEY_BYTES)
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: not a dev signing key (expected {KEY_BYTES} bytes in hex)",
-                        path.display()
-                    ),
-                )
-            })?;
+        let secret = secret_file::load_or_create(&path, KEY_BYTES, "a dev signing key")?;
         Ok(DevKey { path, secret })
     }
 
@@ -130,38 +96,6 @@ impl DevKey {
     pub(crate) fn decoding_key(&self) -> DecodingKey {
         DecodingKey::from_secret(&self.secret).expect("an HMAC key of any length")
     }
-}
-
-#[cfg(unix)]
-fn create_private_file(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-}
-
-#[cfg(not(unix))]
-fn create_private_file(path: &Path) -> io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
-        .collect()
 }
 
 /// Parses a token lifetime: a positive integer followed by `m`, `h` or `d` (`30m`, `12h`, `7d`).

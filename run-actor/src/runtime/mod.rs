@@ -387,6 +387,17 @@ impl Runtime {
         answer.await.map_err(|_| RuntimeError::ActorGone)?
     }
 
+    /// One upload of `organization` with its bytes, for serving file evidence: `None` when the
+    /// organization has no upload `upload_id`. Bytes that are gone or no longer match the
+    /// recorded SHA-256 are an error, not a different file.
+    pub async fn read_upload(
+        &self,
+        organization: &str,
+        upload_id: &str,
+    ) -> Result<Option<(UploadRecord, Vec<u8>)>, RuntimeError> {
+        uploads::read(&self.inner, organization, upload_id).await
+    }
+
     /// The uploads that file evidence in `evidence` names, looked up before the command reaches
     /// the actor (the machine's lookup is synchronous; the blob store is not).
     async fn prefetch_uploads(

@@ -237,21 +237,33 @@ pub(super) async fn upload(
         .unwrap_or(ToolOutcome::Ok(data)))
 }
 
+/// The record of `upload_id` in the organization, or `None` when it has no such upload.
+async fn record(
+    inner: &Inner,
+    organization: &str,
+    upload_id: &str,
+) -> Result<Option<UploadRecord>, RuntimeError> {
+    let (record, _) = inner
+        .store
+        .get(&inner.keys.upload(organization, upload_id))
+        .await?;
+    record
+        .map(|record| {
+            serde_json::from_slice(&record.value)
+                .map_err(|e| RuntimeError::Corrupt(format!("upload {upload_id}: {e}")))
+        })
+        .transpose()
+}
+
 /// Whether `upload_id` exists in the organization and its stored bytes still match.
 pub(super) async fn verify(
     inner: &Inner,
     organization: &str,
     upload_id: &str,
 ) -> Result<UploadStatus, RuntimeError> {
-    let (record, _) = inner
-        .store
-        .get(&inner.keys.upload(organization, upload_id))
-        .await?;
-    let Some(record) = record else {
+    let Some(record) = record(inner, organization, upload_id).await? else {
         return Ok(UploadStatus::NotFound);
     };
-    let record: UploadRecord = serde_json::from_slice(&record.value)
-        .map_err(|e| RuntimeError::Corrupt(format!("upload {upload_id}: {e}")))?;
     let bytes = inner.blobs.get(&record.path).await.map_err(RuntimeError::Blobs)?;
     Ok(match bytes {
         Some(bytes) if hex(&Sha256::digest(&bytes)) == record.sha256 => UploadStatus::Verified {
@@ -259,6 +271,31 @@ pub(super) async fn verify(
         },
         _ => UploadStatus::HashMismatch,
     })
+}
+
+/// The record and bytes of `upload_id` in the organization, or `None` when it has no such
+/// upload. Bytes that are missing or no longer match the recorded SHA-256 are an
+/// infrastructure error, NEVER a silently different file.
+pub(super) async fn read(
+    inner: &Inner,
+    organization: &str,
+    upload_id: &str,
+) -> Result<Option<(UploadRecord, Vec<u8>)>, RuntimeError> {
+    let Some(record) = record(inner, organization, upload_id).await? else {
+        return Ok(None);
+    };
+    let bytes = inner
+        .blobs
+        .get(&record.path)
+        .await
+        .map_err(RuntimeError::Blobs)?
+        .ok_or_else(|| RuntimeError::Blobs(format!("upload {upload_id}: no bytes at {}", record.path)))?;
+    if hex(&Sha256::digest(&bytes)) != record.sha256 {
+        return Err(RuntimeError::Corrupt(format!(
+            "upload {upload_id}: the stored bytes do not match the recorded sha256"
+        )));
+    }
+    Ok(Some((record, bytes)))
 }
 
 #[cfg(test)]

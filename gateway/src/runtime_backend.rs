@@ -1,0 +1,318 @@
+//! The tool backend over a [`RunService`]: tool arguments to runtime calls, outcomes to results.
+//!
+//! The gateway has checked every argument against the tool's schema before a call reaches this
+//! module, so reading an argument can only fail where the schema cannot say enough (base64
+//! text, the size of an upload); those are `invalid` with an issue naming the argument. A
+//! protocol refusal from the runtime keeps its code, message and issues; an infrastructure
+//! failure becomes `retry`, which is always safe to follow with the same `requestId`.
+
+use crate::auth::{Actor as IdentityActor, Identity};
+use crate::mcp::{ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
+use agentprocess_run_actor::machine::{
+    Actor, Caller, Code, Decision, EvidenceItem, Mode, Refusal, Submission,
+};
+use agentprocess_run_actor::runtime::{
+    GetWork, ListRuns, RunService, RuntimeError, ToolOutcome, Upload, Write,
+};
+use base64::Engine as _;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// Runs every tool but `describe` on a [`RunService`]: in process under `serve`, remote in a
+/// cluster.
+#[derive(Debug, Clone)]
+pub struct RuntimeBackend {
+    service: Arc<dyn RunService>,
+    decorate: Option<Arc<dyn DecorateResult>>,
+}
+
+/// Rewrites the `data` of a successful result before it leaves the gateway (signed file URLs).
+pub trait DecorateResult: Send + Sync + std::fmt::Debug {
+    fn decorate(&self, organization: &str, data: &mut Value);
+}
+
+impl RuntimeBackend {
+    pub fn new(service: Arc<dyn RunService>) -> Self {
+        RuntimeBackend {
+            service,
+            decorate: None,
+        }
+    }
+
+    /// Passes every successful result's `data` through `decorate`.
+    pub fn with_decoration(mut self, decorate: Arc<dyn DecorateResult>) -> Self {
+        self.decorate = Some(decorate);
+        self
+    }
+
+    async fn dispatch(&self, caller: &Caller, tool: ToolName, args: Args) -> Result<ToolOutcome, Failure> {
+        let service = &self.service;
+        let outcome = match tool {
+            ToolName::Describe => {
+                return Err(Failure::Refused(ToolError::new(
+                    ErrorCode::Invalid,
+                    "describe is answered by the gateway",
+                )));
+            }
+            ToolName::ListProcesses => service.list_processes(caller, args.opt_string("cursor")?).await,
+            ToolName::GetRun => service.get_run(caller, &args.string("runId")?).await,
+            ToolName::GetWork => {
+                let request = GetWork {
+                    limit: args.opt_limit("limit")?,
+                    cursor: args.opt_string("cursor")?,
+                    process: args.opt_string("process")?,
+                };
+                service.get_work(caller, request).await
+            }
+            ToolName::ListRuns => {
+                let request = ListRuns {
+                    process: args.opt_string("process")?,
+                    state: args.opt_string("state")?,
+                    inputs: args.opt_object("inputs")?,
+                    limit: args.opt_limit("limit")?,
+                    cursor: args.opt_string("cursor")?,
+                };
+                service.list_runs(caller, request).await
+            }
+            ToolName::Upload => {
+                let upload = Upload {
+                    file_name: args.string("fileName")?,
+                    content_type: args.string("contentType")?,
+                    bytes: args.base64("contentBase64")?,
+                };
+                service.upload(caller, upload, &args.string("requestId")?).await
+            }
+            _ => {
+                let request_id = args.string("requestId")?;
+                let write = args.write(tool)?;
+                service.execute(caller, write, &request_id).await
+            }
+        };
+        outcome.map_err(Failure::Infrastructure)
+    }
+}
+
+impl ToolBackend for RuntimeBackend {
+    async fn call(&self, identity: &Identity, tool: ToolName, arguments: Value) -> ToolResult {
+        let caller = caller_of(identity);
+        let args = match arguments {
+            Value::Object(map) => Args(map),
+            _ => {
+                return Err(ToolError::new(
+                    ErrorCode::Invalid,
+                    "the arguments must be an object",
+                ));
+            }
+        };
+        match self.dispatch(&caller, tool, args).await {
+            Ok(ToolOutcome::Ok(mut data)) => {
+                if let Some(decorate) = &self.decorate {
+                    decorate.decorate(&identity.organization, &mut data);
+                }
+                Ok(data)
+            }
+            Ok(ToolOutcome::Refused(refusal)) => Err(tool_error(refusal)),
+            Err(Failure::Refused(error)) => Err(error),
+            Err(Failure::Infrastructure(error)) => {
+                tracing::error!(tool = tool.as_str(), %error, "tool call failed in the runtime");
+                Err(ToolError::new(
+                    ErrorCode::Retry,
+                    "the server could not complete the call right now; retry with the same requestId",
+                ))
+            }
+        }
+    }
+}
+
+/// Why a call produced no outcome.
+enum Failure {
+    /// The arguments cannot be used (beyond what the schema says).
+    Refused(ToolError),
+    Infrastructure(RuntimeError),
+}
+
+/// The runtime's view of a verified identity.
+pub fn caller_of(identity: &Identity) -> Caller {
+    Caller {
+        organization: identity.organization.clone(),
+        actor: match &identity.actor {
+            IdentityActor::Agent { id } => Actor::Agent { id: id.clone() },
+            IdentityActor::Person { email, groups } => Actor::Person {
+                email: email.clone(),
+                groups: groups.clone(),
+            },
+        },
+        operator: identity.operator,
+    }
+}
+
+/// A protocol refusal as the tool contract writes it.
+pub fn tool_error(refusal: Refusal) -> ToolError {
+    let code = match refusal.code {
+        Code::Invalid => ErrorCode::Invalid,
+        Code::NotAccepted => ErrorCode::NotAccepted,
+        Code::Stale => ErrorCode::Stale,
+        Code::Conflict => ErrorCode::Conflict,
+        Code::Forbidden => ErrorCode::Forbidden,
+        Code::NotFound => ErrorCode::NotFound,
+        Code::Retry => ErrorCode::Retry,
+    };
+    ToolError::new(code, refusal.message).with_issues(refusal.issues)
+}
+
+/// A tool call's arguments, already checked against the tool's schema.
+struct Args(Map<String, Value>);
+
+fn invalid(name: &str, why: &str) -> Failure {
+    Failure::Refused(
+        ToolError::new(ErrorCode::Invalid, format!("{name}: {why}"))
+            .with_issues(vec![format!("{name}: {why}")]),
+    )
+}
+
+impl Args {
+    fn opt_string(&self, name: &str) -> Result<Option<String>, Failure> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.clone())),
+            Some(_) => Err(invalid(name, "must be a string")),
+        }
+    }
+
+    fn string(&self, name: &str) -> Result<String, Failure> {
+        self.opt_string(name)?.ok_or_else(|| invalid(name, "is required"))
+    }
+
+    fn opt_object(&self, name: &str) -> Result<Option<Map<String, Value>>, Failure> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(map)) => Ok(Some(map.clone())),
+            Some(_) => Err(invalid(name, "must be an object")),
+        }
+    }
+
+    fn opt_limit(&self, name: &str) -> Result<Option<usize>, Failure> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => value
+                .as_u64()
+                .filter(|&limit| limit >= 1)
+                .map(|limit| Some(usize::try_from(limit).unwrap_or(usize::MAX)))
+                .ok_or_else(|| invalid(name, "must be a positive integer")),
+        }
+    }
+
+    fn base64(&self, name: &str) -> Result<Vec<u8>, Failure> {
+        let text = self.string(name)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map_err(|e| invalid(name, &format!("is not valid base64 ({e})")))
+    }
+
+    fn evidence(&self, name: &str) -> Result<Option<Vec<EvidenceItem>>, Failure> {
+        let items = match self.0.get(name) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Array(items)) => items,
+            Some(_) => return Err(invalid(name, "must be an array")),
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let field = |key: &str| item.get(key).and_then(Value::as_str).map(str::to_owned);
+                match (field("kind"), field("ref")) {
+                    (Some(kind), Some(reference)) => Ok(EvidenceItem { kind, reference }),
+                    _ => Err(invalid(&format!("{name}[{i}]"), "must be { kind, ref }")),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    fn decision(&self) -> Result<Decision, Failure> {
+        match self.string("decision")?.as_str() {
+            "completed" => Ok(Decision::Completed),
+            "approved" => Ok(Decision::Approved),
+            "rejected" => Ok(Decision::Rejected),
+            "returned" => Ok(Decision::Returned),
+            "failed" => Ok(Decision::Failed),
+            other => Err(invalid("decision", &format!("{other:?} is not a decision"))),
+        }
+    }
+
+    fn mode(&self) -> Result<Mode, Failure> {
+        match self.opt_string("mode")?.as_deref() {
+            None | Some("live") => Ok(Mode::Live),
+            Some("test") => Ok(Mode::Test),
+            Some(other) => Err(invalid("mode", &format!("{other:?} is not live or test"))),
+        }
+    }
+
+    /// The write a write tool's arguments describe (without `requestId`).
+    fn write(&self, tool: ToolName) -> Result<Write, Failure> {
+        Ok(match tool {
+            ToolName::StartRun => Write::StartRun {
+                process: self.string("process")?,
+                version: match self.0.get("version") {
+                    None | Some(Value::Null) => None,
+                    Some(value) => Some(
+                        value
+                            .as_u64()
+                            .ok_or_else(|| invalid("version", "must be a positive integer"))?,
+                    ),
+                },
+                inputs: Value::Object(self.opt_object("inputs")?.unwrap_or_default()),
+                mode: self.mode()?,
+            },
+            ToolName::Claim => Write::Claim {
+                run_id: self.string("runId")?,
+                step: self.string("stepId")?,
+            },
+            ToolName::Renew => Write::Renew {
+                token: self.string("token")?,
+                progress: self.opt_string("progress")?,
+            },
+            ToolName::Submit => Write::Submit {
+                token: self.string("token")?,
+                submission: Submission {
+                    output: self.opt_object("output")?,
+                    evidence: self.evidence("evidence")?.unwrap_or_default(),
+                    summary: self.opt_string("summary")?,
+                    next: self.opt_string("next")?,
+                    reason: self.opt_string("reason")?,
+                },
+            },
+            ToolName::Escalate => Write::Escalate {
+                token: self.string("token")?,
+                note: self.string("note")?,
+            },
+            ToolName::Decide => Write::Decide {
+                run_id: self.string("runId")?,
+                work_item: self.string("workItemId")?,
+                snapshot: self.string("snapshot")?,
+                decision: self.decision()?,
+                output: self.opt_object("output")?,
+                evidence: self.evidence("evidence")?,
+                summary: self.opt_string("summary")?,
+                next: self.opt_string("next")?,
+                reason: self.opt_string("reason")?,
+                note: self.opt_string("note")?,
+            },
+            ToolName::Cancel => Write::Cancel {
+                run_id: self.string("runId")?,
+                reason: self.string("reason")?,
+            },
+            ToolName::SendEvent => Write::SendEvent {
+                run_id: self.string("runId")?,
+                name: self.string("name")?,
+                data: self.opt_object("data")?,
+            },
+            other => {
+                return Err(Failure::Refused(ToolError::new(
+                    ErrorCode::Invalid,
+                    format!("{} is not a write", other.as_str()),
+                )));
+            }
+        })
+    }
+}

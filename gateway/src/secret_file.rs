@@ -1,0 +1,111 @@
+//! Secrets the gateway keeps in its data folder: random bytes in hex, in a file of mode 0600.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Reads the secret at `path`, or creates the folder and a new secret of `bytes` random bytes
+/// (mode 0600) when there is none. Two processes racing to create it end up sharing one. `what`
+/// names the secret in errors ("a dev signing key").
+pub(crate) fn load_or_create(path: &Path, bytes: usize, what: &str) -> io::Result<Vec<u8>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => return parse(path, &text, bytes, what),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+    if let Some(folder) = path.parent() {
+        std::fs::create_dir_all(folder)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", folder.display())))?;
+    }
+    let mut secret = vec![0u8; bytes];
+    getrandom::fill(&mut secret).map_err(io::Error::other)?;
+    match create_private_file(path) {
+        Ok(mut file) => {
+            file.write_all(format!("{}\n", hex(&secret)).as_bytes())?;
+            file.sync_all()?;
+            Ok(secret)
+        }
+        // Another process created it first: use theirs.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let text = std::fs::read_to_string(path)?;
+            parse(path, &text, bytes, what)
+        }
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+/// A secret written as hex: at least `bytes` bytes, surrounding whitespace ignored.
+pub(crate) fn parse_hex(text: &str, bytes: usize) -> Option<Vec<u8>> {
+    unhex(text.trim()).filter(|secret| secret.len() >= bytes)
+}
+
+fn parse(path: &Path, text: &str, bytes: usize, what: &str) -> io::Result<Vec<u8>> {
+    parse_hex(text, bytes).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not {what} (expected {bytes} bytes in hex)", path.display()),
+        )
+    })
+}
+
+#[cfg(unix)]
+fn create_private_file(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn create_private_file(path: &Path) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_is_created_once_private_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data").join("secret");
+        let first = load_or_create(&path, 32, "a test secret").unwrap();
+        assert_eq!(first.len(), 32);
+        assert_eq!(load_or_create(&path, 32, "a test secret").unwrap(), first);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(&path, "abcd\n").unwrap();
+        let short = load_or_create(&path, 32, "a test secret").unwrap_err();
+        assert!(short.to_string().contains("not a test secret"), "{short}");
+    }
+
+    #[test]
+    fn hex_secrets_parse_only_when_long_enough_and_hex() {
+        assert_eq!(parse_hex(" 00ff10 \n", 3), Some(vec![0, 255, 16]));
+        assert_eq!(parse_hex("00ff10", 4), None);
+        assert_eq!(parse_hex("00ff1", 2), None);
+        assert_eq!(parse_hex("zz", 1), None);
+    }
+}

@@ -1,0 +1,224 @@
+//! `agentprocess serve`: every role in one process (gateway, run actors, scheduler) on the embedded store.
+
+use crate::settings::{FlagSettings, Settings};
+use agentprocess_gateway::{ExtraRoutes, Identity, RuntimeBackend};
+use agentprocess_run_actor::runtime::{
+    BlobStore, Clock, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
+};
+use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerConfig};
+use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
+use anyhow::Context;
+use axum::extract::{Extension, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use clap::Args;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Run the server: the MCP endpoint, the admin API, the run actors and the scheduler, in one
+/// process, with everything stored in the data folder.
+///
+/// Settings come from defaults, then the TOML file given by --config (or AGENTPROCESS_CONFIG),
+/// then AGENTPROCESS_* variables (AGENTPROCESS_LIMITS__RUN_DATA_BYTES for [limits]
+/// run_data_bytes), then these flags. With no identity provider configured ([auth.provider]),
+/// the server runs in dev mode and accepts tokens from `agentprocess token`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// The data folder: store, uploads, dev keys [default: .agentprocess].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// The URL clients reach the server at, without /mcp [default: http://<listen>].
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+    /// How long a claim lasts before it must be renewed, in seconds [default: 600].
+    #[arg(long, value_name = "N")]
+    lease_seconds: Option<u64>,
+    /// A TOML settings file.
+    #[arg(long, value_name = "FILE", env = "AGENTPROCESS_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+pub fn run(args: ServeArgs) -> ExitCode {
+    let flags = FlagSettings {
+        listen: args.listen,
+        data_dir: args.data,
+        public_url: args.public_url,
+        lease_seconds: args.lease_seconds,
+    };
+    let settings = match Settings::load(args.config.as_deref(), flags) {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("error: the settings cannot be used: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
+        )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(mut settings: Settings) -> anyhow::Result<()> {
+    let data_dir = settings.data_dir.clone();
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
+    let (store, recovery) = EmbeddedStore::open(data_dir.join("store"), EmbeddedOptions::default())
+        .await
+        .with_context(|| format!("cannot open the store in {}", data_dir.join("store").display()))?;
+    tracing::info!(?recovery, "store opened");
+    let store = Arc::new(store);
+    let blobs: Arc<dyn BlobStore> = match &settings.uploads {
+        Some(url) => blob_store_from_url(url).with_context(|| format!("uploads = {url:?}"))?,
+        None => Arc::new(LocalBlobs::new(data_dir.join("uploads"))),
+    };
+    let clock = Clock::system();
+    let config = RuntimeConfig {
+        limits: settings.limits(),
+        escalation_group: settings.escalation_group.clone(),
+        idempotency_retention: settings.idempotency_retention(),
+        max_upload_bytes: usize::try_from(settings.limits.max_upload_bytes).unwrap_or(usize::MAX),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(store.clone(), blobs, config, clock.clone());
+    let transport = Arc::new(HttpTransport::new(Duration::from_secs(
+        settings.webhook_timeout_seconds,
+    )));
+    let scheduler = Scheduler::start(runtime.clone(), transport, SchedulerConfig::default());
+
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let local = listener.local_addr().context("the listener has no address")?;
+    if settings.public_url.is_none() {
+        // With port 0 the system picks the port: clients reach the one it picked.
+        settings.public_url = Some(format!("http://{local}"));
+    }
+    let gateway = settings.gateway();
+    let mut authenticated = Router::new();
+    if settings.testing.clock_control {
+        tracing::warn!("testing.clock_control is on: operators can move the server's clock");
+        authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(clock));
+    }
+    let backend = RuntimeBackend::new(Arc::new(runtime.clone()));
+    let extra = ExtraRoutes {
+        authenticated,
+        public: Router::new(),
+    };
+    let app =
+        agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;
+
+    print_banner(&settings, local);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("the HTTP server failed")?;
+    eprintln!("agentprocess: shutting down");
+    scheduler.stop().await;
+    store.close().await;
+    Ok(())
+}
+
+fn print_banner(settings: &Settings, local: SocketAddr) {
+    let public_url = settings.public_url();
+    println!("agentprocess {} listening on {local}", env!("CARGO_PKG_VERSION"));
+    println!("MCP endpoint: {}/mcp", public_url.trim_end_matches('/'));
+    if settings.auth.provider.is_none() {
+        println!("dev mode (no identity provider configured). Get a token with:");
+        println!(
+            "  agentprocess token --data {} --url {} --org ORG --agent AGENT_ID",
+            settings.data_dir.display(),
+            public_url
+        );
+        println!(
+            "  agentprocess token --data {} --url {} --org ORG --person EMAIL --group GROUP [--operator]",
+            settings.data_dir.display(),
+            public_url
+        );
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => {
+                let _ = interrupt.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}
+
+/// `POST /admin/v1/clock` `{ "advanceSeconds": N }` (testing only): moves the server's clock
+/// forward, so due dates, waits and lease expiry arrive at once.
+async fn advance_clock(
+    State(clock): State<Clock>,
+    Extension(identity): Extension<Identity>,
+    body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    if !identity.operator {
+        return admin_error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "an operator token is required",
+        );
+    }
+    let seconds = match body {
+        Ok(Json(body)) => body.get("advanceSeconds").and_then(Value::as_u64),
+        Err(rejection) => return admin_error(StatusCode::BAD_REQUEST, "invalid", &rejection.body_text()),
+    };
+    let Some(seconds) = seconds.filter(|&s| s <= 10 * 365 * 24 * 3600) else {
+        return admin_error(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "the body must be { \"advanceSeconds\": N } with N a non-negative integer of at most ten years",
+        );
+    };
+    clock.advance(Duration::from_secs(seconds));
+    Json(json!({ "now": clock.now().to_rfc3339() })).into_response()
+}
+
+fn admin_error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        Json(json!({ "error": { "code": code, "message": message } })),
+    )
+        .into_response()
+}

@@ -1,0 +1,234 @@
+//! The server's settings: defaults, then a TOML file, then `AGENTPROCESS_*` variables, then flags.
+
+use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, GatewayConfig};
+use agentprocess_run_actor::machine::{Limits, Probability};
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Environment variables of the operator commands, not settings of the server.
+const NOT_SETTINGS: [&str; 3] = ["URL", "TOKEN", "CONFIG"];
+
+/// Everything `agentprocess serve` can be told. Every field has a default that suits one
+/// machine; a TOML file uses the same names (`[limits]`, `[auth]`, `[evaluator]` as tables),
+/// and so do environment variables: `AGENTPROCESS_LEASE_SECONDS=300`,
+/// `AGENTPROCESS_LIMITS__RUN_DATA_BYTES=262144` (`__` separates a table from its key).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// The address the HTTP server listens on.
+    pub listen: SocketAddr,
+    /// Where the store, uploads and dev keys live.
+    pub data_dir: PathBuf,
+    /// The URL clients reach the server at (without `/mcp`); default `http://<listen>`.
+    pub public_url: Option<String>,
+    /// `leaseSeconds`: how long a claim lasts before it must be renewed.
+    pub lease_seconds: u64,
+    pub limits: LimitSettings,
+    /// The group escalated agent steps are assigned to.
+    pub escalation_group: String,
+    /// How long a `requestId` answers replays, in seconds.
+    pub idempotency_retention_seconds: u64,
+    /// Where uploaded files go: a URL (`s3://bucket/prefix`, `gs://…`, `az://…`, `file:///…`);
+    /// default the `uploads` folder in the data folder.
+    pub uploads: Option<String>,
+    /// The webhook delivery timeout, in seconds.
+    pub webhook_timeout_seconds: u64,
+    /// `Host` header values accepted besides the public URL's host and loopback names.
+    pub allowed_hosts: Vec<String>,
+    pub auth: AuthConfig,
+    pub testing: TestingSettings,
+}
+
+/// The limits `describe` reports and the runtime enforces: one section, so the two never differ.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitSettings {
+    pub run_data_bytes: u64,
+    pub max_upload_bytes: u64,
+    pub check_pass: f64,
+    pub check_fail: Option<f64>,
+    pub check_confidence: f64,
+    pub check_state_bytes: u64,
+}
+
+/// Switches for test environments only. Never turn them on in production.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TestingSettings {
+    /// Lets operators move the server's clock forward (`POST /admin/v1/clock`), so tests can
+    /// reach due dates, waits and lease expiry without waiting.
+    pub clock_control: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            public_url: None,
+            lease_seconds: Limits::DEFAULT_LEASE_SECONDS,
+            limits: LimitSettings::default(),
+            escalation_group: "operators".into(),
+            idempotency_retention_seconds: 7 * 24 * 3600,
+            uploads: None,
+            webhook_timeout_seconds: 10,
+            allowed_hosts: Vec::new(),
+            auth: AuthConfig::default(),
+            testing: TestingSettings::default(),
+        }
+    }
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        let limits = Limits::default();
+        LimitSettings {
+            run_data_bytes: limits.run_data_bytes as u64,
+            max_upload_bytes: 10 << 20,
+            check_pass: limits.check_pass.get(),
+            check_fail: limits.check_fail.map(Probability::get),
+            check_confidence: limits.check_confidence.get(),
+            check_state_bytes: limits.check_state_bytes as u64,
+        }
+    }
+}
+
+/// Flags given on the command line: each one overrides every other source.
+#[derive(Debug, Default, Serialize)]
+pub struct FlagSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_seconds: Option<u64>,
+}
+
+/// Settings that cannot be used, with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SettingsError(String);
+
+impl Settings {
+    /// Reads the settings: defaults, the TOML file (if given), `AGENTPROCESS_*`, then `flags`.
+    pub fn load(file: Option<&Path>, flags: FlagSettings) -> Result<Settings, SettingsError> {
+        let mut figment = Figment::new();
+        if let Some(file) = file {
+            if !file.is_file() {
+                return Err(SettingsError(format!(
+                    "the settings file {} does not exist",
+                    file.display()
+                )));
+            }
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        let settings: Settings = figment
+            .merge(Env::prefixed("AGENTPROCESS_").split("__").filter(|key| {
+                !NOT_SETTINGS
+                    .iter()
+                    .any(|name| key.as_str().eq_ignore_ascii_case(name))
+            }))
+            .merge(Serialized::defaults(flags))
+            .extract()
+            .map_err(|e| SettingsError(e.to_string()))?;
+        settings.check()?;
+        Ok(settings)
+    }
+
+    fn check(&self) -> Result<(), SettingsError> {
+        let limits = &self.limits;
+        let mut problems = Vec::new();
+        if self.lease_seconds == 0 {
+            problems.push("lease_seconds must be at least 1".to_owned());
+        }
+        if limits.run_data_bytes < 1024 {
+            problems.push("limits.run_data_bytes must be at least 1024".to_owned());
+        }
+        if limits.run_data_bytes > 1_400_000 {
+            problems.push(
+                "limits.run_data_bytes must stay under 1,400,000 (the store's request limit)".to_owned(),
+            );
+        }
+        if limits.max_upload_bytes == 0 {
+            problems.push("limits.max_upload_bytes must be at least 1".to_owned());
+        }
+        for (name, value) in [
+            ("check_pass", Some(limits.check_pass)),
+            ("check_fail", limits.check_fail),
+            ("check_confidence", Some(limits.check_confidence)),
+        ] {
+            if let Some(value) = value
+                && Probability::new(value).is_none()
+            {
+                problems.push(format!("limits.{name} must be a number from 0 to 1"));
+            }
+        }
+        if let Some(fail) = limits.check_fail
+            && fail > limits.check_pass
+        {
+            problems.push("limits.check_fail must not be above limits.check_pass".to_owned());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(SettingsError(problems.join("; ")))
+        }
+    }
+
+    /// The URL clients reach the server at.
+    pub fn public_url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.clone(),
+            None => format!("http://{}", self.listen),
+        }
+    }
+
+    /// The limits the runtime enforces.
+    pub fn limits(&self) -> Limits {
+        let probability = |value: f64| Probability::new(value).expect("checked when loaded");
+        Limits {
+            run_data_bytes: usize::try_from(self.limits.run_data_bytes).unwrap_or(usize::MAX),
+            lease_seconds: self.lease_seconds,
+            check_pass: probability(self.limits.check_pass),
+            check_fail: self.limits.check_fail.map(probability),
+            check_confidence: probability(self.limits.check_confidence),
+            check_state_bytes: usize::try_from(self.limits.check_state_bytes).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// What `describe` reports: the same numbers the runtime enforces.
+    pub fn describe(&self) -> DescribeConfig {
+        DescribeConfig {
+            lease_seconds: self.lease_seconds,
+            run_data_bytes: self.limits.run_data_bytes,
+            max_upload_bytes: self.limits.max_upload_bytes,
+            parallel: true,
+            evaluator_configured: false,
+            check_pass: self.limits.check_pass,
+            check_fail: self.limits.check_fail,
+            check_confidence: self.limits.check_confidence,
+            check_state_bytes: self.limits.check_state_bytes,
+        }
+    }
+
+    pub fn gateway(&self) -> GatewayConfig {
+        GatewayConfig {
+            public_url: self.public_url(),
+            data_dir: self.data_dir.clone(),
+            auth: self.auth.clone(),
+            describe: self.describe(),
+            max_request_bytes: None,
+            allowed_hosts: self.allowed_hosts.clone(),
+        }
+    }
+
+    pub fn idempotency_retention(&self) -> Duration {
+        Duration::from_secs(self.idempotency_retention_seconds)
+    }
+}
