@@ -10,9 +10,11 @@
 //!   authorization server from.
 
 pub mod auth;
+pub mod evaluator;
 pub mod mcp;
 
 pub use auth::{Actor, AuthConfig, Authenticator, Identity};
+pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 
 use axum::Router;
