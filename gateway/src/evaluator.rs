@@ -16,7 +16,8 @@
 //! Labels are single tokens: `yes`/`no` for a yes/no question, `A`, `B`, ... for a choice (26 at
 //! most; the option's name and description follow the label), `0`, `1`, ... for a rubric's
 //! levels (10 at most, as check.md allows). The request asks for one token at temperature 0 with
-//! `logprobs` and `top_logprobs`.
+//! `logprobs` and `top_logprobs`. It sets `max_tokens`, which OpenAI-compatible servers share; the
+//! models that take only `max_completion_tokens` are reasoning models, which give no logprobs.
 //!
 //! # How the answer is read
 //!

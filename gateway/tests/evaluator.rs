@@ -410,6 +410,24 @@ async fn check_3_a_passing_screening_completes_the_step_with_the_verdict_in_run_
     assert_eq!(check["questions"][2]["answer"], 2);
     assert_matches_schema("check-verdict.json", check);
     assert_eq!(fake.requests(), 3);
+    let asked = &fake.received()[0].body["messages"][1]["content"];
+    let shown: Value = serde_json::from_str(asked.as_str().unwrap()).unwrap();
+    assert_eq!(shown["step"], "check_vendor");
+    assert!(
+        shown["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("OFAC and EU sanctions lists")
+    );
+    assert!(
+        shown["process"]
+            .as_str()
+            .unwrap()
+            .contains("Start this when procurement has a new supplier")
+    );
+    assert_eq!(shown["runData"]["inputs"]["vendorName"], "Acme");
+    assert_eq!(shown["submission"]["output"]["cleared"], true);
+    assert_eq!(shown["submission"]["evidence"][0]["kind"], "file");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -366,7 +366,7 @@ fn spread(labels: &[String], chosen: usize, confidence: f64) -> Vec<(String, f64
             tokens.push((label.clone(), rest / 4.0 / others));
         }
     }
-    for filler in ["The", "\n", "I"] {
+    for filler in ["The", "\n", "**"] {
         tokens.push((filler.to_owned(), rest * 0.25));
     }
     tokens
@@ -447,6 +447,15 @@ mod tests {
                 assert!((total - 1.0).abs() < 1e-9);
             }
         }
+    }
+
+    #[test]
+    fn no_token_but_the_labels_reads_as_a_label_even_with_26_choices() {
+        let letters: Vec<String> = ('A'..='Z').map(String::from).collect();
+        let tokens = answer(&Asked::Choice(letters.clone()), Behaviour::Unsure);
+        let label_tokens = tokens.iter().filter(|(t, _)| letters.contains(t)).count();
+        assert_eq!(label_tokens, 26);
+        assert_eq!(tokens[0], ("A".to_owned(), 0.3));
     }
 
     #[test]
