@@ -13,12 +13,14 @@
 //! serves them; it is mounted beside this router, over the runtime that keeps the uploads.
 
 pub mod auth;
+pub mod evaluator;
 pub mod files;
 pub mod mcp;
 pub mod runtime_backend;
 mod secret_file;
 
 pub use auth::{Actor, AuthConfig, Authenticator, Identity};
+pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};
 
