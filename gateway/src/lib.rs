@@ -8,10 +8,15 @@
 //!   here, and every other tool goes to the backend with the caller's [`Identity`].
 //! - `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata clients discover the
 //!   authorization server from.
+//!
+//! [`admin_routes`] is the operators' admin API (`/admin/v1/...`: import, bind, publish, list),
+//! to be mounted behind the same bearer layer.
 
+pub mod admin;
 pub mod auth;
 pub mod mcp;
 
+pub use admin::admin_routes;
 pub use auth::{Actor, AuthConfig, Authenticator, Identity};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 
