@@ -2,7 +2,8 @@
 
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
-use agentprocess_gateway::{ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend};
+use agentprocess_gateway::{ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend, admin_routes};
+use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{
     BlobStore, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
 };
@@ -13,7 +14,7 @@ use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use clap::Args;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -131,7 +132,14 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         settings.public_url = Some(format!("http://{local}"));
     }
     let gateway = settings.gateway();
-    let mut authenticated = Router::new();
+    // What publication accepts: the profiles and optional tools this server offers.
+    let offer = Offer {
+        parallel: true,
+        check: settings.evaluator.is_some(),
+        upload: true,
+        send_event: true,
+    };
+    let mut authenticated = admin_routes(runtime.clone(), offer);
     if settings.testing.clock_control {
         tracing::warn!("testing.clock_control is on: operators can move the server's clock");
         authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(clock.clone()));
