@@ -1,5 +1,6 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
+mod process_admin;
 mod process_cmd;
 mod token_cmd;
 
@@ -16,7 +17,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Work with PROCESS.md files: check them, hash them.
+    /// Work with PROCESS.md files: check and hash them; import, publish and list them on a server.
     #[command(subcommand)]
     Process(process_cmd::ProcessCommand),
     /// Print a dev bearer token signed with the local dev key.
