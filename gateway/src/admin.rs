@@ -144,7 +144,7 @@ impl IntoResponse for AdminError {
                         StatusCode::UNPROCESSABLE_ENTITY,
                         error_body(
                             "invalid",
-                            &format!("refused with {} issue(s)", issues.len()),
+                            &format!("{} issue(s) found; nothing was changed", issues.len()),
                             Some(issues.iter().map(ToString::to_string).collect()),
                         ),
                     ),

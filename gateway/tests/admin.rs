@@ -25,6 +25,7 @@ const NO_CHECK: Offer = Offer {
 struct AdminServer {
     url: String,
     data_dir: tempfile::TempDir,
+    store: Arc<EmbeddedStore>,
     _blobs: tempfile::TempDir,
 }
 
@@ -35,8 +36,9 @@ async fn start(offer: Offer) -> AdminServer {
     let data_dir = tempfile::tempdir().unwrap();
     let blobs = tempfile::tempdir().unwrap();
     let authenticator = Arc::new(Authenticator::new(&AuthConfig::default(), &url, data_dir.path()).unwrap());
+    let store = Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default()));
     let runtime = Runtime::new(
-        Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default())),
+        store.clone(),
         Arc::new(LocalBlobs::new(blobs.path())),
         RuntimeConfig::default(),
         Clock::system(),
@@ -46,6 +48,7 @@ async fn start(offer: Offer) -> AdminServer {
     AdminServer {
         url,
         data_dir,
+        store,
         _blobs: blobs,
     }
 }
@@ -552,4 +555,27 @@ async fn an_oversized_body_is_413() {
         )
         .await;
     answer.expect(413, Some("invalid"));
+}
+
+#[tokio::test]
+async fn a_failed_store_is_503_unavailable() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    server
+        .import(&token, fixture("blog-publication"))
+        .await
+        .expect(201, None);
+    server.store.close().await;
+    for (method, path) in PATHS {
+        let body = if method == "PUT" {
+            json!({ "bindings": { "editor": "g" } }).to_string().into_bytes()
+        } else {
+            fixture("blog-publication")
+        };
+        let answer = server
+            .call(method.parse().unwrap(), path, Some(&token), body)
+            .await;
+        answer.expect(503, Some("unavailable"));
+        assert!(answer.text.contains("try again"), "{}", answer.text);
+    }
 }

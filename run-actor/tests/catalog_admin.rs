@@ -23,8 +23,15 @@ const NO_CHECK: Offer = Offer {
 };
 
 fn runtime(blobs: &std::path::Path) -> Runtime {
-    Runtime::new(
+    runtime_on(
         Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default())),
+        blobs,
+    )
+}
+
+fn runtime_on(store: Arc<EmbeddedStore>, blobs: &std::path::Path) -> Runtime {
+    Runtime::new(
+        store,
         Arc::new(LocalBlobs::new(blobs)),
         RuntimeConfig::default(),
         Clock::starting_at(START),
@@ -462,4 +469,43 @@ async fn every_fixture_imports_binds_and_publishes() {
     let listed = catalog.processes(ORG).await.unwrap();
     assert_eq!(listed.len(), 12);
     assert!(listed.iter().all(|p| p.latest_version == Some(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_failure_is_not_a_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default()));
+    let runtime = runtime_on(store.clone(), dir.path());
+    let catalog = runtime.catalog();
+    catalog
+        .import_draft(ORG, &fixture("blog-publication"), &NO_CHECK, OPERATOR)
+        .await
+        .unwrap();
+    store.close().await;
+    let failed = |result: Result<_, CatalogError>| matches!(result, Err(CatalogError::Failed(_)));
+    assert!(failed(
+        catalog
+            .import_draft(ORG, &fixture("blog-publication"), &NO_CHECK, OPERATOR)
+            .await
+            .map(|_| ())
+    ));
+    assert!(failed(
+        catalog
+            .bind_roles(ORG, "blog-publication", &bindings(&[("editor", "g")]))
+            .await
+            .map(|_| ())
+    ));
+    assert!(failed(
+        catalog
+            .publish_draft(ORG, "blog-publication", &NO_CHECK, OPERATOR)
+            .await
+            .map(|_| ())
+    ));
+    assert!(catalog.processes(ORG).await.is_err());
+    assert!(catalog.process(ORG, "blog-publication").await.is_err());
+    // An invalid source is still a refusal: it is refused before the store is asked.
+    assert!(matches!(
+        catalog.import_draft(ORG, b"nope", &NO_CHECK, OPERATOR).await,
+        Err(CatalogError::Refused(CatalogRefusal::Invalid(_)))
+    ));
 }
