@@ -10,11 +10,11 @@ use agentprocess_run_actor::runtime::{
 use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerConfig};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
 use anyhow::Context;
+use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::Json;
 use clap::Args;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
