@@ -46,7 +46,12 @@ struct Admin {
 
 /// The admin API's routes. Expects the bearer layer in front ([`crate::auth::require_bearer`]),
 /// which puts the caller's [`Identity`] in the request extensions; callers without operator
-/// rights get 403.
+/// rights get 403. `offer` is what this server offers, which imports and publications are
+/// validated against: `check-1` only while an evaluator is configured, `parallel-1` always.
+///
+/// ```text
+/// let app = admin_routes(runtime, offer).route_layer(from_fn_with_state(authenticator, require_bearer));
+/// ```
 pub fn admin_routes(runtime: Runtime, offer: Offer) -> Router {
     let admin = Arc::new(Admin { runtime, offer });
     Router::new()

@@ -350,6 +350,7 @@ impl Catalog {
     }
 
     /// Every process of the organization that has a published version or a draft, by name.
+    /// Reads every version's record, sources included: an operator's listing, not a hot path.
     pub async fn processes(&self, organization: &str) -> Result<Vec<ProcessEntry>, RuntimeError> {
         let mut entries: BTreeMap<String, ProcessEntry> = BTreeMap::new();
         let catalog = self
