@@ -1,6 +1,7 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
 mod load_cmd;
+mod process_admin;
 mod process_cmd;
 mod serve_cmd;
 mod settings;
@@ -19,7 +20,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Work with PROCESS.md files: check them, hash them.
+    /// Work with PROCESS.md files: check and hash them; import, publish and list them on a server.
     #[command(subcommand)]
     Process(process_cmd::ProcessCommand),
     /// Run the server: MCP endpoint, admin API, run actors and scheduler in one process.

@@ -1,5 +1,7 @@
-//! `agentprocess process ...`: check and hash PROCESS.md files on disk.
+//! `agentprocess process ...`: check and hash PROCESS.md files on disk; import and list them on
+//! a server ([`crate::process_admin`]).
 
+use crate::process_admin::{self, ImportArgs, ListArgs};
 use agentprocess_process::{Issue, Offer, parse_document, validate};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
@@ -25,6 +27,8 @@ pub enum ProcessCommand {
         /// A PROCESS.md file, or a folder holding one.
         path: PathBuf,
     },
+    Import(ImportArgs),
+    List(ListArgs),
 }
 
 #[derive(Debug, Args)]
@@ -73,6 +77,8 @@ pub fn run(command: ProcessCommand) -> ExitCode {
     match command {
         ProcessCommand::Check(args) => check(&args),
         ProcessCommand::Hash { path } => hash(&path),
+        ProcessCommand::Import(args) => process_admin::import(args),
+        ProcessCommand::List(args) => process_admin::list(args),
     }
 }
 

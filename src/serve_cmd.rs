@@ -1,18 +1,20 @@
 //! `agentprocess serve`: every role in one process (gateway, run actors, scheduler) on the embedded store.
 
 use crate::settings::{FlagSettings, Settings};
-use agentprocess_gateway::{ExtraRoutes, Identity, RuntimeBackend};
+use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
+use agentprocess_gateway::{ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend, admin_routes};
+use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{
-    BlobStore, Clock, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
+    BlobStore, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
 };
 use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerConfig};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
 use anyhow::Context;
+use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
 use clap::Args;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -99,7 +101,16 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         None => Arc::new(LocalBlobs::new(data_dir.join("uploads"))),
     };
     let clock = Clock::system();
+    let evaluator: Option<Arc<dyn Evaluator>> = match &settings.evaluator {
+        Some(config) => {
+            Some(Arc::new(OpenAiEvaluator::new(config).map_err(|e| {
+                anyhow::anyhow!("the evaluator cannot be used: {e}")
+            })?))
+        }
+        None => None,
+    };
     let config = RuntimeConfig {
+        evaluator,
         limits: settings.limits(),
         escalation_group: settings.escalation_group.clone(),
         idempotency_retention: settings.idempotency_retention(),
@@ -121,15 +132,30 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         settings.public_url = Some(format!("http://{local}"));
     }
     let gateway = settings.gateway();
-    let mut authenticated = Router::new();
+    // What publication accepts: the profiles and optional tools this server offers.
+    let offer = Offer {
+        parallel: true,
+        check: settings.evaluator.is_some(),
+        upload: true,
+        send_event: true,
+    };
+    let mut authenticated = admin_routes(runtime.clone(), offer);
     if settings.testing.clock_control {
         tracing::warn!("testing.clock_control is on: operators can move the server's clock");
-        authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(clock));
+        authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(clock.clone()));
     }
-    let backend = RuntimeBackend::new(Arc::new(runtime.clone()));
+    let signer = Arc::new(
+        FileUrlSigner::from_config(&settings.files, &data_dir)
+            .map_err(|e| anyhow::anyhow!("signed file URLs cannot be set up: {e}"))?,
+    );
+    let backend = RuntimeBackend::new(Arc::new(runtime.clone())).with_decoration(Arc::new(SignedFileUrls {
+        signer: signer.clone(),
+        public_url: gateway.resource(),
+        clock: clock.clone(),
+    }));
     let extra = ExtraRoutes {
         authenticated,
-        public: Router::new(),
+        public: file_routes(runtime.clone(), signer),
     };
     let app =
         agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;

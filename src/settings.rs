@@ -1,5 +1,7 @@
 //! The server's settings: defaults, then a TOML file, then `AGENTPROCESS_*` variables, then flags.
 
+use agentprocess_gateway::evaluator::EvaluatorConfig;
+use agentprocess_gateway::files::FileUrlConfig;
 use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, GatewayConfig};
 use agentprocess_run_actor::machine::{Limits, Probability};
 use figment::Figment;
@@ -40,6 +42,11 @@ pub struct Settings {
     /// `Host` header values accepted besides the public URL's host and loopback names.
     pub allowed_hosts: Vec<String>,
     pub auth: AuthConfig,
+    /// The `check-1` evaluator (an OpenAI-compatible endpoint); `check-1` is offered only when
+    /// this is set.
+    pub evaluator: Option<EvaluatorConfig>,
+    /// Signed file URLs: the key several gateways share, and how long a link lives.
+    pub files: FileUrlConfig,
     pub testing: TestingSettings,
 }
 
@@ -78,6 +85,8 @@ impl Default for Settings {
             webhook_timeout_seconds: 10,
             allowed_hosts: Vec::new(),
             auth: AuthConfig::default(),
+            evaluator: None,
+            files: FileUrlConfig::default(),
             testing: TestingSettings::default(),
         }
     }
@@ -174,6 +183,14 @@ impl Settings {
         {
             problems.push("limits.check_fail must not be above limits.check_pass".to_owned());
         }
+        if let Some(evaluator) = &self.evaluator {
+            problems.extend(
+                evaluator
+                    .problems()
+                    .into_iter()
+                    .map(|p| format!("evaluator: {p}")),
+            );
+        }
         if problems.is_empty() {
             Ok(())
         } else {
@@ -209,7 +226,7 @@ impl Settings {
             run_data_bytes: self.limits.run_data_bytes,
             max_upload_bytes: self.limits.max_upload_bytes,
             parallel: true,
-            evaluator_configured: false,
+            evaluator_configured: self.evaluator.is_some(),
             check_pass: self.limits.check_pass,
             check_fail: self.limits.check_fail,
             check_confidence: self.limits.check_confidence,

@@ -865,3 +865,25 @@ mod tests {
         );
     }
 }
+
+/// Signs the file items of every result the tool backend returns (see [`add_file_urls`]), with
+/// the runtime's clock.
+#[derive(Debug, Clone)]
+pub struct SignedFileUrls {
+    pub signer: Arc<FileUrlSigner>,
+    /// The gateway's public URL, which the links point at.
+    pub public_url: String,
+    pub clock: agentprocess_run_actor::runtime::Clock,
+}
+
+impl crate::runtime_backend::DecorateResult for SignedFileUrls {
+    fn decorate(&self, organization: &str, data: &mut Value) {
+        add_file_urls(
+            data,
+            organization,
+            &self.signer,
+            &self.public_url,
+            self.clock.now(),
+        );
+    }
+}

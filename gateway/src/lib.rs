@@ -9,16 +9,22 @@
 //! - `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata clients discover the
 //!   authorization server from.
 //!
-//! [`files`] adds the short-lived signed URLs of file evidence and `GET /files/{link}`, which
-//! serves them; it is mounted beside this router, over the runtime that keeps the uploads.
+//! [`router_with`] mounts more routes: [`admin_routes`], the operators' admin API
+//! (`/admin/v1/...`: import, bind, publish, list) behind the same bearer layer, and
+//! [`files::file_routes`] (`GET /files/{link}`: the short-lived signed URLs of file evidence),
+//! which carry their own credentials.
 
+pub mod admin;
 pub mod auth;
+pub mod evaluator;
 pub mod files;
 pub mod mcp;
 pub mod runtime_backend;
 mod secret_file;
 
+pub use admin::admin_routes;
 pub use auth::{Actor, AuthConfig, Authenticator, Identity};
+pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};
 

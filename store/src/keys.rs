@@ -9,9 +9,9 @@
 //!   o/<org>/work/person/<person>/<since>/<runId>/<workItemId>  work items by person
 //!   o/<org>/process/<name>/runs/<startedAt>/<runId>        runs of a process, oldest first
 //!   o/<org>/process/<name>/published/<version>             published process versions
-//!   o/<org>/process/<name>/draft/<draftId>                 drafts
 //!   o/<org>/upload/<uploadId>                              upload metadata
 //!   o/<org>/catalog/<name>                                 latest published version of each process
+//!   o/<org>/draft/<name>                                   the draft of each process (one per name)
 //!   o/<org>/webhook/<webhookId>                            notification webhooks
 //!   o/<org>/deadletter/<createdAt>/<runId>/<seq>           notifications that could not be delivered
 //!   timer/<fireAt>/<org>/<runId>/<timerId>                 timer index, earliest first
@@ -311,18 +311,22 @@ impl Keys {
         })
     }
 
-    /// Every process of the organization with everything filed under it (runs index, versions,
-    /// drafts); list process names by paging through it.
+    /// Every process of the organization with everything filed under it (runs index, versions);
+    /// list process names by paging through it.
     pub fn processes(&self, org: &str) -> KeyRange {
         self.org(org).lit("process").prefix()
     }
 
-    pub fn draft(&self, org: &str, process: &str, draft_id: &str) -> Vec<u8> {
-        self.process(org, process).lit("draft").id(draft_id).leaf()
+    // Drafts: outside `process/<name>/` so that listing them does not page through runs.
+
+    /// The draft of one process: what an operator imported and has not published (yet).
+    pub fn draft(&self, org: &str, process: &str) -> Vec<u8> {
+        self.org(org).lit("draft").id(process).leaf()
     }
 
-    pub fn drafts(&self, org: &str, process: &str) -> KeyRange {
-        self.process(org, process).lit("draft").prefix()
+    /// The organization's drafts, by process name.
+    pub fn drafts(&self, org: &str) -> KeyRange {
+        self.org(org).lit("draft").prefix()
     }
 
     // Uploads.
@@ -789,6 +793,9 @@ mod tests {
         assert!(!k.idempotency_expiries_due(8).contains(&expiry));
         assert!(k.organization("o").contains(&k.dead_letter("o", 1, "r", 2)));
         assert!(k.organization("o").contains(&k.webhook("o", "w")));
+        assert!(k.drafts("o").contains(&k.draft("o", "p")));
+        assert!(!k.drafts("o").contains(&k.catalog_entry("o", "p")));
+        assert!(!k.drafts("o").contains(&k.draft("o2", "p")));
         // A key of another kind, or of another cluster, does not parse.
         assert_eq!(k.parse_timer(&ready), None);
         assert_eq!(Keys::new("staging").parse_ready_step(&ready), None);

@@ -1,8 +1,13 @@
-//! Test helpers shared by the workspace: the protocol's JSON Schemas and conformance fixtures.
+//! Test helpers shared by the workspace: the protocol's JSON Schemas and conformance fixtures,
+//! and a fake `check-1` evaluator ([`fake_evaluator`]).
 //!
 //! The schemas and fixtures are the protocol's published copies, kept beside the repository in
 //! `shared/agentprocess/`. `AGENTPROCESS_SCHEMAS` and `AGENTPROCESS_FIXTURES` override where they
 //! are looked for.
+
+pub mod fake_evaluator;
+
+pub use fake_evaluator::FakeEvaluator;
 
 use jsonschema::{Retrieve, Uri, Validator};
 use serde_json::Value;

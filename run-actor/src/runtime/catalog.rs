@@ -1,104 +1,541 @@
-//! The process catalog: published versions of each organization's processes, and the pinned
-//! processes that runs use, parsed once and cached by version (a published version never
-//! changes).
-
-use super::RuntimeError;
+//! The process catalog: each organization's drafts (imported, roles being bound) and published
+//! versions, and the pinned processes that runs use, parsed once and cached by version (a
+//! published version never changes).
+//!
+//! An operator imports a `PROCESS.md` as the DRAFT of its process (one per process name; a new
+//! import replaces it and keeps the bindings of roles that still exist), binds every role name to
+//! a group of the identity provider, and publishes: the draft becomes the next numbered version,
+//! with its content hash, its bindings, when and by whom. The draft stays, so the operator can
+//! re-bind and publish again. Publishing what the latest version already is (same content hash
+//! AND same bindings) is refused as a conflict: it would make a version that changes nothing.
+use super::{Clock, RuntimeError};
 use crate::machine::PinnedProcess;
 use crate::machine::render;
-use agentprocess_process::{Issue, Offer, load};
+use agentprocess_process::{Issue, LoadedProcess, Offer, load};
 use agentprocess_store::keys::Keys;
-use agentprocess_store::{Compare, Store, StoreError, Txn, TxnOp};
+use agentprocess_store::{Compare, RangeRequest, Store, StoreError, Txn, TxnOp};
 use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 type VersionKey = (String, String, u64);
 
-/// Published processes, read from the store and cached.
+/// Published processes and drafts, read from the store; pinned processes cached.
 #[derive(Debug)]
 pub struct Catalog {
     store: Arc<dyn Store>,
     keys: Keys,
+    clock: Clock,
     pinned: Mutex<HashMap<VersionKey, Arc<PinnedProcess>>>,
 }
 
-/// Why a process could not be published.
-#[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
-    #[error("the process is not valid: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+/// Why the catalog said no to an operator: the request's fault, never the infrastructure's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogRefusal {
+    /// The source, the bindings, or the draft at publication breaks a rule: every issue found.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Invalid(Vec<Issue>),
-    #[error("role {0} is not bound to a group")]
-    UnboundRole(String),
-    #[error("another version of this process was published at the same time")]
-    Raced,
+    #[error("there is no draft of process {0:?} in this organization")]
+    NoDraft(String),
+    /// The draft is exactly the latest version: same content hash, same bindings.
+    #[error("version {version} of {name} already has this content and these bindings")]
+    Unchanged { name: String, version: u64 },
+    /// Another operator changed the draft or published a version between the read and the write.
+    #[error("{0} was changed at the same time by another request; try again")]
+    Raced(String),
+}
+
+/// Why a catalog operation did not happen: a refusal, or an infrastructure failure (retry).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CatalogError {
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Refused(#[from] CatalogRefusal),
+    #[error(transparent)]
+    Failed(#[from] RuntimeError),
+}
+
+impl From<StoreError> for CatalogError {
+    fn from(error: StoreError) -> Self {
+        CatalogError::Failed(RuntimeError::Store(error))
+    }
+}
+
+/// A stored draft: the source as imported, what validation found in it, and its bindings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Draft {
+    pub name: String,
+    pub description: String,
+    pub source: String,
+    /// Hex SHA-256 content hash (spec §6.5).
+    pub content_hash: String,
+    /// The role names of its `person:` keys, in first-use order.
+    pub roles: Vec<String>,
+    /// Role name → group id, for roles in `roles` only.
+    pub bindings: IndexMap<String, String>,
+    pub imported_at: String,
+    pub imported_by: String,
+}
+
+/// What an operator sees of a draft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DraftView {
+    pub content_hash: String,
+    pub roles: Vec<String>,
+    pub bindings: IndexMap<String, String>,
+    /// Roles still without a group, in `roles` order; publication needs none.
+    pub unbound: Vec<String>,
+}
+
+impl Draft {
+    pub fn unbound(&self) -> Vec<String> {
+        self.roles
+            .iter()
+            .filter(|role| !self.bindings.contains_key(*role))
+            .cloned()
+            .collect()
+    }
+
+    pub fn view(&self) -> DraftView {
+        DraftView {
+            content_hash: self.content_hash.clone(),
+            roles: self.roles.clone(),
+            bindings: self.bindings.clone(),
+            unbound: self.unbound(),
+        }
+    }
+}
+
+/// One published version, without its source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionSummary {
+    pub version: u64,
+    pub content_hash: String,
+    /// RFC 3339, UTC.
+    pub published_at: String,
+    /// Role name → group id, as bound at publication.
+    pub roles: IndexMap<String, String>,
+    /// Who published it (a person's email or an agent's id); `None` when published by the server
+    /// itself ([`Catalog::publish`]).
+    pub published_by: Option<String>,
+}
+
+/// A version just published, with the name of its process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishedVersion {
+    pub name: String,
+    #[serde(flatten)]
+    pub version: VersionSummary,
+}
+
+/// One process as operators see it: every published version, oldest first, and the draft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessEntry {
+    pub name: String,
+    /// Of the latest version, or of the draft while nothing is published.
+    pub description: String,
+    pub latest_version: Option<u64>,
+    pub versions: Vec<VersionSummary>,
+    pub draft: Option<DraftView>,
+}
+
+/// A published version as stored: everything [`Catalog::pinned`] needs and the summary's facts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PublishedRecord {
+    source: String,
+    roles: IndexMap<String, String>,
+    content_hash: String,
+    published_at: String,
+    published_by: Option<String>,
+}
+
+/// The issues of a set of role bindings for a process whose role names are `roles`: a role it
+/// does not have, or an empty group. Empty when the bindings may be applied.
+pub fn binding_issues(roles: &[String], bindings: &IndexMap<String, String>) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    for (role, group) in bindings {
+        let path = format!("bindings.{role}");
+        if !roles.contains(role) {
+            let known = if roles.is_empty() {
+                "it has no roles".to_string()
+            } else {
+                format!("its roles are {}", roles.join(", "))
+            };
+            issues.push(Issue::new(
+                path,
+                format!("the process has no role {role:?}; {known}"),
+            ));
+        } else if group.trim().is_empty() {
+            issues.push(Issue::new(path, "the group must not be empty"));
+        }
+    }
+    issues
+}
+
+/// One issue per role without a group: a process publishes only with every role bound.
+pub fn unbound_issues<'r>(
+    roles: impl IntoIterator<Item = &'r str>,
+    bindings: &IndexMap<String, String>,
+) -> Vec<Issue> {
+    roles
+        .into_iter()
+        .filter(|role| !bindings.contains_key(*role))
+        .map(|role| {
+            Issue::new(
+                format!("bindings.{role}"),
+                format!("role {role:?} is not bound to a group of the identity provider"),
+            )
+        })
+        .collect()
 }
 
 impl Catalog {
-    pub(crate) fn new(store: Arc<dyn Store>, keys: Keys) -> Self {
+    pub(crate) fn new(store: Arc<dyn Store>, keys: Keys, clock: Clock) -> Self {
         Catalog {
             store,
             keys,
+            clock,
             pinned: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Validates `source` and publishes it as the next version of its process, with the role
-    /// bindings (role name → group id). Returns the version.
+    /// Validates `source` (offering everything) and publishes it at once as the next version of
+    /// its process, with the role bindings (role name → group id), bypassing drafts. For
+    /// seeding and tests; operators go through [`Catalog::import_draft`] and
+    /// [`Catalog::publish_draft`]. Returns the version.
     pub async fn publish(
         &self,
         organization: &str,
         source: &[u8],
         roles: IndexMap<String, String>,
     ) -> Result<u64, CatalogError> {
-        let loaded = load(source, &Offer::EVERYTHING).map_err(CatalogError::Invalid)?;
-        if let Some(role) = loaded
+        let loaded = load(source, &Offer::EVERYTHING).map_err(CatalogRefusal::Invalid)?;
+        let unbound = unbound_issues(loaded.process.role_names(), &roles);
+        if !unbound.is_empty() {
+            return Err(CatalogRefusal::Invalid(unbound).into());
+        }
+        let source = source_text(source)?;
+        let published = self
+            .commit_version(organization, &loaded, source, roles, None, None)
+            .await?;
+        Ok(published.version.version)
+    }
+
+    /// Parses and validates `source` against what the server offers and stores it as the draft
+    /// of its process, replacing an earlier draft but keeping the bindings of roles the new
+    /// source still has. An invalid source is refused with every issue and changes nothing.
+    pub async fn import_draft(
+        &self,
+        organization: &str,
+        source: &[u8],
+        offer: &Offer,
+        imported_by: &str,
+    ) -> Result<Draft, CatalogError> {
+        let loaded = load(source, offer).map_err(CatalogRefusal::Invalid)?;
+        let text = source_text(source)?;
+        let name = loaded.process.name.to_string();
+        let key = self.keys.draft(organization, &name);
+        let (earlier, revision) = self.read_draft(organization, &name).await?;
+        let roles: Vec<String> = loaded
             .process
             .role_names()
             .into_iter()
-            .find(|role| !roles.contains_key(*role))
-        {
-            return Err(CatalogError::UnboundRole(role.to_string()));
+            .map(str::to_string)
+            .collect();
+        let bindings = earlier
+            .map(|draft| draft.bindings)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(role, _)| roles.contains(role))
+            .collect();
+        let draft = Draft {
+            name: name.clone(),
+            description: loaded.process.description.clone(),
+            source: text.to_string(),
+            content_hash: loaded.hash.to_hex(),
+            roles,
+            bindings,
+            imported_at: self.clock.now().to_rfc3339(),
+            imported_by: imported_by.to_string(),
+        };
+        self.write_draft(key, revision, &draft).await?;
+        Ok(draft)
+    }
+
+    /// Sets the given role bindings on the draft of `name`; roles not named keep theirs. A role
+    /// the process does not have, or an empty group, refuses the whole request with every issue.
+    pub async fn bind_roles(
+        &self,
+        organization: &str,
+        name: &str,
+        bindings: &IndexMap<String, String>,
+    ) -> Result<Draft, CatalogError> {
+        let (draft, revision) = self.read_draft(organization, name).await?;
+        let mut draft = draft.ok_or_else(|| CatalogRefusal::NoDraft(name.to_string()))?;
+        let issues = binding_issues(&draft.roles, bindings);
+        if !issues.is_empty() {
+            return Err(CatalogRefusal::Invalid(issues).into());
         }
+        for (role, group) in bindings {
+            draft.bindings.insert(role.clone(), group.trim().to_string());
+        }
+        // Bindings in the order the roles are first used, whatever order they were given in.
+        let ordered = draft
+            .roles
+            .iter()
+            .filter_map(|role| {
+                draft
+                    .bindings
+                    .get(role)
+                    .map(|group| (role.clone(), group.clone()))
+            })
+            .collect();
+        draft.bindings = ordered;
+        self.write_draft(self.keys.draft(organization, name), revision, &draft)
+            .await?;
+        Ok(draft)
+    }
+
+    /// Validates the draft of `name` again (what the server offers may have changed since the
+    /// import) and publishes it as the next version. Refused with every issue when it is invalid
+    /// or a role is unbound, and as [`CatalogRefusal::Unchanged`] when the latest version
+    /// already has the same content hash and bindings. The draft stays.
+    pub async fn publish_draft(
+        &self,
+        organization: &str,
+        name: &str,
+        offer: &Offer,
+        published_by: &str,
+    ) -> Result<PublishedVersion, CatalogError> {
+        let (draft, draft_revision) = self.read_draft(organization, name).await?;
+        let draft = draft.ok_or_else(|| CatalogRefusal::NoDraft(name.to_string()))?;
+        let (loaded, mut issues) = match load(draft.source.as_bytes(), offer) {
+            Ok(loaded) => (Some(loaded), Vec::new()),
+            Err(issues) => (None, issues),
+        };
+        issues.extend(unbound_issues(
+            draft.roles.iter().map(String::as_str),
+            &draft.bindings,
+        ));
+        let Some(loaded) = loaded.filter(|_| issues.is_empty()) else {
+            return Err(CatalogRefusal::Invalid(issues).into());
+        };
+        if let Some(latest) = self.versions(organization, name).await?.pop()
+            && latest.content_hash == draft.content_hash
+            && latest.roles == draft.bindings
+        {
+            return Err(CatalogRefusal::Unchanged {
+                name: name.to_string(),
+                version: latest.version,
+            }
+            .into());
+        }
+        let draft_unchanged = Compare::mod_revision_is(self.keys.draft(organization, name), draft_revision);
+        self.commit_version(
+            organization,
+            &loaded,
+            &draft.source,
+            draft.bindings,
+            Some(published_by),
+            Some(draft_unchanged),
+        )
+        .await
+    }
+
+    /// Every process of the organization that has a published version or a draft, by name.
+    /// Reads every version's record, sources included: an operator's listing, not a hot path.
+    pub async fn processes(&self, organization: &str) -> Result<Vec<ProcessEntry>, RuntimeError> {
+        let mut entries: BTreeMap<String, ProcessEntry> = BTreeMap::new();
+        let catalog = self
+            .store
+            .range(RangeRequest::new(self.keys.catalog(organization)))
+            .await?;
+        for kv in &catalog.kvs {
+            let summary: Value = serde_json::from_slice(&kv.value)
+                .map_err(|e| RuntimeError::Corrupt(format!("catalog entry: {e}")))?;
+            let Some(name) = summary["name"].as_str() else {
+                return Err(RuntimeError::Corrupt("catalog entry without a name".into()));
+            };
+            entries.insert(
+                name.to_string(),
+                self.published_entry(organization, name, &summary).await?,
+            );
+        }
+        let drafts = self
+            .store
+            .range(RangeRequest::new(self.keys.drafts(organization)))
+            .await?;
+        for kv in &drafts.kvs {
+            let draft: Draft = serde_json::from_slice(&kv.value)
+                .map_err(|e| RuntimeError::Corrupt(format!("draft: {e}")))?;
+            add_draft(&mut entries, draft);
+        }
+        Ok(entries.into_values().collect())
+    }
+
+    /// One process of the organization; `None` when it has neither a version nor a draft.
+    pub async fn process(
+        &self,
+        organization: &str,
+        name: &str,
+    ) -> Result<Option<ProcessEntry>, RuntimeError> {
+        let mut entries: BTreeMap<String, ProcessEntry> = BTreeMap::new();
+        let (entry, _) = self
+            .store
+            .get(&self.keys.catalog_entry(organization, name))
+            .await?;
+        if let Some(kv) = entry {
+            let summary: Value = serde_json::from_slice(&kv.value)
+                .map_err(|e| RuntimeError::Corrupt(format!("catalog entry of {name}: {e}")))?;
+            entries.insert(
+                name.to_string(),
+                self.published_entry(organization, name, &summary).await?,
+            );
+        }
+        if let (Some(draft), _) = self.read_draft(organization, name).await? {
+            add_draft(&mut entries, draft);
+        }
+        Ok(entries.remove(name))
+    }
+
+    async fn published_entry(
+        &self,
+        organization: &str,
+        name: &str,
+        summary: &Value,
+    ) -> Result<ProcessEntry, RuntimeError> {
+        let versions = self.versions(organization, name).await?;
+        Ok(ProcessEntry {
+            name: name.to_string(),
+            description: summary["description"].as_str().unwrap_or_default().to_string(),
+            latest_version: versions.last().map(|v| v.version),
+            versions,
+            draft: None,
+        })
+    }
+
+    /// Every published version of `name`, oldest first.
+    async fn versions(&self, organization: &str, name: &str) -> Result<Vec<VersionSummary>, RuntimeError> {
+        let found = self
+            .store
+            .range(RangeRequest::new(
+                self.keys.published_versions(organization, name),
+            ))
+            .await?;
+        found
+            .kvs
+            .iter()
+            .map(|kv| {
+                let corrupt = |why: String| RuntimeError::Corrupt(format!("published {name}: {why}"));
+                let key = self
+                    .keys
+                    .parse_published_process(&kv.key)
+                    .ok_or_else(|| corrupt("unreadable key".into()))?;
+                let record: PublishedRecord =
+                    serde_json::from_slice(&kv.value).map_err(|e| corrupt(e.to_string()))?;
+                Ok(VersionSummary {
+                    version: key.version,
+                    content_hash: record.content_hash,
+                    published_at: record.published_at,
+                    roles: record.roles,
+                    published_by: record.published_by,
+                })
+            })
+            .collect()
+    }
+
+    async fn read_draft(&self, organization: &str, name: &str) -> Result<(Option<Draft>, i64), RuntimeError> {
+        let (found, _) = self.store.get(&self.keys.draft(organization, name)).await?;
+        match found {
+            None => Ok((None, 0)),
+            Some(kv) => {
+                let draft = serde_json::from_slice(&kv.value)
+                    .map_err(|e| RuntimeError::Corrupt(format!("draft of {name}: {e}")))?;
+                Ok((Some(draft), kv.mod_revision))
+            }
+        }
+    }
+
+    /// Puts the draft if it is still at `revision` (0: absent).
+    async fn write_draft(&self, key: Vec<u8>, revision: i64, draft: &Draft) -> Result<(), CatalogError> {
+        let value = serde_json::to_vec(draft).expect("a draft serializes");
+        let txn = Txn::new()
+            .when([Compare::mod_revision_is(key.clone(), revision)])
+            .and_then([TxnOp::put(key, value)]);
+        if !self.store.txn(txn).await?.succeeded {
+            return Err(CatalogRefusal::Raced(format!("the draft of {}", draft.name)).into());
+        }
+        Ok(())
+    }
+
+    /// Writes the next version of the loaded process and its catalog entry in one transaction,
+    /// if no other version was published since the latest was read (and `also` still holds).
+    async fn commit_version(
+        &self,
+        organization: &str,
+        loaded: &LoadedProcess,
+        source: &str,
+        roles: IndexMap<String, String>,
+        published_by: Option<&str>,
+        also: Option<Compare>,
+    ) -> Result<PublishedVersion, CatalogError> {
         let name = loaded.process.name.to_string();
         let entry_key = self.keys.catalog_entry(organization, &name);
         let (entry, _) = self.store.get(&entry_key).await?;
         let (latest, revision) = match &entry {
-            Some(kv) => (
-                serde_json::from_slice::<Value>(&kv.value)
-                    .ok()
-                    .and_then(|v| v["version"].as_u64())
-                    .unwrap_or(0),
-                kv.mod_revision,
-            ),
+            Some(kv) => {
+                let summary: Value = serde_json::from_slice(&kv.value)
+                    .map_err(|e| RuntimeError::Corrupt(format!("catalog entry of {name}: {e}")))?;
+                let latest = summary["version"]
+                    .as_u64()
+                    .ok_or_else(|| RuntimeError::Corrupt(format!("catalog entry of {name}")))?;
+                (latest, kv.mod_revision)
+            }
             None => (0, 0),
         };
         let version = latest + 1;
-        let record = json!({
-            "source": String::from_utf8_lossy(source),
-            "roles": roles,
-        });
+        let record = PublishedRecord {
+            source: source.to_string(),
+            roles,
+            content_hash: loaded.hash.to_hex(),
+            published_at: self.clock.now().to_rfc3339(),
+            published_by: published_by.map(str::to_string),
+        };
         let summary = json!({
             "name": name,
             "description": loaded.process.description,
             "version": version,
             "inputs": render::field_map(&loaded.process.inputs),
         });
-        let txn = Txn::new()
-            .when([Compare::mod_revision_is(entry_key.clone(), revision)])
-            .and_then([
-                TxnOp::put(
-                    self.keys.published_process(organization, &name, version),
-                    record.to_string(),
-                ),
-                TxnOp::put(entry_key, summary.to_string()),
-            ]);
+        let mut compares = vec![Compare::mod_revision_is(entry_key.clone(), revision)];
+        compares.extend(also);
+        let txn = Txn::new().when(compares).and_then([
+            TxnOp::put(
+                self.keys.published_process(organization, &name, version),
+                serde_json::to_vec(&record).expect("a published record serializes"),
+            ),
+            TxnOp::put(entry_key, summary.to_string()),
+        ]);
         if !self.store.txn(txn).await?.succeeded {
-            return Err(CatalogError::Raced);
+            return Err(CatalogRefusal::Raced(format!("process {name}")).into());
         }
-        Ok(version)
+        Ok(PublishedVersion {
+            name,
+            version: VersionSummary {
+                version,
+                content_hash: record.content_hash,
+                published_at: record.published_at,
+                roles: record.roles,
+                published_by: record.published_by,
+            },
+        })
     }
 
     /// The pinned process `name` at `version`, or at its latest version; `None` when there is
@@ -162,4 +599,25 @@ impl Catalog {
         self.pinned.lock().unwrap().insert(key, pinned.clone());
         Ok(Some(pinned))
     }
+}
+
+/// The source as text. `load` refuses what is not UTF-8, so this fails only on a bug.
+fn source_text(source: &[u8]) -> Result<&str, CatalogRefusal> {
+    std::str::from_utf8(source)
+        .map_err(|e| CatalogRefusal::Invalid(vec![Issue::new("", format!("the file is not UTF-8: {e}"))]))
+}
+
+/// Adds a draft to its process's entry, or makes an entry for a process not yet published.
+fn add_draft(entries: &mut BTreeMap<String, ProcessEntry>, draft: Draft) {
+    let view = draft.view();
+    entries
+        .entry(draft.name.clone())
+        .or_insert_with(|| ProcessEntry {
+            name: draft.name,
+            description: draft.description,
+            latest_version: None,
+            versions: Vec::new(),
+            draft: None,
+        })
+        .draft = Some(view);
 }

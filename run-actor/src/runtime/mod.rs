@@ -23,7 +23,10 @@ mod fingerprint;
 mod reads;
 mod uploads;
 
-pub use catalog::{Catalog, CatalogError};
+pub use catalog::{
+    Catalog, CatalogError, CatalogRefusal, Draft, DraftView, ProcessEntry, PublishedVersion, VersionSummary,
+    binding_issues, unbound_issues,
+};
 pub use clock::Clock;
 pub use reads::{GetWork, ListRuns};
 pub use uploads::{
@@ -310,7 +313,7 @@ impl Runtime {
         let keys = Keys::new(&config.cluster);
         Runtime {
             inner: Arc::new(Inner {
-                catalog: Catalog::new(store.clone(), keys.clone()),
+                catalog: Catalog::new(store.clone(), keys.clone(), clock.clone()),
                 store,
                 keys,
                 config,

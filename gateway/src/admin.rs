@@ -1,0 +1,275 @@
+//! The operators' admin HTTP API: import `PROCESS.md` drafts, bind roles to groups, publish
+//! versions, list processes. JSON in and out; behind bearer authentication, operators only.
+//!
+//! ```text
+//! POST /admin/v1/processes                  raw PROCESS.md bytes → 201 { name, draft }
+//! PUT  /admin/v1/processes/{name}/bindings  { bindings: { role: group } } → 200 { name, draft }
+//! POST /admin/v1/processes/{name}/publish   → 201 { name, version, contentHash, publishedAt, roles }
+//! GET  /admin/v1/processes                  → { processes: [entry] }, by name
+//! GET  /admin/v1/processes/{name}           → entry
+//! ```
+//!
+//! Every error is `{ "error": { code, message, issues? } }`: `invalid` (400 malformed request,
+//! 413 body too large, 422 refused with every issue), `forbidden` (403), `not_found` (404),
+//! `conflict` (409), `unavailable` (503: the store failed; retry). Errors are mapped to HTTP in
+//! one place, [`AdminError`]'s `IntoResponse`.
+
+use crate::Identity;
+use crate::auth::Actor;
+use agentprocess_process::Offer;
+use agentprocess_run_actor::runtime::{CatalogError, CatalogRefusal, Draft, Runtime, RuntimeError};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Extension, Path, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{Next, from_fn};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use indexmap::IndexMap;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The largest request body: the process crate's document limit plus a margin, so that a
+/// document just over its limit is refused by validation with its issue, not here.
+pub const MAX_ADMIN_BODY_BYTES: usize = agentprocess_process::parse::MAX_DOCUMENT_BYTES + 64 * 1024;
+
+/// What the handlers share.
+#[derive(Debug)]
+struct Admin {
+    runtime: Runtime,
+    /// What this server offers (profiles, optional tools): imports and publications are
+    /// validated against it.
+    offer: Offer,
+}
+
+/// The admin API's routes. Expects the bearer layer in front ([`crate::auth::require_bearer`]),
+/// which puts the caller's [`Identity`] in the request extensions; callers without operator
+/// rights get 403. `offer` is what this server offers, which imports and publications are
+/// validated against: `check-1` only while an evaluator is configured, `parallel-1` always.
+///
+/// ```text
+/// let app = admin_routes(runtime, offer).route_layer(from_fn_with_state(authenticator, require_bearer));
+/// ```
+pub fn admin_routes(runtime: Runtime, offer: Offer) -> Router {
+    let admin = Arc::new(Admin { runtime, offer });
+    Router::new()
+        .route("/admin/v1/processes", post(import).get(list))
+        .route("/admin/v1/processes/{name}", get(show))
+        .route("/admin/v1/processes/{name}/bindings", put(bind))
+        .route("/admin/v1/processes/{name}/publish", post(publish))
+        .route_layer(from_fn(require_operator))
+        .layer(DefaultBodyLimit::max(MAX_ADMIN_BODY_BYTES))
+        .with_state(admin)
+}
+
+/// Lets only operators through.
+async fn require_operator(request: Request, next: Next) -> Response {
+    match request.extensions().get::<Identity>() {
+        Some(identity) if identity.operator => next.run(request).await,
+        Some(_) => AdminError::Forbidden.into_response(),
+        // Mounted without the bearer layer: a wiring bug, and still no way in.
+        None => AdminError::Unauthenticated.into_response(),
+    }
+}
+
+/// Why an admin request failed.
+#[derive(Debug)]
+enum AdminError {
+    /// The request itself is malformed (400) or too large (413).
+    BadRequest {
+        status: StatusCode,
+        message: String,
+    },
+    Unauthenticated,
+    Forbidden,
+    /// The catalog said no.
+    Refused(CatalogRefusal),
+    NoProcess(String),
+    /// The store failed: nothing is known to have changed; retry.
+    Unavailable(RuntimeError),
+}
+
+impl From<CatalogError> for AdminError {
+    fn from(error: CatalogError) -> Self {
+        match error {
+            CatalogError::Refused(refusal) => AdminError::Refused(refusal),
+            CatalogError::Failed(error) => AdminError::Unavailable(error),
+        }
+    }
+}
+
+impl From<RuntimeError> for AdminError {
+    fn from(error: RuntimeError) -> Self {
+        AdminError::Unavailable(error)
+    }
+}
+
+impl From<BytesRejection> for AdminError {
+    fn from(rejection: BytesRejection) -> Self {
+        let status = rejection.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            format!("the request body is larger than the limit of {MAX_ADMIN_BODY_BYTES} bytes")
+        } else {
+            format!("the request body cannot be read: {}", rejection.body_text())
+        };
+        AdminError::BadRequest { status, message }
+    }
+}
+
+fn error_body(code: &str, message: &str, issues: Option<Vec<String>>) -> Value {
+    let mut error = json!({ "code": code, "message": message });
+    if let Some(issues) = issues {
+        error["issues"] = json!(issues);
+    }
+    json!({ "error": error })
+}
+
+impl IntoResponse for AdminError {
+    fn into_response(self) -> Response {
+        let (status, body) = match self {
+            AdminError::BadRequest { status, message } => (status, error_body("invalid", &message, None)),
+            AdminError::Unauthenticated => (
+                StatusCode::UNAUTHORIZED,
+                error_body("forbidden", "a bearer token is required", None),
+            ),
+            AdminError::Forbidden => (
+                StatusCode::FORBIDDEN,
+                error_body(
+                    "forbidden",
+                    "the admin API needs an operator: this token has no operator rights",
+                    None,
+                ),
+            ),
+            AdminError::Refused(refusal) => {
+                let message = refusal.to_string();
+                match refusal {
+                    CatalogRefusal::Invalid(issues) => (
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        error_body(
+                            "invalid",
+                            &format!("{} issue(s) found; nothing was changed", issues.len()),
+                            Some(issues.iter().map(ToString::to_string).collect()),
+                        ),
+                    ),
+                    CatalogRefusal::NoDraft(_) => {
+                        (StatusCode::NOT_FOUND, error_body("not_found", &message, None))
+                    }
+                    CatalogRefusal::Unchanged { .. } | CatalogRefusal::Raced(_) => {
+                        (StatusCode::CONFLICT, error_body("conflict", &message, None))
+                    }
+                }
+            }
+            AdminError::NoProcess(name) => (
+                StatusCode::NOT_FOUND,
+                error_body(
+                    "not_found",
+                    &format!("there is no process {name:?} in this organization"),
+                    None,
+                ),
+            ),
+            AdminError::Unavailable(error) => {
+                tracing::error!(%error, "admin request failed");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    error_body("unavailable", &format!("{error}; try again"), None),
+                )
+            }
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+/// Who did it, as recorded on drafts and versions: a person's email or an agent's id.
+fn who(identity: &Identity) -> &str {
+    match &identity.actor {
+        Actor::Person { email, .. } => email,
+        Actor::Agent { id } => id,
+    }
+}
+
+fn draft_response(draft: &Draft) -> Value {
+    json!({ "name": draft.name, "draft": draft.view() })
+}
+
+/// `POST /admin/v1/processes`: the body is the PROCESS.md, whatever its content type.
+async fn import(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let source = body?;
+    let draft = admin
+        .runtime
+        .catalog()
+        .import_draft(&identity.organization, &source, &admin.offer, who(&identity))
+        .await?;
+    Ok((StatusCode::CREATED, Json(draft_response(&draft))))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BindingsBody {
+    bindings: IndexMap<String, String>,
+}
+
+/// `PUT /admin/v1/processes/{name}/bindings`.
+async fn bind(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let body = body?;
+    let request: BindingsBody = serde_json::from_slice(&body).map_err(|e| AdminError::BadRequest {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("the body must be JSON like {{\"bindings\": {{\"role\": \"group\"}}}}: {e}"),
+    })?;
+    let draft = admin
+        .runtime
+        .catalog()
+        .bind_roles(&identity.organization, &name, &request.bindings)
+        .await?;
+    Ok(Json(draft_response(&draft)))
+}
+
+/// `POST /admin/v1/processes/{name}/publish`.
+async fn publish(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    Path(name): Path<String>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let published = admin
+        .runtime
+        .catalog()
+        .publish_draft(&identity.organization, &name, &admin.offer, who(&identity))
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!(published))))
+}
+
+/// `GET /admin/v1/processes`.
+async fn list(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+) -> Result<Json<Value>, AdminError> {
+    let processes = admin.runtime.catalog().processes(&identity.organization).await?;
+    Ok(Json(json!({ "processes": processes })))
+}
+
+/// `GET /admin/v1/processes/{name}`.
+async fn show(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, AdminError> {
+    match admin
+        .runtime
+        .catalog()
+        .process(&identity.organization, &name)
+        .await?
+    {
+        Some(entry) => Ok(Json(json!(entry))),
+        None => Err(AdminError::NoProcess(name)),
+    }
+}

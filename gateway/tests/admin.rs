@@ -1,0 +1,581 @@
+//! The operators' admin API over real HTTP on loopback, behind the real bearer layer with dev
+//! tokens: who may use it, every endpoint and every error, every conformance fixture imported,
+//! bound and published (spec §7), and organizations that never see each other's processes.
+
+use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
+use agentprocess_gateway::auth::require_bearer;
+use agentprocess_gateway::{Actor, AuthConfig, Authenticator, admin_routes};
+use agentprocess_process::Offer;
+use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
+use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
+use agentprocess_testkit::fixtures;
+use axum::middleware::from_fn_with_state;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A server that offers everything but `check-1` (no evaluator configured).
+const NO_CHECK: Offer = Offer {
+    check: false,
+    ..Offer::EVERYTHING
+};
+
+/// The admin routes behind the bearer layer, on a free loopback port, over an in-memory store.
+struct AdminServer {
+    url: String,
+    data_dir: tempfile::TempDir,
+    store: Arc<EmbeddedStore>,
+    _blobs: tempfile::TempDir,
+}
+
+async fn start(offer: Offer) -> AdminServer {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let data_dir = tempfile::tempdir().unwrap();
+    let blobs = tempfile::tempdir().unwrap();
+    let authenticator = Arc::new(Authenticator::new(&AuthConfig::default(), &url, data_dir.path()).unwrap());
+    let store = Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default()));
+    let runtime = Runtime::new(
+        store.clone(),
+        Arc::new(LocalBlobs::new(blobs.path())),
+        RuntimeConfig::default(),
+        Clock::system(),
+    );
+    let app = admin_routes(runtime, offer).route_layer(from_fn_with_state(authenticator, require_bearer));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    AdminServer {
+        url,
+        data_dir,
+        store,
+        _blobs: blobs,
+    }
+}
+
+impl AdminServer {
+    fn token(&self, organization: &str, actor: Actor, operator: bool) -> String {
+        DevKey::load_or_create(self.data_dir.path()).unwrap().mint(
+            &self.url,
+            &DevTokenRequest {
+                organization: organization.into(),
+                actor,
+                operator,
+                ttl: Duration::from_secs(600),
+            },
+        )
+    }
+
+    /// An operator (a person) of `organization`.
+    fn operator(&self, organization: &str) -> String {
+        self.token(organization, person("ops@acme.test"), true)
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: impl Into<reqwest::Body>,
+    ) -> Answer {
+        let mut request = reqwest::Client::new()
+            .request(method, format!("{}{path}", self.url))
+            .body(body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let text = response.text().await.unwrap();
+        Answer {
+            status,
+            content_type,
+            body: serde_json::from_str(&text).unwrap_or(Value::Null),
+            text,
+        }
+    }
+
+    async fn get(&self, path: &str, token: &str) -> Answer {
+        self.call(Method::GET, path, Some(token), "").await
+    }
+
+    async fn import(&self, token: &str, source: impl Into<reqwest::Body>) -> Answer {
+        self.call(Method::POST, "/admin/v1/processes", Some(token), source)
+            .await
+    }
+
+    async fn bind(&self, token: &str, name: &str, bindings: Value) -> Answer {
+        self.call(
+            Method::PUT,
+            &format!("/admin/v1/processes/{name}/bindings"),
+            Some(token),
+            json!({ "bindings": bindings }).to_string(),
+        )
+        .await
+    }
+
+    async fn publish(&self, token: &str, name: &str) -> Answer {
+        self.call(
+            Method::POST,
+            &format!("/admin/v1/processes/{name}/publish"),
+            Some(token),
+            "",
+        )
+        .await
+    }
+}
+
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    content_type: Option<String>,
+    body: Value,
+    text: String,
+}
+
+impl Answer {
+    /// Asserts the status and, for errors, the error shape and code.
+    fn expect(&self, status: u16, code: Option<&str>) -> &Value {
+        assert_eq!(self.status, status, "{}", self.text);
+        assert_eq!(
+            self.content_type.as_deref(),
+            Some("application/json"),
+            "{}",
+            self.text
+        );
+        if let Some(code) = code {
+            assert_eq!(self.body["error"]["code"], code, "{}", self.text);
+            assert!(
+                !self.body["error"]["message"].as_str().unwrap().is_empty(),
+                "{}",
+                self.text
+            );
+        }
+        &self.body
+    }
+
+    fn issues(&self) -> Vec<String> {
+        self.body["error"]["issues"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no issues: {}", self.text))
+            .iter()
+            .map(|i| i.as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+fn person(email: &str) -> Actor {
+    Actor::Person {
+        email: email.into(),
+        groups: vec!["g_ops".into()],
+    }
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let (_, path) = fixtures()
+        .into_iter()
+        .find(|(fixture, _)| fixture == name)
+        .unwrap();
+    std::fs::read(path).unwrap()
+}
+
+/// Every role of a draft view bound to `g_<role>`.
+fn bind_all(draft: &Value) -> Value {
+    let bindings: serde_json::Map<String, Value> = draft["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|role| {
+            let role = role.as_str().unwrap();
+            (role.to_owned(), json!(format!("g_{role}")))
+        })
+        .collect();
+    Value::Object(bindings)
+}
+
+const PATHS: [(&str, &str); 5] = [
+    ("POST", "/admin/v1/processes"),
+    ("GET", "/admin/v1/processes"),
+    ("GET", "/admin/v1/processes/blog-publication"),
+    ("PUT", "/admin/v1/processes/blog-publication/bindings"),
+    ("POST", "/admin/v1/processes/blog-publication/publish"),
+];
+
+#[tokio::test]
+async fn without_a_token_the_bearer_layer_answers_401() {
+    let server = start(NO_CHECK).await;
+    for (method, path) in PATHS {
+        let answer = server
+            .call(method.parse().unwrap(), path, None, fixture("blog-publication"))
+            .await;
+        assert_eq!(answer.status, 401, "{method} {path}: {}", answer.text);
+    }
+    let answer = server
+        .call(Method::GET, "/admin/v1/processes", Some("not-a-jwt"), "")
+        .await;
+    assert_eq!(answer.status, 401);
+}
+
+#[tokio::test]
+async fn only_operators_may_use_it() {
+    let server = start(NO_CHECK).await;
+    let operator = server.operator("acme");
+    server
+        .import(&operator, fixture("blog-publication"))
+        .await
+        .expect(201, None);
+    let not_operators = [
+        server.token("acme", person("mira@acme.test"), false),
+        server.token("acme", Actor::Agent { id: "a_bot".into() }, false),
+    ];
+    for token in &not_operators {
+        for (method, path) in PATHS {
+            let body = if method == "PUT" {
+                json!({ "bindings": { "editor": "g" } }).to_string().into_bytes()
+            } else {
+                fixture("blog-publication")
+            };
+            let answer = server
+                .call(method.parse().unwrap(), path, Some(token), body)
+                .await;
+            answer.expect(403, Some("forbidden"));
+            assert!(answer.text.contains("operator"), "{}", answer.text);
+        }
+    }
+    // Nothing they sent changed anything.
+    let listed = server.get("/admin/v1/processes", &operator).await;
+    let entry = &listed.expect(200, None)["processes"][0];
+    assert_eq!(entry["draft"]["bindings"], json!({}));
+    assert_eq!(entry["latestVersion"], Value::Null);
+    // An agent with operator rights is an operator.
+    let agent_operator = server.token("acme", Actor::Agent { id: "a_ci".into() }, true);
+    server
+        .get("/admin/v1/processes", &agent_operator)
+        .await
+        .expect(200, None);
+}
+
+#[tokio::test]
+async fn every_fixture_imports_binds_publishes_and_lists() {
+    let server = start(Offer::EVERYTHING).await;
+    let token = server.operator("acme");
+    let mut names = Vec::new();
+    for (folder, path) in fixtures() {
+        let source = std::fs::read(&path).unwrap();
+        let loaded = agentprocess_process::load(&source, &Offer::EVERYTHING).unwrap();
+        let imported = server.import(&token, source).await;
+        let body = imported.expect(201, None);
+        let name = body["name"].as_str().unwrap().to_owned();
+        assert_eq!(name, folder);
+        let draft = &body["draft"];
+        assert_eq!(draft["contentHash"], loaded.hash.to_hex());
+        let roles: Vec<&str> = loaded.process.role_names();
+        assert_eq!(draft["roles"], json!(roles));
+        assert_eq!(draft["unbound"], json!(roles));
+        assert_eq!(draft["bindings"], json!({}));
+
+        let bound = server.bind(&token, &name, bind_all(draft)).await;
+        let body = bound.expect(200, None);
+        assert_eq!(body["name"], name);
+        assert_eq!(body["draft"]["unbound"], json!([]));
+        assert_eq!(body["draft"]["bindings"], bind_all(draft));
+
+        let published = server.publish(&token, &name).await;
+        let body = published.expect(201, None);
+        assert_eq!(body["name"], name);
+        assert_eq!(body["version"], 1);
+        assert_eq!(body["contentHash"], loaded.hash.to_hex());
+        assert_eq!(body["roles"], bind_all(draft));
+        assert_eq!(body["publishedBy"], "ops@acme.test");
+        assert!(
+            body["publishedAt"]
+                .as_str()
+                .is_some_and(|at| at.starts_with("20") && at.ends_with('Z'))
+        );
+        names.push(name);
+    }
+    let listed = server.get("/admin/v1/processes", &token).await;
+    let processes = listed.expect(200, None)["processes"].as_array().unwrap().clone();
+    let listed_names: Vec<&str> = processes.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(listed_names, names);
+    for process in &processes {
+        assert_eq!(process["latestVersion"], 1);
+        assert_eq!(process["versions"].as_array().unwrap().len(), 1);
+        assert!(process["description"].as_str().is_some_and(|d| !d.is_empty()));
+        assert_eq!(process["draft"]["unbound"], json!([]));
+        let version = &process["versions"][0];
+        for field in ["version", "contentHash", "publishedAt", "roles"] {
+            assert!(!version[field].is_null(), "{field}: {version}");
+        }
+    }
+    let one = server.get("/admin/v1/processes/vendor-check", &token).await;
+    let entry = one.expect(200, None);
+    assert_eq!(
+        entry,
+        &processes
+            .iter()
+            .find(|p| p["name"] == "vendor-check")
+            .cloned()
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_process_is_refused_with_every_issue() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    let source = "---\nname: Bad_Name\ndescription: x\ncolour: blue\nsteps:\n  - id: a\n    agent: Do it.\n    next: nowhere\n---\n";
+    let answer = server.import(&token, source).await;
+    answer.expect(422, Some("invalid"));
+    let issues = answer.issues();
+    assert!(issues.len() >= 3, "{issues:?}");
+    assert!(issues.iter().any(|i| i.starts_with("name")), "{issues:?}");
+    assert!(issues.iter().any(|i| i.contains("colour")), "{issues:?}");
+    assert!(issues.iter().any(|i| i.contains("nowhere")), "{issues:?}");
+
+    // Not a PROCESS.md at all, and not even text.
+    let answer = server.import(&token, "hello").await;
+    answer.expect(422, Some("invalid"));
+    assert!(!answer.issues().is_empty());
+    server
+        .import(&token, vec![0xff, 0xfe, 0x00])
+        .await
+        .expect(422, Some("invalid"));
+
+    // A profile this server does not offer: check-1 without an evaluator.
+    let answer = server.import(&token, fixture("vendor-check")).await;
+    answer.expect(422, Some("invalid"));
+    assert!(
+        answer.issues().iter().any(|i| i.contains("check")),
+        "{:?}",
+        answer.issues()
+    );
+
+    let listed = server.get("/admin/v1/processes", &token).await;
+    assert_eq!(listed.expect(200, None)["processes"], json!([]));
+}
+
+#[tokio::test]
+async fn bindings_errors() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    server
+        .import(&token, fixture("invoice-approval"))
+        .await
+        .expect(201, None);
+    let path = "/admin/v1/processes/invoice-approval/bindings";
+
+    let answer = server
+        .bind(
+            &token,
+            "invoice-approval",
+            json!({ "cfo": "g_cfo", "janitor": "g_x", "finance-controller": "" }),
+        )
+        .await;
+    answer.expect(422, Some("invalid"));
+    let issues = answer.issues();
+    assert_eq!(issues.len(), 2, "{issues:?}");
+    assert!(issues[0].starts_with("bindings.janitor:"), "{issues:?}");
+    assert!(
+        issues[1].starts_with("bindings.finance-controller:"),
+        "{issues:?}"
+    );
+
+    for malformed in [
+        "{\"bindings\": {\"cfo\": ",
+        "[1, 2]",
+        "{\"bindings\": [\"cfo\"]}",
+        "{\"bindings\": {\"cfo\": 3}}",
+        "{\"roles\": {}}",
+        "",
+    ] {
+        let answer = server.call(Method::PUT, path, Some(&token), malformed).await;
+        answer.expect(400, Some("invalid"));
+        assert!(answer.text.contains("must be JSON like"), "{}", answer.text);
+    }
+
+    let answer = server
+        .bind(&token, "no-such-process", json!({ "cfo": "g" }))
+        .await;
+    answer.expect(404, Some("not_found"));
+
+    // Nothing applied by any of these.
+    let entry = server.get("/admin/v1/processes/invoice-approval", &token).await;
+    assert_eq!(entry.expect(200, None)["draft"]["bindings"], json!({}));
+
+    let answer = server
+        .bind(&token, "invoice-approval", json!({ "cfo": "g_cfo" }))
+        .await;
+    assert_eq!(
+        answer.expect(200, None)["draft"]["unbound"],
+        json!(["finance-controller"])
+    );
+}
+
+#[tokio::test]
+async fn publish_errors() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    server
+        .import(&token, fixture("contract-review"))
+        .await
+        .expect(201, None);
+
+    let answer = server.publish(&token, "contract-review").await;
+    answer.expect(422, Some("invalid"));
+    let issues = answer.issues();
+    assert_eq!(issues.len(), 3, "one per unbound role: {issues:?}");
+    for role in ["authorized-signatory", "finance-reviewer", "legal-reviewer"] {
+        assert!(
+            issues.iter().any(|i| i.starts_with(&format!("bindings.{role}:"))),
+            "{issues:?}"
+        );
+    }
+
+    server
+        .publish(&token, "nothing-here")
+        .await
+        .expect(404, Some("not_found"));
+
+    let draft = server
+        .get("/admin/v1/processes/contract-review", &token)
+        .await
+        .body["draft"]
+        .clone();
+    server
+        .bind(&token, "contract-review", bind_all(&draft))
+        .await
+        .expect(200, None);
+    assert_eq!(
+        server.publish(&token, "contract-review").await.expect(201, None)["version"],
+        1
+    );
+    // The same content and bindings again: refused, no version 2.
+    server
+        .publish(&token, "contract-review")
+        .await
+        .expect(409, Some("conflict"));
+    // New bindings: version 2.
+    server
+        .bind(
+            &token,
+            "contract-review",
+            json!({ "legal-reviewer": "g_legal_eu" }),
+        )
+        .await
+        .expect(200, None);
+    assert_eq!(
+        server.publish(&token, "contract-review").await.expect(201, None)["version"],
+        2
+    );
+    let entry = server.get("/admin/v1/processes/contract-review", &token).await;
+    let entry = entry.expect(200, None);
+    assert_eq!(entry["latestVersion"], 2);
+    assert_eq!(
+        entry["versions"][0]["roles"]["legal-reviewer"],
+        "g_legal-reviewer"
+    );
+    assert_eq!(entry["versions"][1]["roles"]["legal-reviewer"], "g_legal_eu");
+}
+
+#[tokio::test]
+async fn another_organization_sees_nothing() {
+    let server = start(NO_CHECK).await;
+    let acme = server.operator("acme");
+    server
+        .import(&acme, fixture("blog-publication"))
+        .await
+        .expect(201, None);
+    server
+        .bind(&acme, "blog-publication", json!({ "editor": "g_editors" }))
+        .await
+        .expect(200, None);
+    server.publish(&acme, "blog-publication").await.expect(201, None);
+
+    let globex = server.operator("globex");
+    let listed = server.get("/admin/v1/processes", &globex).await;
+    assert_eq!(listed.expect(200, None)["processes"], json!([]));
+    server
+        .get("/admin/v1/processes/blog-publication", &globex)
+        .await
+        .expect(404, Some("not_found"));
+    server
+        .bind(&globex, "blog-publication", json!({ "editor": "g_mine" }))
+        .await
+        .expect(404, Some("not_found"));
+    server
+        .publish(&globex, "blog-publication")
+        .await
+        .expect(404, Some("not_found"));
+
+    let ours = server.get("/admin/v1/processes/blog-publication", &acme).await;
+    let ours = ours.expect(200, None);
+    assert_eq!(ours["versions"].as_array().unwrap().len(), 1);
+    assert_eq!(ours["draft"]["bindings"], json!({ "editor": "g_editors" }));
+}
+
+#[tokio::test]
+async fn an_unknown_process_is_404() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    let answer = server.get("/admin/v1/processes/nope", &token).await;
+    answer.expect(404, Some("not_found"));
+    assert!(answer.text.contains("nope"));
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_413() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    // Just over the document limit, within the body limit: refused by validation, with its issue.
+    let over_document_limit = vec![b'a'; agentprocess_process::parse::MAX_DOCUMENT_BYTES + 1];
+    let answer = server.import(&token, over_document_limit).await;
+    answer.expect(422, Some("invalid"));
+    assert!(
+        answer.issues()[0].contains("the limit is"),
+        "{:?}",
+        answer.issues()
+    );
+
+    let huge = vec![b'a'; 2 << 20];
+    let answer = server.import(&token, huge).await;
+    answer.expect(413, Some("invalid"));
+    assert!(answer.text.contains("larger than the limit"), "{}", answer.text);
+    let answer = server
+        .call(
+            Method::PUT,
+            "/admin/v1/processes/x/bindings",
+            Some(&token),
+            vec![b' '; 2 << 20],
+        )
+        .await;
+    answer.expect(413, Some("invalid"));
+}
+
+#[tokio::test]
+async fn a_failed_store_is_503_unavailable() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    server
+        .import(&token, fixture("blog-publication"))
+        .await
+        .expect(201, None);
+    server.store.close().await;
+    for (method, path) in PATHS {
+        let body = if method == "PUT" {
+            json!({ "bindings": { "editor": "g" } }).to_string().into_bytes()
+        } else {
+            fixture("blog-publication")
+        };
+        let answer = server
+            .call(method.parse().unwrap(), path, Some(&token), body)
+            .await;
+        answer.expect(503, Some("unavailable"));
+        assert!(answer.text.contains("try again"), "{}", answer.text);
+    }
+}

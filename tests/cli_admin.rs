@@ -1,0 +1,395 @@
+//! `agentprocess process import|list` run as real processes against an admin API served over
+//! loopback HTTP in this test (admin routes behind the bearer layer, a runtime on an in-memory
+//! store), with tokens minted by `agentprocess token`: output, exit codes, and every way a call
+//! can fail.
+
+use agentprocess_gateway::auth::require_bearer;
+use agentprocess_gateway::{AuthConfig, Authenticator, admin_routes};
+use agentprocess_process::Offer;
+use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
+use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
+use agentprocess_testkit::fixtures_dir;
+use axum::middleware::from_fn_with_state;
+use serde_json::Value;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+/// A server on a free loopback port; its dev key lives in `data`.
+struct Server {
+    url: String,
+    data: tempfile::TempDir,
+    _blobs: tempfile::TempDir,
+}
+
+async fn start() -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let data = tempfile::tempdir().unwrap();
+    let blobs = tempfile::tempdir().unwrap();
+    let authenticator = Arc::new(Authenticator::new(&AuthConfig::default(), &url, data.path()).unwrap());
+    let runtime = Runtime::new(
+        Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default())),
+        Arc::new(LocalBlobs::new(blobs.path())),
+        RuntimeConfig::default(),
+        Clock::system(),
+    );
+    let offer = Offer {
+        check: false,
+        ..Offer::EVERYTHING
+    };
+    let app = admin_routes(runtime, offer).route_layer(from_fn_with_state(authenticator, require_bearer));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Server {
+        url,
+        data,
+        _blobs: blobs,
+    }
+}
+
+/// Runs `agentprocess` without the caller's AGENTPROCESS_* environment, off the async workers.
+async fn agentprocess(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+            .args(&args)
+            .env_remove("AGENTPROCESS_URL")
+            .env_remove("AGENTPROCESS_TOKEN")
+            .envs(env)
+            .output()
+            .expect("run agentprocess")
+    })
+    .await
+    .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+fn fixture(name: &str) -> String {
+    fixtures_dir().join(name).display().to_string()
+}
+
+impl Server {
+    /// A dev token minted by `agentprocess token` for this server.
+    async fn token(&self, operator: bool) -> String {
+        let data = self.data.path().display().to_string();
+        let mut args = vec![
+            "token",
+            "--data",
+            &data,
+            "--url",
+            &self.url,
+            "--org",
+            "acme",
+            "--person",
+            "ops@acme.test",
+        ];
+        if operator {
+            args.push("--operator");
+        }
+        let output = agentprocess(&args, &[]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output).trim().to_owned()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_bind_publish_then_list() {
+    let server = start().await;
+    let token = server.token(true).await;
+    let hash = agentprocess(&["process", "hash", &fixture("invoice-approval")], &[]).await;
+    let hash = stdout(&hash).trim().to_owned();
+
+    let output = agentprocess(
+        &[
+            "process",
+            "import",
+            &fixture("invoice-approval"),
+            "--bind",
+            "cfo=g_cfo",
+            "--bind",
+            "finance-controller=g_controllers",
+            "--publish",
+            "--server",
+            &server.url,
+            "--token",
+            &token,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains(&format!("invoice-approval: draft imported, content hash {hash}")),
+        "{text}"
+    );
+    assert!(text.contains("role cfo -> group g_cfo"), "{text}");
+    assert!(
+        text.contains("role finance-controller -> group g_controllers"),
+        "{text}"
+    );
+    assert!(text.contains("invoice-approval: published version 1"), "{text}");
+
+    // The server and token from the environment; a file path rather than a folder; no binding.
+    let blog = fixtures_dir()
+        .join("blog-publication/PROCESS.md")
+        .display()
+        .to_string();
+    let env = [
+        ("AGENTPROCESS_URL", server.url.as_str()),
+        ("AGENTPROCESS_TOKEN", token.as_str()),
+    ];
+    let output = agentprocess(&["process", "import", &blog], &env).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("role editor: unbound"), "{text}");
+    assert!(text.contains("bind every role with --bind ROLE=GROUP"), "{text}");
+
+    let output = agentprocess(&["process", "list"], &env).await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let lines: Vec<String> = stdout(&output)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "NAME LATEST VERSIONS DRAFT",
+            "blog-publication - 0 yes",
+            "invoice-approval 1 1 yes"
+        ]
+    );
+
+    let output = agentprocess(&["process", "list", "--json"], &env).await;
+    assert_eq!(output.status.code(), Some(0));
+    let listed: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(listed["processes"][1]["versions"][0]["contentHash"], hash);
+    assert_eq!(listed["processes"][1]["versions"][0]["roles"]["cfo"], "g_cfo");
+
+    // --json: the server's answers, one object; bind and publish a second version.
+    let output = agentprocess(
+        &[
+            "process",
+            "import",
+            &fixture("invoice-approval"),
+            "--bind",
+            "cfo=g_cfo_eu",
+            "--publish",
+            "--json",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let answers: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(answers["import"]["draft"]["contentHash"], hash);
+    assert_eq!(
+        answers["import"]["draft"]["bindings"]["finance-controller"],
+        "g_controllers"
+    );
+    assert_eq!(answers["bindings"]["draft"]["bindings"]["cfo"], "g_cfo_eu");
+    assert_eq!(answers["publish"]["version"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_print_every_issue_and_exit_1() {
+    let server = start().await;
+    let token = server.token(true).await;
+    let env = [
+        ("AGENTPROCESS_URL", server.url.as_str()),
+        ("AGENTPROCESS_TOKEN", token.as_str()),
+    ];
+
+    // An invalid process: every issue on its own line of stderr.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.md");
+    std::fs::write(
+        &bad,
+        "---\nname: Bad_Name\ndescription: x\ncolour: blue\nsteps:\n  - id: a\n    agent: Do it.\n    next: nowhere\n---\n",
+    )
+    .unwrap();
+    let output = agentprocess(&["process", "import", &bad.display().to_string()], &env).await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let errors = stderr(&output);
+    assert!(errors.lines().any(|l| l.starts_with("name")), "{errors}");
+    assert!(errors.lines().any(|l| l.contains("colour")), "{errors}");
+    assert!(errors.lines().any(|l| l.contains("nowhere")), "{errors}");
+    assert_eq!(stdout(&output), "");
+
+    // Publishing with roles unbound: one line per role.
+    let output = agentprocess(
+        &["process", "import", &fixture("contract-review"), "--publish"],
+        &env,
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let errors = stderr(&output);
+    for role in ["authorized-signatory", "finance-reviewer", "legal-reviewer"] {
+        assert!(
+            errors
+                .lines()
+                .any(|l| l.starts_with(&format!("bindings.{role}:"))),
+            "{errors}"
+        );
+    }
+    assert!(errors.contains("publishing it failed"), "{errors}");
+
+    // A role the process does not have.
+    let output = agentprocess(
+        &[
+            "process",
+            "import",
+            &fixture("blog-publication"),
+            "--bind",
+            "janitor=g_x",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output)
+            .lines()
+            .any(|l| l.starts_with("bindings.janitor:"))
+    );
+
+    // A profile the server does not offer.
+    let output = agentprocess(&["process", "import", &fixture("vendor-check")], &env).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("check"), "{}", stderr(&output));
+
+    // A folder named other than its process, refused before any request.
+    let folder = dir.path().join("not-blog");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(
+        fixtures_dir().join("blog-publication/PROCESS.md"),
+        folder.join("PROCESS.md"),
+    )
+    .unwrap();
+    let output = agentprocess(&["process", "import", &folder.display().to_string()], &env).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("does not equal the folder name"),
+        "{}",
+        stderr(&output)
+    );
+
+    // Nothing of these was published.
+    let output = agentprocess(&["process", "list", "--json"], &env).await;
+    let listed: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let processes = listed["processes"].as_array().unwrap();
+    assert!(processes.iter().all(|p| p["latestVersion"].is_null()), "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_without_operator_rights_is_told_what_it_needs() {
+    let server = start().await;
+    let token = server.token(false).await;
+    for args in [
+        vec!["process", "import", &fixture("blog-publication")],
+        vec!["process", "list"],
+    ] {
+        let mut args = args.clone();
+        args.extend(["--server", &server.url, "--token", &token]);
+        let output = agentprocess(&args, &[]).await;
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let errors = stderr(&output);
+        assert!(errors.contains("an operator token is needed"), "{errors}");
+        assert!(errors.contains("agentprocess token"), "{errors}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_and_connection_errors_exit_2() {
+    let server = start().await;
+
+    // No token at all.
+    for args in [
+        vec!["process", "list", "--server", &server.url],
+        vec![
+            "process",
+            "import",
+            &fixture("blog-publication"),
+            "--server",
+            &server.url,
+        ],
+    ] {
+        let output = agentprocess(&args, &[]).await;
+        assert_eq!(output.status.code(), Some(2));
+        assert!(stderr(&output).contains("no token"), "{}", stderr(&output));
+        assert!(stderr(&output).contains("AGENTPROCESS_TOKEN"));
+    }
+
+    // A token the server does not accept.
+    let output = agentprocess(
+        &["process", "list", "--server", &server.url, "--token", "not-a-jwt"],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("did not accept the token"),
+        "{}",
+        stderr(&output)
+    );
+
+    // Nobody listening on the port.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let unreachable = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let output = agentprocess(
+        &["process", "list", "--server", &unreachable, "--token", "t"],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains(&format!("cannot reach the server at {unreachable}")),
+        "{}",
+        stderr(&output)
+    );
+
+    // Bad arguments.
+    let output = agentprocess(
+        &[
+            "process",
+            "import",
+            &fixture("blog-publication"),
+            "--bind",
+            "editor",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("is not ROLE=GROUP"),
+        "{}",
+        stderr(&output)
+    );
+    let output = agentprocess(&["process", "list", "--server", "ftp://x", "--token", "t"], &[]).await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("is not an http(s) URL"));
+    let output = agentprocess(
+        &[
+            "process",
+            "import",
+            "/no/such/PROCESS.md",
+            "--server",
+            &server.url,
+            "--token",
+            "t",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot read"), "{}", stderr(&output));
+}

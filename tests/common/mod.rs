@@ -1,0 +1,326 @@
+//! The built `agentprocess serve` in a child process, dev tokens for it, and an rmcp client whose
+//! every tool result is checked against the protocol's schemas.
+
+#![allow(dead_code)]
+
+use agentprocess_gateway::Actor;
+use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
+use agentprocess_testkit::assert_matches_schema;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Map, Value, json};
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The organization the tests act in unless they say otherwise.
+pub const ORG: &str = "acme";
+
+/// A running `agentprocess serve`, killed when dropped.
+pub struct Server {
+    child: Option<Child>,
+    /// `http://127.0.0.1:<port>`: the public URL, issuer and audience of dev tokens.
+    pub url: String,
+    pub listen: SocketAddr,
+    pub data: PathBuf,
+    pub args: Vec<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// Who a token is for.
+#[derive(Debug, Clone)]
+pub enum Who {
+    Agent(&'static str),
+    Person(&'static str, &'static [&'static str]),
+    Operator(&'static str, &'static [&'static str]),
+}
+
+impl Server {
+    /// Starts `serve` on a free loopback port with its data in `data`, clock control on, and
+    /// `args` added.
+    pub fn start(data: &Path, args: &[&str]) -> Server {
+        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args)
+    }
+
+    fn start_at(data: &Path, listen: SocketAddr, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+            .arg("serve")
+            .arg("--data")
+            .arg(data)
+            .arg("--listen")
+            .arg(listen.to_string())
+            .args(args)
+            .env("AGENTPROCESS_TESTING__CLOCK_CONTROL", "true")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server binary starts");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        {
+            let mut pipe = child.stderr.take().unwrap();
+            let stderr = stderr.clone();
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buffer) {
+                    if n == 0 {
+                        break;
+                    }
+                    stderr
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buffer[..n]));
+                }
+            });
+        }
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut url = None;
+        let mut line = String::new();
+        while url.is_none() {
+            line.clear();
+            if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+                let status = child.wait().unwrap();
+                panic!(
+                    "serve exited ({status}) before it printed its endpoint:\n{}",
+                    stderr.lock().unwrap()
+                );
+            }
+            if let Some(endpoint) = line.trim().strip_prefix("MCP endpoint: ") {
+                url = Some(endpoint.trim_end_matches("/mcp").to_owned());
+            }
+        }
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let url = url.unwrap();
+        let listen = url
+            .trim_start_matches("http://")
+            .parse()
+            .expect("a socket address");
+        Server {
+            child: Some(child),
+            url,
+            listen,
+            data: data.to_owned(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            stderr,
+        }
+    }
+
+    /// `kill -9`, then the same server again on the same port and data (so tokens stay valid).
+    pub fn kill_and_restart(&mut self) {
+        self.kill9();
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let mut again = None;
+        // The port may take a moment to be free again.
+        for _ in 0..50 {
+            if std::net::TcpListener::bind(self.listen).is_ok() {
+                again = Some(Server::start_at(&self.data, self.listen, &args));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        *self = again.expect("the port frees up after the kill");
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait: a clean shutdown.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        child.wait().unwrap()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.url)
+    }
+
+    /// A dev token of `ORG`.
+    pub fn token(&self, who: &Who) -> String {
+        self.token_in(ORG, who)
+    }
+
+    pub fn token_in(&self, organization: &str, who: &Who) -> String {
+        let (actor, operator) = match who {
+            Who::Agent(id) => (Actor::Agent { id: id.to_string() }, false),
+            Who::Person(email, groups) | Who::Operator(email, groups) => (
+                Actor::Person {
+                    email: email.to_string(),
+                    groups: groups.iter().map(|g| g.to_string()).collect(),
+                },
+                matches!(who, Who::Operator(..)),
+            ),
+        };
+        DevKey::load_or_create(&self.data).unwrap().mint(
+            &self.url,
+            &DevTokenRequest {
+                organization: organization.to_owned(),
+                actor,
+                operator,
+                ttl: Duration::from_secs(3600),
+            },
+        )
+    }
+
+    /// An MCP client of `ORG` acting as `who`.
+    pub async fn client(&self, who: &Who) -> Mcp {
+        Mcp::connect(&self.mcp_url(), &self.token(who)).await
+    }
+
+    pub async fn client_in(&self, organization: &str, who: &Who) -> Mcp {
+        Mcp::connect(&self.mcp_url(), &self.token_in(organization, who)).await
+    }
+
+    /// Runs `agentprocess process import PATH --bind ... --publish` against this server as an
+    /// operator of `ORG`; returns (exit code, stdout, stderr).
+    pub fn import(&self, path: &Path, bindings: &[(&str, &str)], publish: bool) -> (i32, String, String) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentprocess"));
+        command
+            .args(["process", "import"])
+            .arg(path)
+            .args(["--server", &self.url])
+            .env(
+                "AGENTPROCESS_TOKEN",
+                self.token(&Who::Operator("ops@acme.test", &["ops"])),
+            );
+        for (role, group) in bindings {
+            command.arg("--bind").arg(format!("{role}={group}"));
+        }
+        if publish {
+            command.arg("--publish");
+        }
+        let output = command.output().unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// Imports, binds every role to the group of the same name, and publishes; panics on failure.
+    pub fn publish_fixture(&self, name: &str) {
+        let path = agentprocess_testkit::fixtures_dir().join(name).join("PROCESS.md");
+        let source = std::fs::read(&path).unwrap();
+        let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
+        let roles: Vec<String> = loaded
+            .process
+            .role_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let bindings: Vec<(&str, &str)> = roles.iter().map(|r| (r.as_str(), r.as_str())).collect();
+        let (code, out, err) = self.import(&path, &bindings, true);
+        assert_eq!(code, 0, "import of {name} failed:\n{out}\n{err}");
+    }
+
+    /// Moves the server's clock forward (testing.clock_control).
+    pub async fn advance(&self, seconds: u64) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/admin/v1/clock", self.url))
+            .bearer_auth(self.token(&Who::Operator("ops@acme.test", &["ops"])))
+            .json(&json!({ "advanceSeconds": seconds }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// An rmcp client over Streamable HTTP.
+pub struct Mcp {
+    client: RunningService<RoleClient, ClientConfig>,
+}
+
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh `requestId`.
+pub fn request_id() -> String {
+    format!(
+        "req-{}-{}",
+        std::process::id(),
+        REQUESTS.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Mcp {
+    pub async fn connect(url: &str, token: &str) -> Mcp {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
+        );
+        let client = ClientConfig::new(ClientCapabilities::default(), Implementation::new("e2e", "0"))
+            .serve(transport)
+            .await
+            .expect("the MCP client connects");
+        Mcp { client }
+    }
+
+    /// Calls `tool` and returns its `{ ok, ... }` envelope, after checking it against the
+    /// tool's result schema (or the error schema) and that text and structured content agree.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Value {
+        let arguments: Map<String, Value> = serde_json::from_value(arguments).expect("an object");
+        let result: CallToolResult = self
+            .client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+        let envelope = result.structured_content.clone().expect("structured content");
+        let text = result.content[0].as_text().expect("a text block").text.clone();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), envelope);
+        match envelope["ok"].as_bool() {
+            Some(true) => {
+                assert_eq!(result.is_error, Some(false));
+                assert_matches_schema(&format!("tools/{tool}.result.json"), &envelope["data"]);
+            }
+            Some(false) => {
+                assert_eq!(result.is_error, Some(true));
+                assert_matches_schema("tool-error.json", &envelope["error"]);
+            }
+            None => panic!("{tool}: no ok in {envelope}"),
+        }
+        envelope
+    }
+
+    /// Calls `tool` and returns its `data`, panicking on a refusal.
+    pub async fn ok(&self, tool: &str, arguments: Value) -> Value {
+        let envelope = self.call(tool, arguments).await;
+        assert_eq!(envelope["ok"], true, "{tool} refused: {envelope}");
+        envelope["data"].clone()
+    }
+
+    /// Calls `tool` and returns its `error`, panicking if it succeeded or the code differs.
+    pub async fn refused(&self, tool: &str, arguments: Value, code: &str) -> Value {
+        let envelope = self.call(tool, arguments).await;
+        assert_eq!(envelope["ok"], false, "{tool} succeeded: {envelope}");
+        assert_eq!(envelope["error"]["code"], code, "{tool}: {envelope}");
+        envelope["error"].clone()
+    }
+
+    pub async fn close(self) {
+        let _ = self.client.cancel().await;
+    }
+}
