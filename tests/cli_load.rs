@@ -1,0 +1,137 @@
+//! `agentprocess load` run as a real process against `agentprocess serve` run as a real process:
+//! runs complete through the full loop of agents and people, with no unexpected error.
+
+use serde_json::Value;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long the server may take to start listening.
+const STARTUP_LIMIT: Duration = Duration::from_secs(60);
+
+/// A running `agentprocess serve`, stopped when dropped.
+struct Server {
+    child: Child,
+    address: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn serve(data: &std::path::Path) -> Server {
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["serve", "--data"])
+        .arg(data)
+        .args(["--listen", &address.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start agentprocess serve");
+    let mut server = Server { child, address };
+    let started = Instant::now();
+    while TcpStream::connect(address).is_err() {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            panic!("agentprocess serve exited with {status} before listening");
+        }
+        assert!(
+            started.elapsed() < STARTUP_LIMIT,
+            "agentprocess serve did not listen on {address}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+#[test]
+fn agents_and_a_person_complete_runs_with_no_unexpected_error() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(data.path());
+    let output = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args([
+            "load",
+            "--server",
+            &format!("http://{}", server.address),
+            "--data",
+        ])
+        .arg(data.path())
+        .args(["--agents", "4", "--people", "1", "--approvals", "50"])
+        .args(["--warmup", "1s", "--duration", "2s", "--json"])
+        .output()
+        .expect("run agentprocess load");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{}\n{stdout}\n{stderr}", output.status);
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+
+    assert_eq!(report["unexpectedErrors"], 0, "{report:#}");
+    assert!(report["runs"].as_u64().unwrap() > 0, "{report:#}");
+    for process in ["load-agent-step", "load-approval"] {
+        assert!(
+            report["runsByProcess"][process].as_u64().unwrap_or(0) > 0,
+            "no {process} run completed: {report:#}"
+        );
+    }
+    for tool in ["start_run", "get_work", "claim", "submit", "decide"] {
+        let figures = report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tool"] == tool)
+            .unwrap_or_else(|| panic!("no {tool} calls: {report:#}"));
+        assert!(figures["ok"].as_u64().unwrap() > 0, "{figures:#}");
+        assert!(figures["p50Ms"].as_f64().unwrap() > 0.0, "{figures:#}");
+    }
+    assert_eq!(report["settings"]["agents"], 4);
+    assert_eq!(report["seconds"], 2.0);
+}
+
+#[test]
+fn a_data_folder_without_a_dev_key_is_refused_with_a_clear_message() {
+    let data = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["load", "--server", "http://127.0.0.1:9", "--data"])
+        .arg(data.path())
+        .args(["--duration", "1s"])
+        .output()
+        .expect("run agentprocess load");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no dev signing key"), "{stderr}");
+}
+
+#[test]
+fn a_server_that_does_not_answer_is_refused_before_the_load_starts() {
+    let data = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["load", "--server", &format!("http://127.0.0.1:{}", free_port())])
+        .args([
+            "--agent-token",
+            "a",
+            "--person-token",
+            "p",
+            "--operator-token",
+            "o",
+            "--data",
+        ])
+        .arg(data.path())
+        .args(["--duration", "1s"])
+        .output()
+        .expect("run agentprocess load");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("describe at http://127.0.0.1:"), "{stderr}");
+}
