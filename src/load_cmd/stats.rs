@@ -38,13 +38,14 @@ impl Window {
 }
 
 /// Whether a refusal is what concurrent callers of a shared work queue run into by design: a claim
-/// that lost the race for a step, or a decision on an item another person just decided.
+/// that lost the race for a step, or a decision on an item another person just decided (which,
+/// on the last step, ended the run: `run_ended` is checked before `already_decided`).
 pub fn is_expected_refusal(tool: ToolName, refusal: &Refusal) -> bool {
+    let conflict_on = |issue: &str| refusal.code == "conflict" && refusal.issues.iter().any(|i| i == issue);
     match tool {
         ToolName::Claim => refusal.code == "conflict",
         ToolName::Decide => {
-            refusal.code == "stale"
-                || (refusal.code == "conflict" && refusal.issues.iter().any(|i| i == "already_decided"))
+            refusal.code == "stale" || conflict_on("already_decided") || conflict_on("run_ended")
         }
         _ => false,
     }
@@ -388,7 +389,9 @@ mod tests {
             (ToolName::Claim, refusal("conflict", &["not_ready"]), true),
             (ToolName::Decide, refusal("conflict", &["already_decided"]), true),
             (ToolName::Decide, refusal("stale", &[]), true),
-            (ToolName::Decide, refusal("conflict", &["run_ended"]), false),
+            (ToolName::Decide, refusal("conflict", &["run_ended"]), true),
+            (ToolName::Decide, refusal("conflict", &["not_ready"]), false),
+            (ToolName::Submit, refusal("conflict", &["run_ended"]), false),
             (ToolName::Submit, refusal("stale", &[]), false),
             (
                 ToolName::StartRun,

@@ -17,8 +17,11 @@ const PERSON_POLL_PAUSE: Duration = Duration::from_millis(5);
 const FAILURE_PAUSE: Duration = Duration::from_millis(50);
 /// How many `get_work` → `claim` rounds an agent tries before it starts a new run.
 const CLAIM_ROUNDS: usize = 50;
-/// The `limit` of every `get_work`.
-const WORK_PAGE: u64 = 20;
+/// The `limit` of an agent's `get_work`: the largest page, so that with one fresh run per agent
+/// an agent's own run is listed and agents do not all race for the oldest steps.
+const AGENT_WORK_PAGE: u64 = 100;
+/// The `limit` of a person's `get_work`.
+const PERSON_WORK_PAGE: u64 = 20;
 
 /// What every caller shares.
 #[derive(Debug)]
@@ -93,9 +96,9 @@ pub fn start_run_arguments(process: &str, n: u64) -> Value {
     json!({ "process": process, "inputs": { "n": n }, "requestId": request_id() })
 }
 
-/// `get_work` arguments, for the benchmark process `process` when given.
-pub fn get_work_arguments(process: Option<&str>) -> Value {
-    let mut arguments = json!({ "limit": WORK_PAGE });
+/// `get_work` arguments for a page of `limit` items, of the benchmark process `process` when given.
+pub fn get_work_arguments(limit: u64, process: Option<&str>) -> Value {
+    let mut arguments = json!({ "limit": limit });
     if let Some(process) = process {
         arguments["process"] = json!(process);
     }
@@ -210,7 +213,7 @@ async fn claim_a_step(
     index: usize,
     own_run: Option<&str>,
 ) -> Option<String> {
-    let get_work = get_work_arguments(None);
+    let get_work = get_work_arguments(AGENT_WORK_PAGE, None);
     for _ in 0..CLAIM_ROUNDS {
         if context.is_over() {
             return None;
@@ -236,7 +239,7 @@ async fn claim_a_step(
 /// One person: approves the approval process's open work items, until the window ends.
 pub async fn person(context: Arc<LoadContext>, index: usize, token: String) -> Recorder {
     let mut recorder = Recorder::new(context.window);
-    let get_work = get_work_arguments(Some(processes::APPROVAL));
+    let get_work = get_work_arguments(PERSON_WORK_PAGE, Some(processes::APPROVAL));
     while !context.is_over() {
         let CallOutcome::Ok(data) = context
             .call(&mut recorder, &token, ToolName::GetWork, &get_work)
