@@ -228,6 +228,7 @@ async fn invoice_tiers_route_to_finance_and_cfo_and_each_approval_records() {
         .await;
         let run = get_run(&agent, run_id).await;
         assert_eq!(run["run"]["state"], "ended", "{run}");
+        assert_eq!(run["run"]["outcome"], "approved", "{run}");
         assert_eq!(run["data"]["steps"][step]["by"], approver, "{run}");
         assert!(run["data"]["steps"]["manager_review"].is_null(), "{run}");
         assert_eq!(step_state(&run, "manager_review"), Value::Null);
@@ -365,6 +366,7 @@ async fn postmortem_rejected_draft_is_reworked_then_closure_finishes() {
     .await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
+    assert_eq!(run["run"]["outcome"], "closed", "{run}");
     assert_eq!(run["data"]["steps"]["track_closure"]["by"], "owner@acme.test");
     assert_eq!(run["data"]["steps"]["review"]["by"], "owner@acme.test");
 }
@@ -536,6 +538,7 @@ async fn major_incident_forks_three_branches_joins_after_all_and_reruns_on_rejec
     decide(&commander, &run_id, "close_review", "approved", json!({})).await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
+    assert_eq!(run["run"]["outcome"], "stabilized", "{run}");
     assert_eq!(step_state(&run, "done"), "done", "{run}");
 }
 
@@ -583,6 +586,7 @@ async fn major_incident_response_runs_the_leads_in_sequence_to_the_finish() {
     decide(&commander, &run_id, "close_review", "approved", json!({})).await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
+    assert_eq!(run["run"]["outcome"], "stabilized", "{run}");
     assert_eq!(
         run["data"]["steps"]["communications"]["by"],
         "comms-lead@acme.test"
@@ -747,6 +751,7 @@ async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_orga
     .await;
     let run = get_run(&buyer, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
+    assert_eq!(run["run"]["outcome"], "selected", "{run}");
     let history = run["data"]["steps"]["collect_quotes"]["history"]
         .as_array()
         .unwrap();
@@ -896,6 +901,7 @@ async fn vendor_check_pass_is_recorded_and_the_vendor_is_onboarded() {
     decide(&finance, &run_id, "approve", "approved", json!({})).await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
+    assert_eq!(run["run"]["outcome"], "onboarded", "{run}");
     assert_eq!(step_state(&run, "done"), "done", "{run}");
     assert_eq!(step_state(&run, "decline"), Value::Null, "{run}");
 
@@ -908,6 +914,7 @@ async fn vendor_check_pass_is_recorded_and_the_vendor_is_onboarded() {
     let submission = screening(&agent, "", false).await;
     let done = claim_and_submit(&agent, &declined, "check_vendor", submission).await;
     assert_eq!(done["run"]["state"], "ended", "{done}");
+    assert_eq!(done["run"]["outcome"], "declined", "{done}");
     assert_eq!(step_state(&done, "decline"), "done", "{done}");
 }
 
@@ -1082,6 +1089,7 @@ async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_for_
     decide(&finance, &run_id, "approve", "approved", json!({})).await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
+    assert_eq!(run["run"]["outcome"], "onboarded", "{run}");
     assert_eq!(run["data"]["steps"]["approve"]["by"], "fin@acme.test");
     assert_eq!(
         run["data"]["steps"]["check_vendor"]["history"]
@@ -1233,6 +1241,7 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
     .await;
     // The close date is behind: the wait passes at once and the run finishes.
     assert_eq!(done["run"]["state"], "ended", "{done}");
+    assert_eq!(done["run"]["outcome"], "closed", "{done}");
     assert!(
         done["data"]["steps"]["second_payment"]["output"].is_null(),
         "{done}"
@@ -1246,5 +1255,155 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
         run["run"]["state"] == "ended"
     })
     .await;
+    assert_eq!(run["run"]["outcome"], "closed", "{run}");
     assert_eq!(step_state(&run, "done"), "done", "{run}");
+}
+
+// ----------------------------------------------------------------------------------------------
+// parallel-1 with agent branches and branch-local rework, on a small process of its own (the
+// fixture with a fork has person branches only).
+
+const LAUNCH_REVIEW: &str = "---
+name: launch-review
+description: Review a launch from two sides at once, with a legal sign-off that can send its own draft back.
+inputs:
+  launchId: string
+steps:
+  - id: prepare
+    agent: Collect the launch plan.
+    output: { plan: string }
+  - id: reviews
+    parallel: [security_scan, legal_draft]
+    next: publish
+  - id: security_scan
+    agent: Scan the launch for security issues.
+    output: { findings: string }
+    next: join
+  - id: legal_draft
+    agent: Draft the legal notice.
+    output: { notice: string }
+    next: legal_signoff
+  - id: legal_signoff
+    person: legal
+    approve: Approve the legal notice.
+    on_reject: legal_draft
+    next: join
+  - id: publish
+    agent: Publish the launch.
+    output: { url: string }
+  - id: done
+    finish: launched
+---
+
+# Launch review
+
+Security and legal review at the same time; the launch is published when both are done.
+";
+
+/// parallel-1 §3: agent branches are ready together and claimed by different agents; a claimed
+/// branch is not offered to the other; a branch completion stales an open snapshot; `on_reject`
+/// inside a branch reworks that branch only; the join waits for the sign-off.
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_branches_are_claimed_by_different_agents_and_rework_stays_in_its_branch() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let folder = data.path().join("launch-review");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("PROCESS.md"), LAUNCH_REVIEW).unwrap();
+    let (code, out, err) = server.import(&folder.join("PROCESS.md"), &[("legal", "legal")], true);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let scanner = server.client(&Who::Agent("a_scanner")).await;
+    let writer = server.client(&Who::Agent("a_writer")).await;
+    let legal = server.client(&Who::Person("counsel@acme.test", &["legal"])).await;
+
+    let run_id = start_run(&scanner, "launch-review", json!({ "launchId": "L-1" })).await;
+    let forked = claim_and_submit(
+        &scanner,
+        &run_id,
+        "prepare",
+        json!({ "output": { "plan": "Plan 1" }, "summary": "Plan collected" }),
+    )
+    .await;
+    assert_eq!(step_state(&forked, "reviews"), "waiting", "{forked}");
+    assert_eq!(step_state(&forked, "security_scan"), "ready", "{forked}");
+    assert_eq!(step_state(&forked, "legal_draft"), "ready", "{forked}");
+    assert_eq!(step_state(&forked, "legal_signoff"), Value::Null, "{forked}");
+    let mut offered = agent_steps_ready(&writer, &run_id).await;
+    offered.sort();
+    assert_eq!(offered, ["legal_draft", "security_scan"]);
+
+    // Two agents hold the two branches at once.
+    let scan = claim(&scanner, &run_id, "security_scan").await;
+    let draft = claim(&writer, &run_id, "legal_draft").await;
+    assert_eq!(agent_steps_ready(&scanner, &run_id).await, Vec::<String>::new());
+    let run = get_run(&legal, &run_id).await;
+    assert_eq!(step_state(&run, "security_scan"), "claimed", "{run}");
+    assert_eq!(step_state(&run, "legal_draft"), "claimed", "{run}");
+
+    writer
+        .ok(
+            "submit",
+            json!({ "token": draft["token"], "requestId": request_id(),
+                    "output": { "notice": "Notice v1" }, "summary": "Draft 1" }),
+        )
+        .await;
+    let signoff = person_item(&legal, &run_id, "legal_signoff").await;
+    // The sibling branch joins: the counsel's snapshot is now stale.
+    let scanned = scanner
+        .ok(
+            "submit",
+            json!({ "token": scan["token"], "requestId": request_id(),
+                    "output": { "findings": "None" }, "summary": "Clean scan" }),
+        )
+        .await;
+    assert_eq!(step_state(&scanned, "reviews"), "waiting", "{scanned}");
+    let stale = decide_call(&legal, &run_id, &signoff, "approved", json!({})).await;
+    assert_eq!(stale["error"]["code"], "stale", "{stale}");
+
+    // Rework inside the branch: only the legal draft comes back.
+    let reworked = decide(
+        &legal,
+        &run_id,
+        "legal_signoff",
+        "rejected",
+        json!({ "note": "Name the data processor" }),
+    )
+    .await;
+    assert_eq!(step_state(&reworked, "legal_draft"), "ready", "{reworked}");
+    assert_eq!(step_state(&reworked, "security_scan"), "done", "{reworked}");
+    assert_eq!(step_state(&reworked, "reviews"), "waiting", "{reworked}");
+    assert_eq!(agent_steps_ready(&scanner, &run_id).await, ["legal_draft"]);
+    claim_and_submit(
+        &writer,
+        &run_id,
+        "legal_draft",
+        json!({ "output": { "notice": "Notice v2" }, "summary": "Draft 2" }),
+    )
+    .await;
+    let joined = decide(&legal, &run_id, "legal_signoff", "approved", json!({})).await;
+    assert_eq!(step_state(&joined, "reviews"), "done", "{joined}");
+    assert_eq!(step_state(&joined, "publish"), "ready", "{joined}");
+    let steps = &joined["data"]["steps"];
+    assert_eq!(
+        steps["legal_draft"]["history"].as_array().unwrap().len(),
+        1,
+        "{joined}"
+    );
+    assert_eq!(
+        steps["legal_draft"]["history"][0]["output"]["notice"],
+        "Notice v1"
+    );
+    assert_eq!(steps["legal_draft"]["by"], "a_writer");
+    assert_eq!(steps["security_scan"]["history"], json!([]), "{joined}");
+    assert_eq!(steps["security_scan"]["by"], "a_scanner");
+
+    let done = claim_and_submit(
+        &scanner,
+        &run_id,
+        "publish",
+        json!({ "output": { "url": "https://launch.test/L-1" }, "summary": "Published" }),
+    )
+    .await;
+    assert_eq!(done["run"]["state"], "ended", "{done}");
+    assert_eq!(done["run"]["outcome"], "launched", "{done}");
 }
