@@ -1021,7 +1021,13 @@ async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_for_
     let mut submission = screening(&agent, "[check:error]", true).await;
     submission["token"] = claimed["token"].clone();
     submission["requestId"] = json!(request_id());
+    let before = evaluator.requests();
     agent.refused("submit", submission, "retry").await;
+    let after = evaluator.requests();
+    // Each of the three questions was asked, failed, and asked once more.
+    assert_eq!(after - before, 6);
+    let received = evaluator.received();
+    assert!(received.iter().all(|r| r.body["model"] == "fake"), "{received:?}");
     let run = get_run(&agent, &run_id).await;
     assert_eq!(step_state(&run, "check_vendor"), "claimed", "{run}");
     assert!(run["data"]["steps"]["check_vendor"].is_null(), "{run}");
@@ -1336,6 +1342,14 @@ async fn agent_branches_are_claimed_by_different_agents_and_rework_stays_in_its_
     let scan = claim(&scanner, &run_id, "security_scan").await;
     let draft = claim(&writer, &run_id, "legal_draft").await;
     assert_eq!(agent_steps_ready(&scanner, &run_id).await, Vec::<String>::new());
+    let taken = scanner
+        .refused(
+            "claim",
+            json!({ "runId": run_id, "stepId": "legal_draft", "requestId": request_id() }),
+            "conflict",
+        )
+        .await;
+    assert_eq!(taken["issues"], json!(["claimed_by_other"]), "{taken}");
     let run = get_run(&legal, &run_id).await;
     assert_eq!(step_state(&run, "security_scan"), "claimed", "{run}");
     assert_eq!(step_state(&run, "legal_draft"), "claimed", "{run}");
