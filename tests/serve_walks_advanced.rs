@@ -649,7 +649,11 @@ async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_orga
                 "evidence": [{ "kind": "link", "ref": "https://mail.test/quotes" }] }),
     )
     .await;
-    assert_eq!(refused["error"]["code"], "not_accepted", "{refused}");
+    assert_eq!(
+        refused["error"]["issues"],
+        json!(["evidence: file required"]),
+        "{refused}"
+    );
 
     let file_evidence: Vec<Value> = ids
         .iter()
@@ -702,6 +706,8 @@ async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_orga
     .await;
     assert_eq!(borrowed["ok"], false, "{borrowed}");
     assert_eq!(borrowed["error"]["code"], "not_accepted", "{borrowed}");
+    let not_found: Vec<String> = ids.iter().map(|id| format!("evidence {id}: not found")).collect();
+    assert_eq!(borrowed["error"]["issues"], json!(not_found), "{borrowed}");
     outsider.close().await;
 
     // The comparison, a rejection back to collection, and the second round.
@@ -1024,8 +1030,9 @@ async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_for_
     let before = evaluator.requests();
     agent.refused("submit", submission, "retry").await;
     let after = evaluator.requests();
-    // Each of the three questions was asked, failed, and asked once more.
-    assert_eq!(after - before, 6);
+    // Two attempts at most (the first and one retry); each asks the three questions at once and
+    // gives up at the first error, so it reaches the evaluator one to three times.
+    assert!((2..=6).contains(&(after - before)), "{} requests", after - before);
     let received = evaluator.received();
     assert!(received.iter().all(|r| r.body["model"] == "fake"), "{received:?}");
     let run = get_run(&agent, &run_id).await;
@@ -1061,16 +1068,17 @@ async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_for_
     assert_eq!(body, b"OFAC: no match. EU: no match.");
 
     // The person completes with the candidate; the marker is not checked again.
-    decide(
-        &desk,
-        &run_id,
-        "check_vendor",
-        "completed",
-        json!({ "output": submission["output"], "evidence": submission["evidence"],
-                "summary": "Read the report myself", "next": "approve", "reason": "Both lists clear" }),
-    )
-    .await;
+    decide(&desk, &run_id, "check_vendor", "completed", json!({})).await;
     let run = get_run(&agent, &run_id).await;
+    let step = &run["data"]["steps"]["check_vendor"];
+    assert_eq!(step["summary"], "Screened [check:unsure]", "{run}");
+    assert_eq!(step["next"], "approve", "{run}");
+    assert_eq!(
+        step["evidence"][0]["ref"], submission["evidence"][0]["ref"],
+        "{run}"
+    );
+    assert_eq!(step["check"]["verdict"], "unsure", "{run}");
+    assert_eq!(step_state(&run, "approve"), "waiting", "{run}");
     assert_eq!(step_state(&run, "check_vendor"), "done", "{run}");
     assert_eq!(
         run["data"]["steps"]["check_vendor"]["by"], "desk@acme.test",
@@ -1185,8 +1193,9 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
     clerk
         .refused("send_event", event(&held_run, 1), "forbidden")
         .await;
-    for amount in [100, 200] {
-        let sent = operator.ok("send_event", event(&held_run, amount)).await;
+    // An operator sends the first, an agent the second.
+    for (sender, amount) in [(&operator, 100), (&agent, 200)] {
+        let sent = sender.ok("send_event", event(&held_run, amount)).await;
         assert_eq!(sent["consumedBy"], Value::Null, "{sent}");
     }
     let done = claim_and_submit(
@@ -1207,6 +1216,7 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
         "{done}"
     );
     assert_eq!(done["data"]["steps"]["first_payment"]["by"], "ops@acme.test");
+    assert_eq!(done["data"]["steps"]["second_payment"]["by"], "a_ar");
     assert_eq!(step_state(&done, "closing_time"), "waiting", "{done}");
     assert_eq!(step_state(&done, "chase"), Value::Null, "{done}");
     assert_eq!(done["run"]["state"], "waiting");
@@ -1252,6 +1262,12 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
         done["data"]["steps"]["second_payment"]["output"].is_null(),
         "{done}"
     );
+
+    // An ended run takes no more events.
+    let ended = operator
+        .refused("send_event", event(&timed_run, 400), "conflict")
+        .await;
+    assert_eq!(ended["issues"], json!(["run_ended"]), "{ended}");
 
     // Run A still waits for its date, then finishes when the clock passes it.
     let run = get_run(&agent, &held_run).await;
