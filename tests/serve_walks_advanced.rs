@@ -317,6 +317,16 @@ async fn postmortem_rejected_draft_is_reworked_then_closure_finishes() {
     )
     .await;
     assert_eq!(step_state(&rejected, "draft"), "ready", "{rejected}");
+    // Spec §3.1: the rejecting approval keeps its decision and note current for the rework.
+    assert_eq!(step_state(&rejected, "review"), Value::Null, "{rejected}");
+    assert_eq!(
+        rejected["data"]["steps"]["review"]["decision"], "rejected",
+        "{rejected}"
+    );
+    assert_eq!(
+        rejected["data"]["steps"]["review"]["note"],
+        "The alert action lacks a completion criterion"
+    );
 
     claim_and_submit(&agent, &run_id, "draft", draft(2)).await;
     let run = get_run(&agent, &run_id).await;
@@ -369,6 +379,14 @@ async fn postmortem_rejected_draft_is_reworked_then_closure_finishes() {
     assert_eq!(run["run"]["outcome"], "closed", "{run}");
     assert_eq!(run["data"]["steps"]["track_closure"]["by"], "owner@acme.test");
     assert_eq!(run["data"]["steps"]["review"]["by"], "owner@acme.test");
+    assert_eq!(run["data"]["steps"]["review"]["decision"], "approved");
+    assert_eq!(
+        run["data"]["steps"]["review"]["history"][0]["decision"], "rejected",
+        "{run}"
+    );
+    // Spec §3.5: a finish ends the run by the server with no note.
+    assert_eq!(run["run"]["ended"]["by"], "server", "{run}");
+    assert_eq!(run["run"]["ended"]["note"], Value::Null, "{run}");
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -758,6 +776,15 @@ async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_orga
     let run = get_run(&buyer, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
     assert_eq!(run["run"]["outcome"], "selected", "{run}");
+    // Spec §3.1: the comparison made after the returned-to step went to history too.
+    assert_eq!(
+        run["data"]["steps"]["compare"]["history"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{run}"
+    );
     let history = run["data"]["steps"]["collect_quotes"]["history"]
         .as_array()
         .unwrap();
@@ -1262,6 +1289,12 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
         done["data"]["steps"]["second_payment"]["output"].is_null(),
         "{done}"
     );
+    // Spec §3.1: a wait records `by: "server"`.
+    assert_eq!(done["data"]["steps"]["closing_time"]["by"], "server", "{done}");
+    // The timed-out wait is done by the server, with no event data.
+    let timed_out = &done["data"]["steps"]["second_payment"];
+    assert_eq!(timed_out["by"], "server", "{done}");
+    assert!(timed_out.get("output").is_none(), "{done}");
 
     // An ended run takes no more events.
     let ended = operator
