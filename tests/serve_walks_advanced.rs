@@ -706,6 +706,8 @@ async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_orga
     outsider
         .refused("get_run", json!({ "runId": run_id }), "not_found")
         .await;
+    let listed = outsider.ok("list_runs", json!({})).await;
+    assert_eq!(listed["items"], json!([]), "{listed}");
     let their_run = start_run(
         &outsider,
         "supplier-rfp",
