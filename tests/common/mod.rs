@@ -30,6 +30,8 @@ pub struct Server {
     pub listen: SocketAddr,
     pub data: PathBuf,
     pub args: Vec<String>,
+    /// Extra environment variables, kept across `kill_and_restart`.
+    pub env: Vec<(String, String)>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -45,10 +47,16 @@ impl Server {
     /// Starts `serve` on a free loopback port with its data in `data`, clock control on, and
     /// `args` added.
     pub fn start(data: &Path, args: &[&str]) -> Server {
-        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args)
+        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args, &[])
     }
 
-    fn start_at(data: &Path, listen: SocketAddr, args: &[&str]) -> Server {
+    /// Like [`Server::start`], with `env` (like `AGENTPROCESS_LIMITS__MAX_UPLOAD_BYTES`) set.
+    pub fn start_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args, &env)
+    }
+
+    fn start_at(data: &Path, listen: SocketAddr, args: &[&str], env: &[(String, String)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
             .arg("serve")
             .arg("--data")
@@ -58,6 +66,7 @@ impl Server {
             .args(args)
             .env("AGENTPROCESS_TESTING__CLOCK_CONTROL", "true")
             .env("RUST_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -108,6 +117,7 @@ impl Server {
             listen,
             data: data.to_owned(),
             args: args.iter().map(|a| a.to_string()).collect(),
+            env: env.to_vec(),
             stderr,
         }
     }
@@ -120,7 +130,7 @@ impl Server {
         // The port may take a moment to be free again.
         for _ in 0..50 {
             if std::net::TcpListener::bind(self.listen).is_ok() {
-                again = Some(Server::start_at(&self.data, self.listen, &args));
+                again = Some(Server::start_at(&self.data, self.listen, &args, &self.env));
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
