@@ -309,12 +309,24 @@ impl Mcp {
     /// Calls `tool` and returns its `{ ok, ... }` envelope, after checking it against the
     /// tool's result schema (or the error schema) and that text and structured content agree.
     pub async fn call(&self, tool: &str, arguments: Value) -> Value {
-        let arguments: Map<String, Value> = serde_json::from_value(arguments).expect("an object");
-        let result: CallToolResult = self
-            .client
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        self.try_call(tool, arguments)
             .await
-            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+            .unwrap_or_else(|e| panic!("{tool}: {e}"))
+    }
+
+    /// Like [`Mcp::call`], but a call that got no answer (the server died, the connection was
+    /// refused, no answer within 30 s) is `Err` instead of a panic. An answer is checked as in
+    /// `call`.
+    pub async fn try_call(&self, tool: &str, arguments: Value) -> Result<Value, String> {
+        let arguments: Map<String, Value> = serde_json::from_value(arguments).expect("an object");
+        let call = self
+            .client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments));
+        let result: CallToolResult = match tokio::time::timeout(Duration::from_secs(30), call).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("no answer within 30 s".to_owned()),
+        };
         let envelope = result.structured_content.clone().expect("structured content");
         let text = result.content[0].as_text().expect("a text block").text.clone();
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), envelope);
@@ -329,7 +341,7 @@ impl Mcp {
             }
             None => panic!("{tool}: no ok in {envelope}"),
         }
-        envelope
+        Ok(envelope)
     }
 
     /// Calls `tool` and returns its `data`, panicking on a refusal.
