@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test agentprocess: the protobuf compiler
-# (gRPC code generation), the Rust components the checks use, and cargo-fuzz.
+# (gRPC code generation), the Rust components the checks use, cargo-fuzz, and a Python venv at
+# target/py-venv with tests/python/requirements.txt (the official MCP Python SDK the tests drive).
 set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv="$root/target/py-venv"
 
 need_apt=()
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# `python3 -m venv` needs Debian's python3-venv (ensurepip) on some systems.
+if [ ! -x "$venv/bin/python" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    need_apt+=(python3-venv)
+fi
 if ((${#need_apt[@]})); then
     echo "installing system packages: ${need_apt[*]}"
     sudo_cmd=()
@@ -21,3 +30,10 @@ if command -v rustup >/dev/null 2>&1; then
 fi
 
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
+
+if [ ! -x "$venv/bin/python" ]; then
+    echo "creating a Python venv at target/py-venv"
+    mkdir -p "$root/target"
+    python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/tests/python/requirements.txt"

@@ -187,12 +187,12 @@ impl AdminClient {
             .send()
             .map_err(|error| Failure::Unreachable {
                 url: self.base.clone(),
-                reason: error_chain(&error),
+                reason: agentprocess_gateway::error_chain(&error),
             })?;
         let status = response.status();
         let text = response.text().map_err(|error| Failure::Unreachable {
             url: self.base.clone(),
-            reason: error_chain(&error),
+            reason: agentprocess_gateway::error_chain(&error),
         })?;
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if status.is_success() {
@@ -223,31 +223,11 @@ impl AdminClient {
     }
 }
 
-/// An error and its causes: reqwest's own text alone rarely says what went wrong.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// Reads the file, or the PROCESS.md of a folder whose name must equal the process name.
 fn read_process(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
-    let (file, folder_name) = if path.is_dir() {
-        let name = path
-            .canonicalize()
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-        (path.join("PROCESS.md"), name)
-    } else {
-        (path.to_path_buf(), None)
-    };
-    let bytes =
-        std::fs::read(&file).map_err(|e| Failure::Usage(format!("{}: cannot read: {e}", file.display())))?;
+    let crate::process_cmd::Input {
+        bytes, folder_name, ..
+    } = crate::process_cmd::read_input(path).map_err(Failure::Usage)?;
     // The server validates everything else; only the folder is known here (spec §2.1).
     if let (Some(folder), Ok(document)) = (folder_name, parse_document(&bytes))
         && let Some(name) = document.frontmatter.get("name").and_then(Value::as_str)

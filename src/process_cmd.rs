@@ -83,14 +83,14 @@ pub fn run(command: ProcessCommand) -> ExitCode {
 }
 
 /// One input read from disk: where it came from and the folder name it must match, if any.
-struct Input {
-    shown_path: String,
-    bytes: Vec<u8>,
-    folder_name: Option<String>,
+pub(crate) struct Input {
+    pub shown_path: String,
+    pub bytes: Vec<u8>,
+    pub folder_name: Option<String>,
 }
 
 /// Reads a PROCESS.md file or a folder holding one.
-fn read_input(path: &Path) -> Result<Input, String> {
+pub(crate) fn read_input(path: &Path) -> Result<Input, String> {
     let (file, folder_name) = if path.is_dir() {
         let name = path
             .canonicalize()

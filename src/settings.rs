@@ -11,8 +11,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Environment variables of the operator commands, not settings of the server.
-const NOT_SETTINGS: [&str; 3] = ["URL", "TOKEN", "CONFIG"];
+/// `AGENTPROCESS_*` variables that are not settings of the server: those of the operator
+/// commands, the settings file's path, and those of the test suite. Any other `AGENTPROCESS_*`
+/// variable must name a setting, or the server refuses to start and says which.
+const NOT_SETTINGS: [&str; 6] = ["URL", "TOKEN", "CONFIG", "SCHEMAS", "FIXTURES", "BLESS"];
 
 /// Everything `agentprocess serve` can be told. Every field has a default that suits one
 /// machine; a TOML file uses the same names (`[limits]`, `[auth]`, `[evaluator]` as tables),
@@ -247,5 +249,77 @@ impl Settings {
 
     pub fn idempotency_retention(&self) -> Duration {
         Duration::from_secs(self.idempotency_retention_seconds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    #[test]
+    fn describe_reports_the_limits_the_runtime_enforces() {
+        let settings = Settings::load(None, FlagSettings::default()).unwrap();
+        let limits = settings.limits();
+        let describe = settings.describe().result();
+        assert_eq!(describe["limits"], limits.to_json());
+        assert_eq!(describe["leaseSeconds"], limits.lease_seconds);
+        assert_eq!(describe["profiles"], serde_json::json!(["parallel-1"]));
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_the_file_over_the_defaults() {
+        let settings_file = file("lease_seconds = 120\n[limits]\nrun_data_bytes = 4096\ncheck_fail = 0.4\n");
+        let from_file = Settings::load(Some(settings_file.path()), FlagSettings::default()).unwrap();
+        assert_eq!(from_file.lease_seconds, 120);
+        assert_eq!(from_file.limits.run_data_bytes, 4096);
+        assert_eq!(from_file.limits().check_fail.map(Probability::get), Some(0.4));
+        assert_eq!(from_file.limits.check_pass, 0.9, "unset keys keep their defaults");
+        let flags = FlagSettings {
+            lease_seconds: Some(90),
+            listen: Some("127.0.0.1:9999".parse().unwrap()),
+            ..FlagSettings::default()
+        };
+        let flagged = Settings::load(Some(settings_file.path()), flags).unwrap();
+        assert_eq!(flagged.lease_seconds, 90);
+        assert_eq!(flagged.public_url(), "http://127.0.0.1:9999");
+        assert_eq!(flagged.limits.run_data_bytes, 4096);
+    }
+
+    #[test]
+    fn unknown_and_unusable_settings_are_refused_with_their_names() {
+        let unknown = file("lease_secs = 5\n");
+        let error = Settings::load(Some(unknown.path()), FlagSettings::default()).unwrap_err();
+        assert!(error.to_string().contains("lease_secs"), "{error}");
+        let wrong_type = file("lease_seconds = \"soon\"\n");
+        let error = Settings::load(Some(wrong_type.path()), FlagSettings::default()).unwrap_err();
+        assert!(error.to_string().contains("lease_seconds"), "{error}");
+        let unusable = file("lease_seconds = 0\n[limits]\ncheck_pass = 1.5\ncheck_fail = -0.1\n");
+        let error = Settings::load(Some(unusable.path()), FlagSettings::default()).unwrap_err();
+        for expected in ["lease_seconds", "limits.check_pass", "limits.check_fail"] {
+            assert!(error.to_string().contains(expected), "{expected} in {error}");
+        }
+        let missing = Settings::load(
+            Some(Path::new("/nonexistent/agentprocess.toml")),
+            FlagSettings::default(),
+        );
+        assert!(missing.unwrap_err().to_string().contains("does not exist"));
+    }
+
+    #[test]
+    fn an_evaluator_offers_check_and_is_checked() {
+        let with = file("[evaluator]\nurl = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n");
+        let settings = Settings::load(Some(with.path()), FlagSettings::default()).unwrap();
+        assert_eq!(
+            settings.describe().result()["profiles"],
+            serde_json::json!(["parallel-1", "check-1"])
+        );
+        let bad = file("[evaluator]\nurl = \"not a url\"\nmodel = \"\"\n");
+        assert!(Settings::load(Some(bad.path()), FlagSettings::default()).is_err());
     }
 }

@@ -265,7 +265,7 @@ impl OpenAiEvaluator {
             if error.is_timeout() {
                 format!("no answer within {}s", self.timeout.as_secs())
             } else {
-                format!("request failed: {}", error_chain(&error))
+                format!("request failed: {}", crate::error_chain(&error))
             }
         };
         let response = call.send().await.map_err(failed)?;
@@ -609,18 +609,6 @@ fn excerpt(text: &str) -> String {
         Some((cut, _)) => format!("{}…", &line[..cut]),
         None => line,
     }
-}
-
-/// An error and its sources: reqwest's own message alone rarely says what went wrong.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

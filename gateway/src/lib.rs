@@ -166,3 +166,16 @@ pub fn router_with<B: ToolBackend>(
         .with_state(authenticator);
     Ok(app.merge(metadata).merge(extra.public))
 }
+
+/// An error and its sources, joined with `: `: an HTTP client's own message alone rarely says
+/// what went wrong.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -214,6 +214,8 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
     assert_eq!(step_state(&accepted, "diagnose"), "done");
     let listed = ok(runtime.list_runs(&caller, ListRuns::default()).await.unwrap());
     assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+    // tools.md `list_runs`: the items carry exactly the fields the contract names.
+    agentprocess_testkit::assert_matches_schema("tools/list_runs.result.json", &listed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

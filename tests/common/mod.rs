@@ -30,6 +30,8 @@ pub struct Server {
     pub listen: SocketAddr,
     pub data: PathBuf,
     pub args: Vec<String>,
+    /// Environment variables added to the server's, kept for restarts.
+    pub env: Vec<(String, String)>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -45,10 +47,17 @@ impl Server {
     /// Starts `serve` on a free loopback port with its data in `data`, clock control on, and
     /// `args` added.
     pub fn start(data: &Path, args: &[&str]) -> Server {
-        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args)
+        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args, &[])
     }
 
-    fn start_at(data: &Path, listen: SocketAddr, args: &[&str]) -> Server {
+    /// As [`Server::start`], with `env` added to the server's environment (settings such as
+    /// `AGENTPROCESS_EVALUATOR__URL` or `AGENTPROCESS_LIMITS__MAX_UPLOAD_BYTES`).
+    pub fn start_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args, &env)
+    }
+
+    fn start_at(data: &Path, listen: SocketAddr, args: &[&str], env: &[(String, String)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
             .arg("serve")
             .arg("--data")
@@ -58,6 +67,7 @@ impl Server {
             .args(args)
             .env("AGENTPROCESS_TESTING__CLOCK_CONTROL", "true")
             .env("RUST_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -108,6 +118,7 @@ impl Server {
             listen,
             data: data.to_owned(),
             args: args.iter().map(|a| a.to_string()).collect(),
+            env: env.to_vec(),
             stderr,
         }
     }
@@ -120,7 +131,7 @@ impl Server {
         // The port may take a moment to be free again.
         for _ in 0..50 {
             if std::net::TcpListener::bind(self.listen).is_ok() {
-                again = Some(Server::start_at(&self.data, self.listen, &args));
+                again = Some(Server::start_at(&self.data, self.listen, &args, &self.env));
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -192,6 +203,17 @@ impl Server {
     /// Runs `agentprocess process import PATH --bind ... --publish` against this server as an
     /// operator of `ORG`; returns (exit code, stdout, stderr).
     pub fn import(&self, path: &Path, bindings: &[(&str, &str)], publish: bool) -> (i32, String, String) {
+        self.import_in(ORG, path, bindings, publish)
+    }
+
+    /// As [`Server::import`], as an operator of `organization`.
+    pub fn import_in(
+        &self,
+        organization: &str,
+        path: &Path,
+        bindings: &[(&str, &str)],
+        publish: bool,
+    ) -> (i32, String, String) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agentprocess"));
         command
             .args(["process", "import"])
@@ -199,7 +221,7 @@ impl Server {
             .args(["--server", &self.url])
             .env(
                 "AGENTPROCESS_TOKEN",
-                self.token(&Who::Operator("ops@acme.test", &["ops"])),
+                self.token_in(organization, &Who::Operator("ops@acme.test", &["ops"])),
             );
         for (role, group) in bindings {
             command.arg("--bind").arg(format!("{role}={group}"));
@@ -217,6 +239,11 @@ impl Server {
 
     /// Imports, binds every role to the group of the same name, and publishes; panics on failure.
     pub fn publish_fixture(&self, name: &str) {
+        self.publish_fixture_in(ORG, name)
+    }
+
+    /// As [`Server::publish_fixture`], in `organization`.
+    pub fn publish_fixture_in(&self, organization: &str, name: &str) {
         let path = agentprocess_testkit::fixtures_dir().join(name).join("PROCESS.md");
         let source = std::fs::read(&path).unwrap();
         let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
@@ -227,7 +254,7 @@ impl Server {
             .map(str::to_owned)
             .collect();
         let bindings: Vec<(&str, &str)> = roles.iter().map(|r| (r.as_str(), r.as_str())).collect();
-        let (code, out, err) = self.import(&path, &bindings, true);
+        let (code, out, err) = self.import_in(organization, &path, &bindings, true);
         assert_eq!(code, 0, "import of {name} failed:\n{out}\n{err}");
     }
 
@@ -282,12 +309,24 @@ impl Mcp {
     /// Calls `tool` and returns its `{ ok, ... }` envelope, after checking it against the
     /// tool's result schema (or the error schema) and that text and structured content agree.
     pub async fn call(&self, tool: &str, arguments: Value) -> Value {
-        let arguments: Map<String, Value> = serde_json::from_value(arguments).expect("an object");
-        let result: CallToolResult = self
-            .client
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        self.try_call(tool, arguments)
             .await
-            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+            .unwrap_or_else(|e| panic!("{tool}: {e}"))
+    }
+
+    /// Like [`Mcp::call`], but a call that got no answer (the server died, the connection was
+    /// refused, no answer within 30 s) is `Err` instead of a panic. An answer is checked as in
+    /// `call`.
+    pub async fn try_call(&self, tool: &str, arguments: Value) -> Result<Value, String> {
+        let arguments: Map<String, Value> = serde_json::from_value(arguments).expect("an object");
+        let call = self
+            .client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments));
+        let result: CallToolResult = match tokio::time::timeout(Duration::from_secs(30), call).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("no answer within 30 s".to_owned()),
+        };
         let envelope = result.structured_content.clone().expect("structured content");
         let text = result.content[0].as_text().expect("a text block").text.clone();
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), envelope);
@@ -302,7 +341,7 @@ impl Mcp {
             }
             None => panic!("{tool}: no ok in {envelope}"),
         }
-        envelope
+        Ok(envelope)
     }
 
     /// Calls `tool` and returns its `data`, panicking on a refusal.

@@ -63,13 +63,12 @@ pub(crate) fn index_of(keys: &Keys, pinned: &PinnedProcess, run: &RunState) -> I
     entries
 }
 
-/// A `list_runs` item.
+/// A `list_runs` item: exactly the fields tools.md names (no `mode`; the run view has it).
 pub(crate) fn run_summary(run: &RunState) -> Value {
     json!({
         "id": run.id,
         "process": run.process,
         "version": run.version,
-        "mode": run.mode.as_str(),
         "state": run.state_name(),
         "outcome": run.end.as_ref().and_then(|end| end.outcome.clone()),
         "startedAt": run.started_at.to_rfc3339(),
