@@ -1,6 +1,7 @@
 //! A lean MCP client for the load generator: JSON-RPC `tools/call` over Streamable HTTP, one POST
 //! per call on a shared keep-alive connection pool, against a stateless server answering in JSON.
 
+use agentprocess_gateway::error_chain;
 use serde_json::{Value, json};
 use std::fmt;
 use std::time::Duration;
@@ -128,18 +129,6 @@ impl McpClient {
         }
         parse_tools_call_response(&body)
     }
-}
-
-/// The error and its sources on one line: reqwest's own message rarely says what went wrong.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The JSON-RPC request body of a `tools/call`.
