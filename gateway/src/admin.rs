@@ -1,5 +1,7 @@
 //! The operators' admin HTTP API: import `PROCESS.md` drafts, bind roles to groups, publish
-//! versions, list processes. JSON in and out; behind bearer authentication, operators only.
+//! versions, list processes; configure notification webhooks and read the notifications that
+//! could not be delivered. JSON in and out; behind bearer authentication, operators only, each
+//! in their own organization.
 //!
 //! ```text
 //! POST /admin/v1/processes                  raw PROCESS.md bytes → 201 { name, draft }
