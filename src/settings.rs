@@ -4,6 +4,7 @@ use agentprocess_gateway::evaluator::EvaluatorConfig;
 use agentprocess_gateway::files::FileUrlConfig;
 use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, GatewayConfig};
 use agentprocess_run_actor::machine::{Limits, Probability};
+use agentprocess_scheduler::SchedulerConfig;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -49,7 +50,31 @@ pub struct Settings {
     pub evaluator: Option<EvaluatorConfig>,
     /// Signed file URLs: the key several gateways share, and how long a link lives.
     pub files: FileUrlConfig,
+    /// Webhook delivery: attempts before a notification becomes a dead letter, and backoff.
+    pub notifications: NotificationSettings,
     pub testing: TestingSettings,
+}
+
+/// How notifications are retried: the wait starts at `first_backoff_ms` and doubles after each
+/// failed attempt, up to `max_backoff_ms`; after `max_attempts` the notification becomes a dead
+/// letter (`GET /admin/v1/dead-letters`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotificationSettings {
+    pub max_attempts: u32,
+    pub first_backoff_ms: u64,
+    pub max_backoff_ms: u64,
+}
+
+impl Default for NotificationSettings {
+    fn default() -> Self {
+        let scheduler = SchedulerConfig::default();
+        NotificationSettings {
+            max_attempts: scheduler.max_attempts,
+            first_backoff_ms: u64::try_from(scheduler.first_backoff.as_millis()).unwrap_or(u64::MAX),
+            max_backoff_ms: u64::try_from(scheduler.max_backoff.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
 }
 
 /// The limits `describe` reports and the runtime enforces: one section, so the two never differ.
@@ -89,6 +114,7 @@ impl Default for Settings {
             auth: AuthConfig::default(),
             evaluator: None,
             files: FileUrlConfig::default(),
+            notifications: NotificationSettings::default(),
             testing: TestingSettings::default(),
         }
     }
@@ -185,6 +211,18 @@ impl Settings {
         {
             problems.push("limits.check_fail must not be above limits.check_pass".to_owned());
         }
+        let notifications = &self.notifications;
+        if notifications.max_attempts == 0 {
+            problems.push("notifications.max_attempts must be at least 1".to_owned());
+        }
+        if notifications.first_backoff_ms == 0 {
+            problems.push("notifications.first_backoff_ms must be at least 1".to_owned());
+        }
+        if notifications.max_backoff_ms < notifications.first_backoff_ms {
+            problems.push(
+                "notifications.max_backoff_ms must not be below notifications.first_backoff_ms".to_owned(),
+            );
+        }
         if let Some(evaluator) = &self.evaluator {
             problems.extend(
                 evaluator
@@ -250,6 +288,16 @@ impl Settings {
     pub fn idempotency_retention(&self) -> Duration {
         Duration::from_secs(self.idempotency_retention_seconds)
     }
+
+    /// The scheduler's settings: its defaults with the delivery retries of `[notifications]`.
+    pub fn scheduler(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            max_attempts: self.notifications.max_attempts,
+            first_backoff: Duration::from_millis(self.notifications.first_backoff_ms),
+            max_backoff: Duration::from_millis(self.notifications.max_backoff_ms),
+            ..SchedulerConfig::default()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -309,6 +357,31 @@ mod tests {
             FlagSettings::default(),
         );
         assert!(missing.unwrap_err().to_string().contains("does not exist"));
+    }
+
+    #[test]
+    fn notification_retries_reach_the_scheduler_and_are_checked() {
+        let defaults = Settings::load(None, FlagSettings::default()).unwrap().scheduler();
+        assert_eq!(defaults.max_attempts, SchedulerConfig::default().max_attempts);
+        assert_eq!(defaults.first_backoff, SchedulerConfig::default().first_backoff);
+        let quick = file("[notifications]\nmax_attempts = 3\nfirst_backoff_ms = 50\n");
+        let scheduler = Settings::load(Some(quick.path()), FlagSettings::default())
+            .unwrap()
+            .scheduler();
+        assert_eq!(scheduler.max_attempts, 3);
+        assert_eq!(scheduler.first_backoff, Duration::from_millis(50));
+        assert_eq!(scheduler.max_backoff, SchedulerConfig::default().max_backoff);
+        let unusable = file("[notifications]\nmax_attempts = 0\nfirst_backoff_ms = 0\nmax_backoff_ms = 0\n");
+        let error = Settings::load(Some(unusable.path()), FlagSettings::default()).unwrap_err();
+        for expected in ["notifications.max_attempts", "notifications.first_backoff_ms"] {
+            assert!(error.to_string().contains(expected), "{expected} in {error}");
+        }
+        let inverted = file("[notifications]\nfirst_backoff_ms = 5000\nmax_backoff_ms = 10\n");
+        let error = Settings::load(Some(inverted.path()), FlagSettings::default()).unwrap_err();
+        assert!(
+            error.to_string().contains("notifications.max_backoff_ms"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The operators' admin HTTP API: import `PROCESS.md` drafts, bind roles to groups, publish
-//! versions, list processes. JSON in and out; behind bearer authentication, operators only.
+//! versions, list processes; configure notification webhooks and read the notifications that
+//! could not be delivered. JSON in and out; behind bearer authentication, operators only, each
+//! in their own organization.
 //!
 //! ```text
 //! POST /admin/v1/processes                  raw PROCESS.md bytes → 201 { name, draft }
@@ -7,20 +9,29 @@
 //! POST /admin/v1/processes/{name}/publish   → 201 { name, version, contentHash, publishedAt, roles }
 //! GET  /admin/v1/processes                  → { processes: [entry] }, by name
 //! GET  /admin/v1/processes/{name}           → entry
+//! PUT  /admin/v1/webhooks/{id}              { url, secret } → 200 { id, url }
+//! GET  /admin/v1/webhooks                   → { webhooks: [{ id, url }] }, by id
+//! DELETE /admin/v1/webhooks/{id}            → 204
+//! GET  /admin/v1/dead-letters?limit=N       → { items: [{ notification, attempts, error }] }, oldest first
 //! ```
 //!
 //! Every error is `{ "error": { code, message, issues? } }`: `invalid` (400 malformed request,
 //! 413 body too large, 422 refused with every issue), `forbidden` (403), `not_found` (404),
 //! `conflict` (409), `unavailable` (503: the store failed; retry). Errors are mapped to HTTP in
-//! one place, [`AdminError`]'s `IntoResponse`.
+//! one place, [`AdminError`]'s `IntoResponse`. A webhook's secret is write-only: no answer
+//! carries it.
 
 use crate::Identity;
 use crate::auth::Actor;
 use agentprocess_process::Offer;
-use agentprocess_run_actor::runtime::{CatalogError, CatalogRefusal, Draft, Runtime, RuntimeError};
+use agentprocess_run_actor::runtime::{
+    CatalogError, CatalogRefusal, Draft, Runtime, RuntimeError, WebhookView, configure_webhook, dead_letters,
+    remove_webhook, webhook_from_request, webhooks,
+};
+use agentprocess_store::StoreError;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Extension, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{Next, from_fn};
 use axum::response::{IntoResponse, Response};
@@ -34,6 +45,10 @@ use std::sync::Arc;
 /// The largest request body: the process crate's document limit plus a margin, so that a
 /// document just over its limit is refused by validation with its issue, not here.
 pub const MAX_ADMIN_BODY_BYTES: usize = agentprocess_process::parse::MAX_DOCUMENT_BYTES + 64 * 1024;
+/// How many dead letters one `GET /admin/v1/dead-letters` returns without a `limit`.
+pub const DEFAULT_DEAD_LETTERS: usize = 50;
+/// The largest `limit` of `GET /admin/v1/dead-letters`.
+pub const MAX_DEAD_LETTERS: usize = 500;
 
 /// What the handlers share.
 #[derive(Debug)]
@@ -59,6 +74,9 @@ pub fn admin_routes(runtime: Runtime, offer: Offer) -> Router {
         .route("/admin/v1/processes/{name}", get(show))
         .route("/admin/v1/processes/{name}/bindings", put(bind))
         .route("/admin/v1/processes/{name}/publish", post(publish))
+        .route("/admin/v1/webhooks", get(list_webhooks))
+        .route("/admin/v1/webhooks/{id}", put(put_webhook).delete(delete_webhook))
+        .route("/admin/v1/dead-letters", get(list_dead_letters))
         .route_layer(from_fn(require_operator))
         .layer(DefaultBodyLimit::max(MAX_ADMIN_BODY_BYTES))
         .with_state(admin)
@@ -87,6 +105,9 @@ enum AdminError {
     /// The catalog said no.
     Refused(CatalogRefusal),
     NoProcess(String),
+    /// A webhook an operator asked to store breaks a rule: every issue found (422).
+    InvalidWebhook(Vec<String>),
+    NoWebhook(String),
     /// The store failed: nothing is known to have changed; retry.
     Unavailable(RuntimeError),
 }
@@ -103,6 +124,12 @@ impl From<CatalogError> for AdminError {
 impl From<RuntimeError> for AdminError {
     fn from(error: RuntimeError) -> Self {
         AdminError::Unavailable(error)
+    }
+}
+
+impl From<StoreError> for AdminError {
+    fn from(error: StoreError) -> Self {
+        AdminError::Unavailable(RuntimeError::Store(error))
     }
 }
 
@@ -166,6 +193,22 @@ impl IntoResponse for AdminError {
                 error_body(
                     "not_found",
                     &format!("there is no process {name:?} in this organization"),
+                    None,
+                ),
+            ),
+            AdminError::InvalidWebhook(issues) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                error_body(
+                    "invalid",
+                    &format!("{} issue(s) found; nothing was changed", issues.len()),
+                    Some(issues),
+                ),
+            ),
+            AdminError::NoWebhook(id) => (
+                StatusCode::NOT_FOUND,
+                error_body(
+                    "not_found",
+                    &format!("there is no webhook {id:?} in this organization"),
                     None,
                 ),
             ),
@@ -271,5 +314,129 @@ async fn show(
     {
         Some(entry) => Ok(Json(json!(entry))),
         None => Err(AdminError::NoProcess(name)),
+    }
+}
+
+/// `PUT /admin/v1/webhooks/{id}`: adds or replaces a webhook; answers it without its secret.
+async fn put_webhook(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<WebhookView>, AdminError> {
+    let body = body?;
+    let request: Value = serde_json::from_slice(&body).map_err(|e| AdminError::BadRequest {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("the body must be JSON like {{\"url\": \"https://…\", \"secret\": \"…\"}}: {e}"),
+    })?;
+    let webhook = webhook_from_request(&id, &request).map_err(AdminError::InvalidWebhook)?;
+    let runtime = &admin.runtime;
+    configure_webhook(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &identity.organization,
+        &id,
+        &webhook,
+    )
+    .await?;
+    Ok(Json(webhook.view(&id)))
+}
+
+/// `GET /admin/v1/webhooks`: the organization's webhooks by id, without their secrets.
+async fn list_webhooks(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+) -> Result<Json<Value>, AdminError> {
+    let runtime = &admin.runtime;
+    let found = webhooks(runtime.store().as_ref(), runtime.keys(), &identity.organization).await?;
+    let views: Vec<WebhookView> = found.iter().map(|(id, webhook)| webhook.view(id)).collect();
+    Ok(Json(json!({ "webhooks": views })))
+}
+
+/// `DELETE /admin/v1/webhooks/{id}`.
+async fn delete_webhook(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, AdminError> {
+    let runtime = &admin.runtime;
+    if remove_webhook(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &identity.organization,
+        &id,
+    )
+    .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(AdminError::NoWebhook(id))
+    }
+}
+
+/// `GET /admin/v1/dead-letters?limit=N`: notifications that could not be delivered, oldest first.
+async fn list_dead_letters(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, AdminError> {
+    let limit = dead_letters_limit(query.as_deref()).ok_or_else(|| AdminError::BadRequest {
+        status: StatusCode::BAD_REQUEST,
+        message: format!(
+            "the only parameter is limit, an integer from 1 to {MAX_DEAD_LETTERS} (default {DEFAULT_DEAD_LETTERS})"
+        ),
+    })?;
+    let runtime = &admin.runtime;
+    let items = dead_letters(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &identity.organization,
+        limit,
+    )
+    .await?;
+    Ok(Json(json!({ "items": items })))
+}
+
+/// The `limit` of a dead-letters query string; `None` when the query is not `limit=N` with N
+/// from 1 to [`MAX_DEAD_LETTERS`] (or empty).
+fn dead_letters_limit(query: Option<&str>) -> Option<usize> {
+    let mut limit = DEFAULT_DEAD_LETTERS;
+    let mut seen = false;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+    {
+        let value = pair.strip_prefix("limit=")?;
+        if seen {
+            return None;
+        }
+        seen = true;
+        limit = value.parse().ok()?;
+    }
+    (1..=MAX_DEAD_LETTERS).contains(&limit).then_some(limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dead_letters_limit_defaults_to_50_and_stays_within_1_to_500() {
+        assert_eq!(dead_letters_limit(None), Some(DEFAULT_DEAD_LETTERS));
+        assert_eq!(dead_letters_limit(Some("")), Some(DEFAULT_DEAD_LETTERS));
+        assert_eq!(dead_letters_limit(Some("limit=1")), Some(1));
+        assert_eq!(dead_letters_limit(Some("limit=500")), Some(500));
+        for refused in [
+            "limit=0",
+            "limit=501",
+            "limit=x",
+            "limit=",
+            "limit=-1",
+            "limit=2&limit=3",
+            "cursor=a",
+        ] {
+            assert_eq!(dead_letters_limit(Some(refused)), None, "{refused}");
+        }
     }
 }

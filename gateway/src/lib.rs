@@ -10,7 +10,7 @@
 //!   authorization server from.
 //!
 //! [`router_with`] mounts more routes: [`admin_routes`], the operators' admin API
-//! (`/admin/v1/...`: import, bind, publish, list) behind the same bearer layer, and
+//! (`/admin/v1/...`: import, bind, publish, list; webhooks, dead letters) behind the same bearer layer, and
 //! [`files::file_routes`] (`GET /files/{link}`: the short-lived signed URLs of file evidence),
 //! which carry their own credentials.
 

@@ -1,6 +1,7 @@
 //! The operators' admin API over real HTTP on loopback, behind the real bearer layer with dev
 //! tokens: who may use it, every endpoint and every error, every conformance fixture imported,
-//! bound and published (spec §7), and organizations that never see each other's processes.
+//! bound and published (spec §7), notification webhooks (whose secrets no answer carries) and
+//! dead letters, and organizations that never see each other's processes, webhooks or letters.
 
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_gateway::auth::require_bearer;
@@ -577,5 +578,357 @@ async fn a_failed_store_is_503_unavailable() {
             .await;
         answer.expect(503, Some("unavailable"));
         assert!(answer.text.contains("try again"), "{}", answer.text);
+    }
+}
+
+// Webhooks and dead letters.
+
+const SECRET: &str = "whsec-do-not-echo-0123456789";
+
+/// The endpoints of webhooks and dead letters, each with a valid body.
+fn notification_paths() -> [(Method, &'static str, String); 4] {
+    let webhook = json!({ "url": "https://hooks.acme.test/ap", "secret": SECRET }).to_string();
+    [
+        (Method::PUT, "/admin/v1/webhooks/main", webhook),
+        (Method::GET, "/admin/v1/webhooks", String::new()),
+        (Method::DELETE, "/admin/v1/webhooks/main", String::new()),
+        (Method::GET, "/admin/v1/dead-letters", String::new()),
+    ]
+}
+
+impl AdminServer {
+    async fn put_webhook(&self, token: &str, id: &str, body: Value) -> Answer {
+        self.call(
+            Method::PUT,
+            &format!("/admin/v1/webhooks/{id}"),
+            Some(token),
+            body.to_string(),
+        )
+        .await
+    }
+
+    async fn delete_webhook(&self, token: &str, id: &str) -> Answer {
+        self.call(
+            Method::DELETE,
+            &format!("/admin/v1/webhooks/{id}"),
+            Some(token),
+            "",
+        )
+        .await
+    }
+
+    fn keys(&self) -> agentprocess_store::keys::Keys {
+        agentprocess_store::keys::Keys::new(&RuntimeConfig::default().cluster)
+    }
+
+    /// The webhooks of `organization` as the scheduler reads them, secrets included.
+    async fn stored_webhooks(
+        &self,
+        organization: &str,
+    ) -> Vec<(String, agentprocess_run_actor::runtime::Webhook)> {
+        agentprocess_run_actor::runtime::webhooks(self.store.as_ref(), &self.keys(), organization)
+            .await
+            .unwrap()
+    }
+
+    /// Puts a dead letter as the scheduler's outbox does after its last attempt.
+    async fn bury(&self, organization: &str, created_at_ms: u64, run_id: &str) {
+        use agentprocess_store::{Store, Txn, TxnOp};
+        let letter = json!({
+            "notification": { "id": format!("{run_id}.1"), "organization": organization, "runId": run_id },
+            "attempts": 3,
+            "error": "https://hooks.acme.test/ap: HTTP 500 Internal Server Error",
+        });
+        self.store
+            .txn(Txn::new().and_then([TxnOp::put(
+                self.keys().dead_letter(organization, created_at_ms, run_id, 1),
+                letter.to_string(),
+            )]))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn webhooks_are_stored_listed_and_removed_and_their_secret_is_never_returned() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    let listed = server.get("/admin/v1/webhooks", &token).await;
+    assert_eq!(listed.expect(200, None), &json!({ "webhooks": [] }));
+
+    let stored = server
+        .put_webhook(
+            &token,
+            "main",
+            json!({ "url": "https://hooks.acme.test/ap", "secret": SECRET }),
+        )
+        .await;
+    assert_eq!(
+        stored.expect(200, None),
+        &json!({ "id": "main", "url": "https://hooks.acme.test/ap" })
+    );
+    assert!(!stored.text.contains(SECRET), "{}", stored.text);
+    server
+        .put_webhook(
+            &token,
+            "audit",
+            json!({ "url": "http://127.0.0.1:9/audit", "secret": "other" }),
+        )
+        .await
+        .expect(200, None);
+    // PUT again replaces: a new url and a rotated secret.
+    server
+        .put_webhook(
+            &token,
+            "main",
+            json!({ "url": "https://hooks.acme.test/v2", "secret": "rotated" }),
+        )
+        .await
+        .expect(200, None);
+
+    let listed = server.get("/admin/v1/webhooks", &token).await;
+    assert_eq!(
+        listed.expect(200, None),
+        &json!({ "webhooks": [
+            { "id": "audit", "url": "http://127.0.0.1:9/audit" },
+            { "id": "main", "url": "https://hooks.acme.test/v2" },
+        ] })
+    );
+    assert!(
+        !listed.text.contains("rotated") && !listed.text.contains("other"),
+        "{}",
+        listed.text
+    );
+    // The scheduler signs with the secret that was given.
+    let secrets: Vec<(String, String)> = server
+        .stored_webhooks("acme")
+        .await
+        .into_iter()
+        .map(|(id, webhook)| (id, webhook.secret))
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            ("audit".into(), "other".into()),
+            ("main".into(), "rotated".into())
+        ]
+    );
+
+    let removed = server.delete_webhook(&token, "audit").await;
+    assert_eq!(removed.status, 204, "{}", removed.text);
+    assert_eq!(removed.text, "");
+    let again = server.delete_webhook(&token, "audit").await;
+    again.expect(404, Some("not_found"));
+    assert!(again.text.contains("audit"), "{}", again.text);
+    let listed = server.get("/admin/v1/webhooks", &token).await;
+    assert_eq!(
+        listed.expect(200, None)["webhooks"],
+        json!([{ "id": "main", "url": "https://hooks.acme.test/v2" }])
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_webhook_is_refused_with_every_issue_and_nothing_is_stored() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    let refused = server
+        .put_webhook(
+            &token,
+            "main",
+            json!({ "url": "ftp://hooks.acme.test", "secret": "", "events": [] }),
+        )
+        .await;
+    refused.expect(422, Some("invalid"));
+    assert_eq!(
+        refused.issues(),
+        [
+            "events: unknown field; a webhook has url and secret",
+            "url \"ftp://hooks.acme.test\" is not an absolute http(s) URL",
+            "secret must not be empty",
+        ]
+    );
+    assert_eq!(
+        refused.body["error"]["message"],
+        "3 issue(s) found; nothing was changed"
+    );
+
+    let refused = server
+        .put_webhook(&token, "main", json!({ "url": "/relative" }))
+        .await;
+    refused.expect(422, Some("invalid"));
+    assert_eq!(
+        refused.issues(),
+        [
+            "url \"/relative\" is not an absolute http(s) URL",
+            "secret is required: deliveries are signed with it",
+        ]
+    );
+    let refused = server
+        .put_webhook(
+            &token,
+            "no%20spaces",
+            json!({ "url": "https://h.test", "secret": "s" }),
+        )
+        .await;
+    refused.expect(422, Some("invalid"));
+    assert_eq!(
+        refused.issues(),
+        ["id \"no spaces\" must be 1 to 64 letters, digits, '.', '_' or '-'"]
+    );
+
+    let malformed = server
+        .call(Method::PUT, "/admin/v1/webhooks/main", Some(&token), "{ not json")
+        .await;
+    malformed.expect(400, Some("invalid"));
+    assert!(malformed.text.contains("must be JSON"), "{}", malformed.text);
+    let too_large = server
+        .call(
+            Method::PUT,
+            "/admin/v1/webhooks/main",
+            Some(&token),
+            vec![b' '; 2 << 20],
+        )
+        .await;
+    too_large.expect(413, Some("invalid"));
+
+    assert!(server.stored_webhooks("acme").await.is_empty());
+    let listed = server.get("/admin/v1/webhooks", &token).await;
+    assert_eq!(listed.expect(200, None)["webhooks"], json!([]));
+}
+
+#[tokio::test]
+async fn only_operators_may_manage_webhooks_and_read_dead_letters() {
+    let server = start(NO_CHECK).await;
+    let operator = server.operator("acme");
+    server
+        .put_webhook(
+            &operator,
+            "main",
+            json!({ "url": "https://hooks.acme.test/ap", "secret": SECRET }),
+        )
+        .await
+        .expect(200, None);
+    server.bury("acme", 1, "r1").await;
+    let not_operators = [
+        server.token("acme", person("mira@acme.test"), false),
+        server.token("acme", Actor::Agent { id: "a_bot".into() }, false),
+    ];
+    for (method, path, body) in notification_paths() {
+        let answer = server.call(method.clone(), path, None, body.clone()).await;
+        assert_eq!(answer.status, 401, "{method} {path}: {}", answer.text);
+        for token in &not_operators {
+            let answer = server.call(method.clone(), path, Some(token), body.clone()).await;
+            answer.expect(403, Some("forbidden"));
+            assert!(!answer.text.contains("hooks.acme.test"), "{}", answer.text);
+            assert!(!answer.text.contains("r1"), "{}", answer.text);
+        }
+    }
+    // Nothing they sent changed anything.
+    let stored = server.stored_webhooks("acme").await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].1.secret, SECRET);
+}
+
+#[tokio::test]
+async fn dead_letters_are_listed_oldest_first_up_to_the_limit() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    let listed = server.get("/admin/v1/dead-letters", &token).await;
+    assert_eq!(listed.expect(200, None), &json!({ "items": [] }));
+
+    for (created_at_ms, run_id) in [(30, "r3"), (10, "r1"), (20, "r2")] {
+        server.bury("acme", created_at_ms, run_id).await;
+    }
+    let listed = server.get("/admin/v1/dead-letters", &token).await;
+    let items = listed.expect(200, None)["items"].as_array().unwrap().clone();
+    let runs: Vec<&str> = items
+        .iter()
+        .map(|item| item["notification"]["runId"].as_str().unwrap())
+        .collect();
+    assert_eq!(runs, ["r1", "r2", "r3"]);
+    assert_eq!(items[0]["attempts"], 3);
+    assert_eq!(
+        items[0]["error"],
+        "https://hooks.acme.test/ap: HTTP 500 Internal Server Error"
+    );
+    let first_two = server.get("/admin/v1/dead-letters?limit=2", &token).await;
+    assert_eq!(first_two.expect(200, None)["items"], json!(items[..2].to_vec()));
+    // The default is 50: 55 letters give 50.
+    for n in 0..52 {
+        server.bury("acme", 100 + n, &format!("bulk{n}")).await;
+    }
+    let listed = server.get("/admin/v1/dead-letters", &token).await;
+    assert_eq!(listed.expect(200, None)["items"].as_array().unwrap().len(), 50);
+    let listed = server.get("/admin/v1/dead-letters?limit=500", &token).await;
+    assert_eq!(listed.expect(200, None)["items"].as_array().unwrap().len(), 55);
+
+    for query in ["limit=0", "limit=501", "limit=ten", "limit=-1", "page=2"] {
+        let answer = server
+            .get(&format!("/admin/v1/dead-letters?{query}"), &token)
+            .await;
+        answer.expect(400, Some("invalid"));
+        assert!(answer.text.contains("from 1 to 500"), "{query}: {}", answer.text);
+    }
+}
+
+#[tokio::test]
+async fn another_organization_sees_no_webhooks_or_dead_letters() {
+    let server = start(NO_CHECK).await;
+    let acme = server.operator("acme");
+    server
+        .put_webhook(
+            &acme,
+            "main",
+            json!({ "url": "https://hooks.acme.test/ap", "secret": SECRET }),
+        )
+        .await
+        .expect(200, None);
+    server.bury("acme", 1, "r-acme").await;
+
+    let globex = server.operator("globex");
+    let listed = server.get("/admin/v1/webhooks", &globex).await;
+    assert_eq!(listed.expect(200, None)["webhooks"], json!([]));
+    let letters = server.get("/admin/v1/dead-letters", &globex).await;
+    assert_eq!(letters.expect(200, None)["items"], json!([]));
+    server
+        .delete_webhook(&globex, "main")
+        .await
+        .expect(404, Some("not_found"));
+    // The same id in globex is globex's own webhook.
+    server
+        .put_webhook(
+            &globex,
+            "main",
+            json!({ "url": "https://hooks.globex.test", "secret": "g" }),
+        )
+        .await
+        .expect(200, None);
+
+    let ours = server.get("/admin/v1/webhooks", &acme).await;
+    assert_eq!(
+        ours.expect(200, None)["webhooks"],
+        json!([{ "id": "main", "url": "https://hooks.acme.test/ap" }])
+    );
+    assert_eq!(server.stored_webhooks("acme").await[0].1.secret, SECRET);
+    let letters = server.get("/admin/v1/dead-letters", &acme).await;
+    assert_eq!(
+        letters.expect(200, None)["items"][0]["notification"]["runId"],
+        "r-acme"
+    );
+}
+
+#[tokio::test]
+async fn webhooks_and_dead_letters_answer_503_when_the_store_fails() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    server.store.close().await;
+    for (method, path, body) in notification_paths() {
+        let answer = server.call(method.clone(), path, Some(&token), body).await;
+        answer.expect(503, Some("unavailable"));
+        assert!(
+            answer.text.contains("try again"),
+            "{method} {path}: {}",
+            answer.text
+        );
     }
 }

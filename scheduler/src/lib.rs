@@ -18,9 +18,11 @@ mod cleanup;
 mod outbox;
 mod timers;
 
-pub use outbox::{
-    DeliveryError, HttpTransport, SIGNATURE_HEADER, Transport, Webhook, configure_webhook, dead_letters, sign,
+/// Webhooks and dead letters are stored by the runtime, which the gateway shares.
+pub use agentprocess_run_actor::runtime::{
+    Webhook, configure_webhook, dead_letters, remove_webhook, webhooks,
 };
+pub use outbox::{DELIVERY_HEADER, DeliveryError, HttpTransport, SIGNATURE_HEADER, Transport, sign};
 
 use agentprocess_run_actor::runtime::Runtime;
 use std::sync::Arc;

@@ -6,9 +6,9 @@
 //! deduplicate on the notification's `id`. Test-mode runs never deliver.
 
 use crate::SchedulerConfig;
-use agentprocess_run_actor::runtime::Runtime;
-use agentprocess_store::keys::{Keys, OutboxKey};
-use agentprocess_store::{RangeRequest, Store, StoreError, Txn, TxnOp};
+use agentprocess_run_actor::runtime::{Runtime, webhooks};
+use agentprocess_store::keys::OutboxKey;
+use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
 use async_trait::async_trait;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
@@ -26,13 +26,6 @@ pub const SIGNATURE_HEADER: &str = "x-agentprocess-signature";
 pub const DELIVERY_HEADER: &str = "x-agentprocess-delivery";
 /// How many outbox entries one look at the outbox takes.
 const OUTBOX_PAGE: usize = 256;
-
-/// A webhook of an organization.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Webhook {
-    pub url: String,
-    pub secret: String,
-}
 
 /// Why one delivery failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -92,38 +85,6 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     let digest = mac.finalize().into_bytes();
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256={hex}")
-}
-
-/// Adds or replaces a webhook of an organization.
-pub async fn configure_webhook(
-    store: &dyn Store,
-    keys: &Keys,
-    organization: &str,
-    id: &str,
-    webhook: &Webhook,
-) -> Result<(), StoreError> {
-    let value = serde_json::to_vec(webhook).expect("a webhook serializes");
-    store
-        .txn(Txn::new().and_then([TxnOp::put(keys.webhook(organization, id), value)]))
-        .await
-        .map(|_| ())
-}
-
-/// The organization's dead letters, oldest first: `{ notification, attempts, error }`.
-pub async fn dead_letters(
-    store: &dyn Store,
-    keys: &Keys,
-    organization: &str,
-    limit: usize,
-) -> Result<Vec<Value>, StoreError> {
-    let found = store
-        .range(RangeRequest::new(keys.dead_letters(organization)).with_limit(limit))
-        .await?;
-    Ok(found
-        .kvs
-        .iter()
-        .filter_map(|kv| serde_json::from_slice(&kv.value).ok())
-        .collect())
 }
 
 /// Delivery state of an entry that failed, kept in memory (a restart starts it again).
@@ -238,17 +199,11 @@ async fn deliver(
     let webhooks = if test_mode {
         Vec::new()
     } else {
-        store
-            .range(RangeRequest::new(runtime.keys().webhooks(&key.org)))
-            .await?
-            .kvs
-            .iter()
-            .filter_map(|kv| serde_json::from_slice::<Webhook>(&kv.value).ok())
-            .collect()
+        webhooks(store.as_ref(), runtime.keys(), &key.org).await?
     };
     let id = entry["id"].as_str().unwrap_or_default().to_string();
     let mut failures = Vec::new();
-    for webhook in &webhooks {
+    for (_, webhook) in &webhooks {
         let headers = [
             (SIGNATURE_HEADER, sign(&webhook.secret, &body)),
             (DELIVERY_HEADER, id.clone()),

@@ -359,6 +359,17 @@ impl Keys {
         self.org(org).lit("webhook").prefix()
     }
 
+    /// A webhook key, parsed back: (organization, webhook id).
+    pub fn parse_webhook(&self, key: &[u8]) -> Option<(String, String)> {
+        let mut p = self.parse(key)?;
+        p.lit("o")?;
+        let org = p.id()?;
+        p.lit("webhook")?;
+        let id = p.id()?;
+        p.end()?;
+        Some((org, id))
+    }
+
     pub fn dead_letter(&self, org: &str, created_at_ms: u64, run_id: &str, seq: u64) -> Vec<u8> {
         self.org(org)
             .lit("deadletter")
@@ -793,6 +804,11 @@ mod tests {
         assert!(!k.idempotency_expiries_due(8).contains(&expiry));
         assert!(k.organization("o").contains(&k.dead_letter("o", 1, "r", 2)));
         assert!(k.organization("o").contains(&k.webhook("o", "w")));
+        assert_eq!(
+            k.parse_webhook(&k.webhook("o", "hook/1")),
+            Some(("o".to_string(), "hook/1".to_string()))
+        );
+        assert_eq!(k.parse_webhook(&k.dead_letter("o", 1, "r", 2)), None);
         assert!(k.drafts("o").contains(&k.draft("o", "p")));
         assert!(!k.drafts("o").contains(&k.catalog_entry("o", "p")));
         assert!(!k.drafts("o").contains(&k.draft("o2", "p")));

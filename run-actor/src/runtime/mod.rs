@@ -9,6 +9,7 @@
 //!   fingerprint.rs   what "the same arguments" means for idempotency
 //!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
 //!   uploads.rs       BlobStore over a local directory or object storage, upload records, lookups
+//!   webhooks.rs      an organization's notification webhooks and dead letters, as stored
 //! ```
 //!
 //! A write goes: [`RunService::execute`] → the run's id (from the token, the arguments, or for
@@ -22,6 +23,7 @@ mod clock;
 mod fingerprint;
 mod reads;
 mod uploads;
+mod webhooks;
 
 pub use catalog::{
     Catalog, CatalogError, CatalogRefusal, Draft, DraftView, ProcessEntry, PublishedVersion, VersionSummary,
@@ -31,6 +33,10 @@ pub use clock::Clock;
 pub use reads::{GetWork, ListRuns};
 pub use uploads::{
     BlobStore, BlobUrlError, LocalBlobs, ObjectBlobs, Upload, UploadRecord, blob_store_from_url,
+};
+pub use webhooks::{
+    MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_URL_CHARS, Webhook, WebhookView,
+    configure_webhook, dead_letters, remove_webhook, webhook_from_request, webhooks,
 };
 
 use crate::actor::{self, Envelope, RunAddress};
