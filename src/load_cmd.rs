@@ -76,6 +76,11 @@ pub struct LoadArgs {
     /// Do not publish the benchmark processes: the server already has them.
     #[arg(long)]
     no_publish: bool,
+    /// Start at most this many runs per second in total (each agent starts one run every
+    /// agents/rate seconds, staggered), instead of as fast as the answers come: latency at a
+    /// given load rather than at saturation. Default: no pacing.
+    #[arg(long, value_name = "RUNS_PER_SECOND")]
+    rate: Option<f64>,
     /// Threads of the load generator's runtime.
     #[arg(long, value_name = "N", default_value_t = 1)]
     threads: usize,
@@ -104,6 +109,8 @@ struct Settings {
     warmup_seconds: f64,
     duration_seconds: f64,
     threads: usize,
+    /// Runs per second the agents are paced to start; `None`: as fast as they can.
+    rate: Option<f64>,
 }
 
 pub fn run(args: LoadArgs) -> ExitCode {
@@ -130,6 +137,9 @@ fn run_load(args: LoadArgs) -> anyhow::Result<Report> {
     if args.threads == 0 {
         bail!("--threads must be at least 1");
     }
+    if args.rate.is_some_and(|rate| !(rate.is_finite() && rate > 0.0)) {
+        bail!("--rate must be a positive number of runs per second");
+    }
     if args.org.trim().is_empty() {
         bail!("--org needs a non-empty organization");
     }
@@ -143,6 +153,7 @@ fn run_load(args: LoadArgs) -> anyhow::Result<Report> {
         warmup_seconds: args.warmup.as_secs_f64(),
         duration_seconds: args.duration.as_secs_f64(),
         threads: args.threads,
+        rate: args.rate,
     };
     let runtime = if args.threads == 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
@@ -285,6 +296,10 @@ async fn drive(args: &LoadArgs, settings: &Settings, tokens: Tokens) -> anyhow::
         client,
         window,
         approval_percent: settings.approval_percent,
+        agents: settings.agents,
+        run_interval: settings
+            .rate
+            .map(|rate| Duration::from_secs_f64(settings.agents as f64 / rate)),
     });
     if !args.json {
         eprintln!(

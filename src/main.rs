@@ -8,6 +8,11 @@ mod settings;
 mod token_cmd;
 
 use clap::{Parser, Subcommand};
+
+/// The server allocates and frees many small JSON values per call; glibc's allocator spent about
+/// a third of the server's CPU on them under load, mimalloc a fraction of that.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
 /// A process server for the Agent Process protocol.

@@ -91,7 +91,11 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let data_dir = settings.data_dir.clone();
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
-    let (store, recovery) = EmbeddedStore::open(data_dir.join("store"), EmbeddedOptions::default())
+    let store_options = EmbeddedOptions {
+        compact_after_bytes: settings.store.compact_after_bytes,
+        ..EmbeddedOptions::default()
+    };
+    let (store, recovery) = EmbeddedStore::open(data_dir.join("store"), store_options)
         .await
         .with_context(|| format!("cannot open the store in {}", data_dir.join("store").display()))?;
     tracing::info!(?recovery, "store opened");

@@ -52,7 +52,27 @@ pub struct Settings {
     pub files: FileUrlConfig,
     /// Webhook delivery: attempts before a notification becomes a dead letter, and backoff.
     pub notifications: NotificationSettings,
+    pub store: StoreSettings,
     pub testing: TestingSettings,
+}
+
+/// The embedded store.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// Write a snapshot and start a new log once the log outgrows this (and the last snapshot).
+    /// Taking a snapshot pauses commits while the key map is copied and then takes a core while
+    /// the snapshot is written, so fewer, larger logs mean fewer latency spikes; a longer log
+    /// takes longer to replay at start.
+    pub compact_after_bytes: u64,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            compact_after_bytes: 256 << 20,
+        }
+    }
 }
 
 /// How notifications are retried: the wait starts at `first_backoff_ms` and doubles after each
@@ -115,6 +135,7 @@ impl Default for Settings {
             evaluator: None,
             files: FileUrlConfig::default(),
             notifications: NotificationSettings::default(),
+            store: StoreSettings::default(),
             testing: TestingSettings::default(),
         }
     }
@@ -210,6 +231,9 @@ impl Settings {
             && fail > limits.check_pass
         {
             problems.push("limits.check_fail must not be above limits.check_pass".to_owned());
+        }
+        if self.store.compact_after_bytes < 1 << 20 {
+            problems.push("store.compact_after_bytes must be at least 1048576".to_owned());
         }
         let notifications = &self.notifications;
         if notifications.max_attempts == 0 {

@@ -135,3 +135,50 @@ fn a_server_that_does_not_answer_is_refused_before_the_load_starts() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("describe at http://127.0.0.1:"), "{stderr}");
 }
+
+/// `--rate` paces the agents: over 2 s at 20 runs/s no more than the schedule allows complete
+/// (a saturated run of 4 agents completes hundreds), and a rate that is not positive is refused.
+#[test]
+fn paced_agents_start_no_more_runs_than_the_rate() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(data.path());
+    let output = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args([
+            "load",
+            "--server",
+            &format!("http://{}", server.address),
+            "--data",
+        ])
+        .arg(data.path())
+        .args(["--agents", "4", "--people", "0", "--rate", "20"])
+        .args(["--warmup", "1s", "--duration", "2s", "--json"])
+        .output()
+        .expect("run agentprocess load");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let runs = report["runs"].as_u64().unwrap();
+    assert!(
+        (1..=44).contains(&runs),
+        "{runs} runs in 2 s at 20 runs/s: {report:#}"
+    );
+    assert_eq!(report["settings"]["rate"], 20.0);
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args([
+            "load",
+            "--server",
+            &format!("http://{}", server.address),
+            "--data",
+        ])
+        .arg(data.path())
+        .args(["--rate", "0", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--rate must be a positive number"));
+}

@@ -30,6 +30,10 @@ pub struct LoadContext {
     pub window: Window,
     /// Percent of agents' runs that start the approval process (0 when there are no people).
     pub approval_percent: u8,
+    /// How many agents run: paced agents spread their starts over one interval.
+    pub agents: usize,
+    /// With `--rate`: how often each agent starts a run.
+    pub run_interval: Option<Duration>,
 }
 
 impl LoadContext {
@@ -178,7 +182,15 @@ pub async fn agent(context: Arc<LoadContext>, index: usize, token: String) -> Re
     let mut recorder = Recorder::new(context.window);
     let mut mix = ProcessMix::new(context.approval_percent, index);
     let mut n: u64 = 0;
+    // Paced agents start evenly spread over one interval, then one run per interval each.
+    let mut next_start = context
+        .run_interval
+        .map(|interval| tokio::time::Instant::now() + interval.mul_f64(index as f64 / context.agents as f64));
     while !context.is_over() {
+        if let (Some(at), Some(interval)) = (next_start.as_mut(), context.run_interval) {
+            tokio::time::sleep_until(*at).await;
+            *at += interval;
+        }
         n += 1;
         let arguments = start_run_arguments(mix.next_process(), n);
         let started = context
