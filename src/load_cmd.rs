@@ -281,7 +281,10 @@ async fn drive(args: &LoadArgs, settings: &Settings, tokens: Tokens) -> anyhow::
             names.push(processes::APPROVAL);
         }
         for name in names {
-            let published = admin::publish(client.http(), &args.server, operator, name).await?;
+            let (server, operator) = (args.server.clone(), operator.clone());
+            let published = tokio::task::spawn_blocking(move || admin::publish(&server, &operator, name))
+                .await
+                .context("the publishing task failed")??;
             if !args.json {
                 match published.version {
                     Some(version) => eprintln!("published {} version {version}", published.name),

@@ -86,7 +86,7 @@ fn parse_binding(text: &str) -> Result<(String, String), String> {
 
 /// Why a request did not give an answer to go on with.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     /// Bad arguments or input, found before any request.
     Usage(String),
     /// No HTTP answer at all.
@@ -95,52 +95,53 @@ enum Failure {
     Unauthenticated(String),
     /// 403: not an operator.
     Forbidden(String),
-    /// Any other refusal (4xx): the message and every issue.
-    Refused { message: String, issues: Vec<String> },
+    /// Any other refusal: the message and every issue; the HTTP status (4xx) when the server
+    /// refused, none when it was found before any request.
+    Refused {
+        status: Option<u16>,
+        message: String,
+        issues: Vec<String>,
+    },
     /// 5xx: the server failed; a retry may work.
     ServerFailed(String),
 }
 
-impl Failure {
-    fn report(&self, what: &str) -> ExitCode {
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::Usage(message) => {
-                eprintln!("agentprocess process {what}: {message}");
-                ExitCode::from(EXIT_USAGE)
+            Failure::Usage(message) => f.write_str(message),
+            Failure::Unreachable { url, reason } => write!(f, "cannot reach the server at {url}: {reason}"),
+            Failure::Unauthenticated(message) => write!(f, "the server did not accept the token: {message}"),
+            Failure::Forbidden(message) => write!(
+                f,
+                "refused: {message}\n\
+                 an operator token is needed; for a server in dev mode mint one with \
+                 `agentprocess token --org ORG --person EMAIL --operator`"
+            ),
+            Failure::Refused { message, issues, .. } => {
+                write!(f, "refused: {message}")?;
+                issues.iter().try_for_each(|issue| write!(f, "\n{issue}"))
             }
-            Failure::Unreachable { url, reason } => {
-                eprintln!("agentprocess process {what}: cannot reach the server at {url}: {reason}");
-                ExitCode::from(EXIT_USAGE)
-            }
-            Failure::Unauthenticated(message) => {
-                eprintln!("agentprocess process {what}: the server did not accept the token: {message}");
-                ExitCode::from(EXIT_USAGE)
-            }
-            Failure::Forbidden(message) => {
-                eprintln!(
-                    "agentprocess process {what}: refused: {message}\n\
-                     an operator token is needed; for a server in dev mode mint one with \
-                     `agentprocess token --org ORG --person EMAIL --operator`"
-                );
-                ExitCode::from(EXIT_REFUSED)
-            }
-            Failure::Refused { message, issues } => {
-                eprintln!("agentprocess process {what}: refused: {message}");
-                for issue in issues {
-                    eprintln!("{issue}");
-                }
-                ExitCode::from(EXIT_REFUSED)
-            }
-            Failure::ServerFailed(message) => {
-                eprintln!("agentprocess process {what}: the server failed: {message}");
-                ExitCode::from(EXIT_USAGE)
-            }
+            Failure::ServerFailed(message) => write!(f, "the server failed: {message}"),
         }
     }
 }
 
+impl Failure {
+    fn report(&self, what: &str) -> ExitCode {
+        eprintln!("agentprocess process {what}: {self}");
+        ExitCode::from(match self {
+            Failure::Forbidden(_) | Failure::Refused { .. } => EXIT_REFUSED,
+            Failure::Usage(_)
+            | Failure::Unreachable { .. }
+            | Failure::Unauthenticated(_)
+            | Failure::ServerFailed(_) => EXIT_USAGE,
+        })
+    }
+}
+
 /// The admin API of one server, called as one operator.
-struct AdminClient {
+pub(crate) struct AdminClient {
     base: String,
     token: String,
     http: reqwest::blocking::Client,
@@ -148,17 +149,21 @@ struct AdminClient {
 
 impl AdminClient {
     fn new(args: &ServerArgs) -> Result<AdminClient, Failure> {
-        let base = args.server.trim_end_matches('/').to_owned();
+        AdminClient::connect(&args.server, args.token.as_deref())
+    }
+
+    /// A client of the server at `server` (its base URL) calling with the bearer `token`.
+    pub(crate) fn connect(server: &str, token: Option<&str>) -> Result<AdminClient, Failure> {
+        let base = server.trim_end_matches('/').to_owned();
         match reqwest::Url::parse(&base) {
             Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
             _ => {
                 return Err(Failure::Usage(format!(
-                    "--server {:?} is not an http(s) URL",
-                    args.server
+                    "--server {server:?} is not an http(s) URL"
                 )));
             }
         }
-        let token = match args.token.as_deref().map(str::trim) {
+        let token = match token.map(str::trim) {
             Some(token) if !token.is_empty() => token.to_owned(),
             _ => {
                 return Err(Failure::Usage(
@@ -178,7 +183,8 @@ impl AdminClient {
         Ok(AdminClient { base, token, http })
     }
 
-    fn call(&self, method: reqwest::Method, path: &str, body: Vec<u8>) -> Result<Value, Failure> {
+    /// One request to `path` (under the base URL): the JSON answer of a 2xx, else the failure.
+    pub(crate) fn call(&self, method: reqwest::Method, path: &str, body: Vec<u8>) -> Result<Value, Failure> {
         let response = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -217,7 +223,11 @@ impl AdminClient {
         Err(match status.as_u16() {
             401 => Failure::Unauthenticated(message),
             403 => Failure::Forbidden(message),
-            400..=499 => Failure::Refused { message, issues },
+            status @ 400..=499 => Failure::Refused {
+                status: Some(status),
+                message,
+                issues,
+            },
             _ => Failure::ServerFailed(message),
         })
     }
@@ -234,6 +244,7 @@ fn read_process(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
         && name != folder
     {
         return Err(Failure::Refused {
+            status: None,
             message: format!("{} is not the folder of its process", path.display()),
             issues: vec![
                 Issue::new(

@@ -3,7 +3,7 @@
 
 use agentprocess_gateway::files::{FileUrlSigner, add_file_urls, file_routes};
 use agentprocess_run_actor::machine::{
-    Actor, Caller, Decision, EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Submission,
+    Caller, Decision, EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Submission,
     Timestamp,
 };
 use agentprocess_run_actor::runtime::{
@@ -49,22 +49,11 @@ async fn serve(runtime: &Runtime, signer: &Arc<FileUrlSigner>) -> String {
 }
 
 fn agent(id: &str) -> Caller {
-    Caller {
-        organization: ORG.into(),
-        actor: Actor::Agent { id: id.into() },
-        operator: false,
-    }
+    Caller::agent(ORG, id)
 }
 
 fn person(email: &str, groups: &[&str]) -> Caller {
-    Caller {
-        organization: ORG.into(),
-        actor: Actor::Person {
-            email: email.into(),
-            groups: groups.iter().map(|g| g.to_string()).collect(),
-        },
-        operator: false,
-    }
+    Caller::person(ORG, email, groups)
 }
 
 fn ok(outcome: ToolOutcome) -> Value {

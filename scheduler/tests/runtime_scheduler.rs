@@ -2,7 +2,7 @@
 //! expiry, webhook delivery with retries and dead letters, idempotency cleanup. Time is the
 //! runtime's injected clock, moved forward with `Clock::advance`.
 
-use agentprocess_run_actor::machine::{Actor, Caller, Decision, Mode, Timestamp};
+use agentprocess_run_actor::machine::{Caller, Decision, Mode, Timestamp};
 use agentprocess_run_actor::runtime::{
     Clock, GetWork, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
 };
@@ -24,22 +24,11 @@ const START: Timestamp = Timestamp::from_millis(1_790_812_800_000);
 const DAY: Duration = Duration::from_secs(86_400);
 
 fn agent(id: &str) -> Caller {
-    Caller {
-        organization: ORG.into(),
-        actor: Actor::Agent { id: id.into() },
-        operator: false,
-    }
+    Caller::agent(ORG, id)
 }
 
 fn person(email: &str, groups: &[&str]) -> Caller {
-    Caller {
-        organization: ORG.into(),
-        actor: Actor::Person {
-            email: email.into(),
-            groups: groups.iter().map(|g| g.to_string()).collect(),
-        },
-        operator: false,
-    }
+    Caller::person(ORG, email, groups)
 }
 
 fn ok(outcome: ToolOutcome) -> Value {

@@ -1,11 +1,10 @@
 //! Publishing the benchmark processes through the admin API before the load starts.
 
 use super::processes;
-use anyhow::{Context, bail};
-use serde_json::{Value, json};
-
-/// The admin API's base path.
-const ADMIN_PATH: &str = "/admin/v1";
+use crate::process_admin::{AdminClient, Failure};
+use anyhow::{Context, anyhow};
+use reqwest::Method;
+use serde_json::json;
 
 /// A process version the server published (or already had).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,83 +14,54 @@ pub struct Published {
     pub version: Option<u64>,
 }
 
-/// Imports `name`, binds its roles (the approver role to the people's group) and publishes it.
+/// Imports `name`, binds its roles (the approver role to the people's group) and publishes it,
+/// with the same admin client as `agentprocess process import` (blocking: call it off the async
+/// runtime's threads).
 ///
 /// Running the load generator again against the same server is fine: an import or publication of
 /// content the server already holds (`409 Conflict`) is not an error.
-pub async fn publish(
-    http: &reqwest::Client,
-    server: &str,
-    operator_token: &str,
-    name: &str,
-) -> anyhow::Result<Published> {
+pub fn publish(server: &str, operator_token: &str, name: &str) -> anyhow::Result<Published> {
     let text = processes::text(name).with_context(|| format!("{name} is not a benchmark process"))?;
-    let base = format!("{}{ADMIN_PATH}/processes", server.trim_end_matches('/'));
-
-    let import = http
-        .post(&base)
-        .bearer_auth(operator_token)
-        .header(reqwest::header::CONTENT_TYPE, "text/markdown; charset=utf-8")
-        .body(text)
-        .send()
-        .await
-        .with_context(|| format!("POST {base}"))?;
-    expect_status(import, &[200, 201, 409], &format!("importing {name}")).await?;
-
-    if name == processes::APPROVAL {
-        let url = format!("{base}/{name}/bindings");
-        let bindings = json!({ "bindings": { processes::APPROVER_ROLE: processes::APPROVERS_GROUP } });
-        let response = http
-            .put(&url)
-            .bearer_auth(operator_token)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(bindings.to_string())
-            .send()
-            .await
-            .with_context(|| format!("PUT {url}"))?;
-        expect_status(
-            response,
-            &[200, 201, 204],
-            &format!("binding the roles of {name}"),
+    let client = AdminClient::connect(server, Some(operator_token)).map_err(|f| anyhow!("{f}"))?;
+    let already_held = |failure: &Failure| {
+        matches!(
+            failure,
+            Failure::Refused {
+                status: Some(409),
+                ..
+            }
         )
-        .await?;
+    };
+
+    match client.call(Method::POST, "/admin/v1/processes", text.as_bytes().to_vec()) {
+        Err(failure) if !already_held(&failure) => return Err(anyhow!("importing {name}: {failure}")),
+        _ => {}
     }
-
-    let url = format!("{base}/{name}/publish");
-    let response = http
-        .post(&url)
-        .bearer_auth(operator_token)
-        .send()
-        .await
-        .with_context(|| format!("POST {url}"))?;
-    let (status, body) = expect_status(response, &[200, 201, 409], &format!("publishing {name}")).await?;
-    let version = if status == 409 {
-        None
-    } else {
-        let body: Value = serde_json::from_str(&body)
-            .with_context(|| format!("publishing {name}: the answer is not JSON: {body}"))?;
-        Some(
-            body.get("version")
-                .and_then(Value::as_u64)
+    if name == processes::APPROVAL {
+        let bindings = json!({ "bindings": { processes::APPROVER_ROLE: processes::APPROVERS_GROUP } });
+        client
+            .call(
+                Method::PUT,
+                &format!("/admin/v1/processes/{name}/bindings"),
+                bindings.to_string().into_bytes(),
+            )
+            .map_err(|failure| anyhow!("binding the roles of {name}: {failure}"))?;
+    }
+    let version = match client.call(
+        Method::POST,
+        &format!("/admin/v1/processes/{name}/publish"),
+        Vec::new(),
+    ) {
+        Ok(body) => Some(
+            body["version"]
+                .as_u64()
                 .with_context(|| format!("publishing {name}: the answer has no version: {body}"))?,
-        )
+        ),
+        Err(failure) if already_held(&failure) => None,
+        Err(failure) => return Err(anyhow!("publishing {name}: {failure}")),
     };
     Ok(Published {
         name: name.to_owned(),
         version,
     })
-}
-
-/// The status and body of `response`, or an error quoting both when the status is not `allowed`.
-async fn expect_status(
-    response: reqwest::Response,
-    allowed: &[u16],
-    what: &str,
-) -> anyhow::Result<(u16, String)> {
-    let status = response.status().as_u16();
-    let body = response.text().await.unwrap_or_default();
-    if !allowed.contains(&status) {
-        bail!("{what}: HTTP {status}: {}", body.trim());
-    }
-    Ok((status, body))
 }

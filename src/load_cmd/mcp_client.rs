@@ -98,11 +98,6 @@ impl McpClient {
         })
     }
 
-    /// The shared HTTP client, for the admin API.
-    pub fn http(&self) -> &reqwest::Client {
-        &self.http
-    }
-
     /// Calls `tool` with `arguments` as the holder of `token`.
     pub async fn call(&self, token: &str, tool: &str, arguments: &Value) -> CallOutcome {
         let response = self

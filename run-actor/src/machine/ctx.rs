@@ -127,6 +127,27 @@ pub enum Actor {
 }
 
 impl Caller {
+    /// An agent of `organization`, not an operator.
+    pub fn agent(organization: &str, id: &str) -> Caller {
+        Caller {
+            organization: organization.to_owned(),
+            actor: Actor::Agent { id: id.to_owned() },
+            operator: false,
+        }
+    }
+
+    /// A person of `organization` in `groups`, not an operator.
+    pub fn person(organization: &str, email: &str, groups: &[&str]) -> Caller {
+        Caller {
+            organization: organization.to_owned(),
+            actor: Actor::Person {
+                email: email.to_owned(),
+                groups: groups.iter().map(|g| g.to_string()).collect(),
+            },
+            operator: false,
+        }
+    }
+
     /// The identity as recorded in `by` fields: the agent id or the person value.
     pub fn name(&self) -> &str {
         match &self.actor {

@@ -187,22 +187,11 @@ pub const ORG: &str = "o_acme";
 pub const OPERATORS: &str = "g_ops";
 
 pub fn agent(name: &str) -> Caller {
-    Caller {
-        organization: ORG.to_string(),
-        actor: Actor::Agent { id: name.to_string() },
-        operator: false,
-    }
+    Caller::agent(ORG, name)
 }
 
 pub fn person(email: &str, groups: &[&str]) -> Caller {
-    Caller {
-        organization: ORG.to_string(),
-        actor: Actor::Person {
-            email: email.to_string(),
-            groups: groups.iter().map(|g| g.to_string()).collect(),
-        },
-        operator: false,
-    }
+    Caller::person(ORG, email, groups)
 }
 
 pub fn operator() -> Caller {

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use agentprocess_run_actor::machine::{Actor, Caller, Mode, Submission, Timestamp};
+use agentprocess_run_actor::machine::{Caller, Mode, Submission, Timestamp};
 use agentprocess_run_actor::runtime::{
     BlobStore, Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
 };
@@ -19,22 +19,11 @@ pub const ORG: &str = "acme";
 pub const START: Timestamp = Timestamp::from_millis(1_790_812_800_000);
 
 pub fn agent(id: &str) -> Caller {
-    Caller {
-        organization: ORG.into(),
-        actor: Actor::Agent { id: id.into() },
-        operator: false,
-    }
+    Caller::agent(ORG, id)
 }
 
 pub fn person(email: &str, groups: &[&str]) -> Caller {
-    Caller {
-        organization: ORG.into(),
-        actor: Actor::Person {
-            email: email.into(),
-            groups: groups.iter().map(|g| g.to_string()).collect(),
-        },
-        operator: false,
-    }
+    Caller::person(ORG, email, groups)
 }
 
 pub fn in_org(mut caller: Caller, org: &str) -> Caller {
