@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# One clean build per run: incremental caches would double the target folder for no gain here.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 scripts/install-deps.sh
 
 echo "== format"
