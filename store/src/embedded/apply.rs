@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::lease::LeaseTable;
-use super::wal::{Change, Entry, Stored};
+use super::wal::{Change, Entry, KeyMap, Stored};
 use super::watch::HistoryEvent;
 use crate::error::StoreError;
 use crate::types::{
@@ -33,7 +33,7 @@ pub(crate) type Overlay = BTreeMap<Vec<u8>, Option<Stored>>;
 /// The durable map seen through the pending changes of the batch being synced (`lower`) and of
 /// the batch being applied (`overlay`), upper layers winning.
 pub(crate) struct View<'a> {
-    pub base: &'a BTreeMap<Vec<u8>, Stored>,
+    pub base: &'a KeyMap,
     pub lower: Option<&'a Overlay>,
     pub overlay: Overlay,
     pub revision: i64,
@@ -82,7 +82,7 @@ fn merge<'m>(lower: Layer<'m>, upper: Layer<'m>) -> Layer<'m> {
 }
 
 impl<'a> View<'a> {
-    pub fn new(base: &'a BTreeMap<Vec<u8>, Stored>, revision: i64) -> Self {
+    pub fn new(base: &'a KeyMap, revision: i64) -> Self {
         View {
             base,
             lower: None,
@@ -104,7 +104,7 @@ impl<'a> View<'a> {
     /// Keys and states in `range`, in order, at most `limit` (0: all); and whether more exist.
     pub fn range(&self, range: &KeyRange, limit: usize) -> (Vec<(&[u8], &Stored)>, bool) {
         let mut layers: Layer<'_> =
-            Box::new(range_of(self.base, range).map(|(k, v)| (k.as_slice(), Some(v))));
+            Box::new(durable_range(self.base, range).map(|(k, v)| (k.as_slice(), Some(v))));
         if let Some(lower) = self.lower {
             let lower = range_of(lower, range).map(|(k, v)| (k.as_slice(), v.as_ref()));
             layers = merge(layers, Box::new(lower));
@@ -279,7 +279,7 @@ impl<'a> View<'a> {
 
 /// Runs a transaction that only reads, directly on the durable state.
 pub(crate) fn read_only_txn(
-    base: &BTreeMap<Vec<u8>, Stored>,
+    base: &KeyMap,
     revision: i64,
     txn: Txn,
     limits: Limits,
@@ -365,15 +365,38 @@ fn validate(txn: &Txn, limits: Limits) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A key range as the maps take it.
+type KeyBounds<'r> = (Bound<&'r [u8]>, Bound<&'r [u8]>);
+
+/// The bounds of `range` as map bounds; `None` when it holds no key.
+fn bounds(range: &KeyRange) -> Option<KeyBounds<'_>> {
+    let start = Bound::Included(range.start.as_slice());
+    match range.end.as_deref() {
+        Some(end) if end <= range.start.as_slice() => None,
+        Some(end) => Some((start, Bound::Excluded(end))),
+        None => Some((start, Bound::Unbounded)),
+    }
+}
+
+/// Keys of the durable map in `range`, in order.
+fn durable_range<'m>(
+    map: &'m KeyMap,
+    range: &KeyRange,
+) -> Box<dyn Iterator<Item = (&'m Vec<u8>, &'m Stored)> + 'm> {
+    match bounds(range) {
+        None => Box::new(std::iter::empty()),
+        Some(bounds) => Box::new(map.range::<_, [u8]>(bounds)),
+    }
+}
+
+/// Keys of a pending batch in `range`, in order.
 fn range_of<'m, V>(
     map: &'m BTreeMap<Vec<u8>, V>,
     range: &KeyRange,
 ) -> Box<dyn Iterator<Item = (&'m Vec<u8>, &'m V)> + 'm> {
-    let start = Bound::Included(range.start.as_slice());
-    match range.end.as_deref() {
-        Some(end) if end <= range.start.as_slice() => Box::new(std::iter::empty()),
-        Some(end) => Box::new(map.range::<[u8], _>((start, Bound::Excluded(end)))),
-        None => Box::new(map.range::<[u8], _>((start, Bound::Unbounded))),
+    match bounds(range) {
+        None => Box::new(std::iter::empty()),
+        Some(bounds) => Box::new(map.range::<[u8], _>(bounds)),
     }
 }
 
@@ -451,7 +474,7 @@ mod tests {
     fn ranges_through_the_overlay_match_the_merged_map() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for round in 0..300 {
-            let mut base = BTreeMap::new();
+            let mut base = KeyMap::new();
             for i in 0..rng.next(20) {
                 base.insert(rng.key(), stored(i as i64));
             }

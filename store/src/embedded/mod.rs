@@ -1,7 +1,7 @@
 //! `EmbeddedStore`: the [`Store`] interface in one process, durable on local disk.
 //!
-//! The whole key space lives in memory in a `BTreeMap`; durability comes from an append-only log
-//! with group commit, and a snapshot written when the log grows (see [`wal`] for the files).
+//! The whole key space lives in memory in a persistent B-tree; durability comes from an
+//! append-only log with group commit, and a snapshot written when the log grows (see [`wal`]).
 //!
 //! Writes (transactions that may write, lease grants and revokes, lease expiry) go through ONE
 //! writer task. It takes every request queued, applies them in order to an overlay over the
@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use self::apply::{Applied, Limits, Overlay, View, key_value, read_only_txn};
 use self::lease::LeaseTable;
-use self::wal::{Change, Stored};
+use self::wal::{Change, KeyMap};
 use self::watch::{History, HistoryEvent};
 use crate::error::StoreError;
 use crate::store::Store;
@@ -91,9 +91,12 @@ pub struct RecoveryReport {
 /// The durable key-value state that readers see.
 #[derive(Debug)]
 struct Durable {
-    kvs: BTreeMap<Vec<u8>, Stored>,
+    kvs: KeyMap,
     revision: i64,
 }
+
+/// The nice value of the thread that writes snapshots (commits run at the process's own).
+const SNAPSHOT_NICE: i32 = 10;
 
 /// State shared by the handles, the writer and the watch tasks.
 #[derive(Debug)]
@@ -255,11 +258,11 @@ impl EmbeddedStore {
     /// survives it. For tests of the code above the store. Must be called inside a tokio runtime.
     pub fn in_memory(options: EmbeddedOptions) -> EmbeddedStore {
         let table = LeaseTable::new(&[], 1, Instant::now());
-        EmbeddedStore::start(BTreeMap::new(), 1, 0, table, None, options)
+        EmbeddedStore::start(KeyMap::new(), 1, 0, table, None, options)
     }
 
     fn start(
-        kvs: BTreeMap<Vec<u8>, Stored>,
+        kvs: KeyMap,
         revision: i64,
         compacted: i64,
         leases: LeaseTable,
@@ -484,7 +487,7 @@ struct Disk {
     generation: u64,
     snapshot_bytes: u64,
     /// The snapshot being written in the background, if any.
-    compaction: Option<tokio::task::JoinHandle<Result<u64, StoreError>>>,
+    compaction: Option<oneshot::Receiver<Result<u64, StoreError>>>,
     /// Held while the writer runs; dropping it releases the directory.
     _lock: File,
 }
@@ -800,8 +803,8 @@ impl Disk {
 
     /// Starts a compaction: begins a new log generation at once, and writes a snapshot of the
     /// state at that point in the background, removing the old log when the snapshot is in place.
-    /// The writer only pauses to copy the key map (keys are copied, values shared); writes go on
-    /// into the new log meanwhile. A crash before the snapshot is renamed into place leaves the
+    /// The copy of the key map it writes costs constant time (a persistent B-tree shares its
+    /// nodes), so commits do not pause; writes go on into the new log meanwhile. A crash before the snapshot is renamed into place leaves the
     /// old snapshot and both logs, which recovery replays in order.
     async fn start_compaction(&mut self, shared: &Shared) -> Result<(), StoreError> {
         let dir = self.dir.clone();
@@ -825,21 +828,44 @@ impl Disk {
         self.generation = new;
         self.wal_len = 0;
         shared.stats.compactions.fetch_add(1, Ordering::Relaxed);
-        self.compaction = Some(tokio::task::spawn_blocking(move || {
-            let size = wal::write_snapshot(&dir, revision, next_id, new, &leases, &kvs)?;
-            drop(kvs);
-            wal::remove_wal(&dir, old)?;
-            Ok(size)
-        }));
+        let (done, compaction) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("store-snapshot".into())
+            .spawn(move || {
+                // Serializing the whole state takes a core for a while: let commits have it
+                // first. Linux gives each thread its own nice value; failing to lower it only
+                // costs latency.
+                let _ = rustix::process::setpriority_process(None, SNAPSHOT_NICE);
+                let written =
+                    wal::write_snapshot(&dir, revision, next_id, new, &leases, &kvs).and_then(|size| {
+                        drop(kvs);
+                        wal::remove_wal(&dir, old)?;
+                        Ok(size)
+                    });
+                let _ = done.send(written);
+            })
+            .map_err(|e| StoreError::io("starting the snapshot thread", e))?;
+        self.compaction = Some(compaction);
         Ok(())
     }
 
     /// Collects a finished compaction; with `wait`, waits for a running one.
     async fn finish_compaction(&mut self, wait: bool) -> Result<(), StoreError> {
-        let Some(task) = self.compaction.take_if(|task| wait || task.is_finished()) else {
+        let Some(mut compaction) = self.compaction.take() else {
             return Ok(());
         };
-        self.snapshot_bytes = task.await.expect("compaction task does not panic")?;
+        let written = match compaction.try_recv() {
+            Ok(written) => written,
+            Err(oneshot::error::TryRecvError::Empty) if !wait => {
+                self.compaction = Some(compaction);
+                return Ok(());
+            }
+            Err(oneshot::error::TryRecvError::Empty) => {
+                compaction.await.expect("the snapshot thread does not panic")
+            }
+            Err(oneshot::error::TryRecvError::Closed) => panic!("the snapshot thread panicked"),
+        };
+        self.snapshot_bytes = written?;
         Ok(())
     }
 }

@@ -14,7 +14,6 @@
 //! recovery truncates it away. Records carry the resulting state of each key (not the request),
 //! so replay needs no logic beyond "set" and "remove".
 
-use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -31,6 +30,10 @@ pub(crate) struct Stored {
     pub version: i64,
     pub lease: i64,
 }
+
+/// The whole key space: a persistent B-tree whose clone is constant time (nodes are shared until
+/// one side changes them), so a snapshot can be written from a copy without pausing writes.
+pub(crate) type KeyMap = imbl::OrdMap<Vec<u8>, Stored>;
 
 /// One change inside a logged change set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,7 +188,7 @@ pub(crate) struct Snapshot {
     pub generation: u64,
     /// Live leases: id and TTL in seconds.
     pub leases: Vec<(i64, i64)>,
-    pub kvs: BTreeMap<Vec<u8>, Stored>,
+    pub kvs: KeyMap,
 }
 
 /// Writes a snapshot durably: temporary file, `fsync`, rename, `fsync` of the directory.
@@ -196,7 +199,7 @@ pub(crate) fn write_snapshot(
     next_lease_id: i64,
     generation: u64,
     leases: &[(i64, i64)],
-    kvs: &BTreeMap<Vec<u8>, Stored>,
+    kvs: &KeyMap,
 ) -> Result<u64, StoreError> {
     let tmp = dir.join(SNAPSHOT_TMP);
     let io = |e| StoreError::io("writing the snapshot", e);
@@ -205,6 +208,7 @@ pub(crate) fn write_snapshot(
         inner: BufWriter::with_capacity(1 << 20, file),
         crc: 0,
         len: 0,
+        unsynced: 0,
     };
     out.inner.write_all(SNAPSHOT_MAGIC).map_err(io)?;
     let mut buf = Vec::with_capacity(64);
@@ -239,17 +243,29 @@ pub(crate) fn write_snapshot(
     Ok(size)
 }
 
+/// How much of a snapshot is written before it is synced. Syncing as it goes keeps the final
+/// `fsync` small: one large flush would hold up the log's own syncs, and with them every commit.
+const SNAPSHOT_SYNC_BYTES: u64 = 4 << 20;
+
 struct CrcWriter {
     inner: BufWriter<File>,
     crc: u32,
     len: u64,
+    unsynced: u64,
 }
 
 impl CrcWriter {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.crc = crc32c::crc32c_append(self.crc, bytes);
         self.len += bytes.len() as u64;
-        self.inner.write_all(bytes)
+        self.unsynced += bytes.len() as u64;
+        self.inner.write_all(bytes)?;
+        if self.unsynced >= SNAPSHOT_SYNC_BYTES {
+            self.inner.flush()?;
+            self.inner.get_ref().sync_data()?;
+            self.unsynced = 0;
+        }
+        Ok(())
     }
 }
 
@@ -615,7 +631,7 @@ mod tests {
         let entries = sample();
         write_log(dir.path(), 0, &entries[..1]);
         write_log(dir.path(), 1, &entries[1..]);
-        let mut kvs = BTreeMap::new();
+        let mut kvs = KeyMap::new();
         if let Change::Put { key, kv } = &entries[0].changes[1] {
             kvs.insert(key.clone(), kv.clone());
         }
@@ -650,7 +666,7 @@ mod tests {
     #[test]
     fn snapshots_round_trip_and_cut_ones_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let mut kvs = BTreeMap::new();
+        let mut kvs = KeyMap::new();
         for i in 0..100u32 {
             let kv = Stored {
                 value: Arc::from(i.to_string().into_bytes()),
@@ -680,7 +696,7 @@ mod tests {
     #[test]
     fn a_damaged_snapshot_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        write_snapshot(dir.path(), 2, 2, 0, &[], &BTreeMap::new()).unwrap();
+        write_snapshot(dir.path(), 2, 2, 0, &[], &KeyMap::new()).unwrap();
         let path = dir.path().join(SNAPSHOT_FILE);
         let mut bytes = fs::read(&path).unwrap();
         bytes[10] ^= 1;
