@@ -61,9 +61,9 @@ pub struct Settings {
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSettings {
     /// Write a snapshot and start a new log once the log outgrows this (and the last snapshot).
-    /// Taking a snapshot pauses commits while the key map is copied and then takes a core while
-    /// the snapshot is written, so fewer, larger logs mean fewer latency spikes; a longer log
-    /// takes longer to replay at start.
+    /// Commits go on while a snapshot is written, but writing it takes disk bandwidth and part of
+    /// a core (at low priority), so fewer, larger logs cost less; a longer log takes longer to
+    /// replay at start.
     pub compact_after_bytes: u64,
 }
 

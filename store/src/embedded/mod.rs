@@ -804,8 +804,9 @@ impl Disk {
     /// Starts a compaction: begins a new log generation at once, and writes a snapshot of the
     /// state at that point in the background, removing the old log when the snapshot is in place.
     /// The copy of the key map it writes costs constant time (a persistent B-tree shares its
-    /// nodes), so commits do not pause; writes go on into the new log meanwhile. A crash before the snapshot is renamed into place leaves the
-    /// old snapshot and both logs, which recovery replays in order.
+    /// nodes), so commits do not pause; writes go on into the new log meanwhile. A crash before
+    /// the snapshot is renamed into place leaves the old snapshot and both logs, which recovery
+    /// replays in order.
     async fn start_compaction(&mut self, shared: &Shared) -> Result<(), StoreError> {
         let dir = self.dir.clone();
         let old = self.generation;
