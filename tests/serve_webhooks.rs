@@ -4,7 +4,8 @@
 //! `due`: the assignee and the organization's operators are notified) and is cancelled. Every
 //! delivery is checked against its HMAC-SHA256 signature; a test-mode run delivers nothing
 //! (spec §3.3); a receiver that keeps failing gets the configured attempts and the notification
-//! becomes a dead letter operators read at `/admin/v1/dead-letters`.
+//! becomes a dead letter operators read at `/admin/v1/dead-letters`, redeliver once the receiver
+//! recovers, or delete.
 
 mod common;
 
@@ -167,6 +168,48 @@ async fn admin_get(server: &Server, organization: &str, path: &str) -> Value {
         .unwrap();
     assert_eq!(response.status(), 200);
     response.json().await.unwrap()
+}
+
+/// `method {path}` on the admin API as an operator of `organization`; returns (status, JSON body
+/// or null).
+async fn admin_call(
+    server: &Server,
+    organization: &str,
+    method: reqwest::Method,
+    path: &str,
+) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .request(method, format!("{}{path}", server.url))
+        .bearer_auth(server.token_in(organization, &OPERATOR))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Polls the dead letters of acme (up to 10 s) until one about `run_id` is there.
+async fn dead_letter_of(server: &Server, receiver: &Receiver, run_id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let letters = admin_get(server, "acme", "/admin/v1/dead-letters").await;
+        let found = letters["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|item| item["notification"]["runId"] == run_id)
+            .cloned();
+        if let Some(letter) = found {
+            return letter;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no dead letter for {run_id} within 10 s; {} attempts",
+            receiver.of_run(run_id).len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Starts a customer-offboarding run; returns the run view.
@@ -348,7 +391,7 @@ async fn a_test_mode_run_delivers_no_notification() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_failing_receiver_is_retried_and_the_notification_becomes_a_dead_letter() {
+async fn a_failing_receiver_is_retried_and_the_notification_becomes_a_dead_letter_to_redeliver_or_delete() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start_with_env(
         data.path(),
@@ -410,4 +453,56 @@ async fn a_failing_receiver_is_retried_and_the_notification_becomes_a_dead_lette
     assert_eq!(received.len(), 4, "{received:?}");
     let letters = admin_get(&server, "acme", "/admin/v1/dead-letters?limit=10").await;
     assert_eq!(letters["items"].as_array().unwrap().len(), 1);
+
+    // Another organization's operators cannot redeliver it: to them it does not exist.
+    let id = items[0]["id"].as_str().unwrap().to_owned();
+    let redeliver = format!("/admin/v1/dead-letters/{id}/redeliver");
+    let (status, body) = admin_call(&server, "globex", reqwest::Method::POST, &redeliver).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("not_found")),
+        "{body}"
+    );
+    // acme's operators redeliver it: the recovered receiver gets the same notification, signed,
+    // as a fresh delivery; the dead letter is gone.
+    let (status, body) = admin_call(&server, "acme", reqwest::Method::POST, &redeliver).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body, json!({ "id": id, "redelivered": true }));
+    let received = receiver
+        .wait_for(&run_id, "the redelivered notification", |r| r.len() == 5)
+        .await;
+    let redelivered = &received[4];
+    assert_signed(redelivered, SECRET);
+    assert_eq!(redelivered.json(), attempts[0].json());
+    assert_eq!(redelivered.delivery, attempts[0].delivery);
+    let letters = admin_get(&server, "acme", "/admin/v1/dead-letters").await;
+    assert_eq!(letters, json!({ "items": [] }));
+    let (status, body) = admin_call(&server, "acme", reqwest::Method::POST, &redeliver).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("not_found")),
+        "{body}"
+    );
+
+    // A second notification fails into a dead letter, which operators delete: gone from the
+    // list, and never attempted again.
+    receiver.status.store(500, Ordering::SeqCst);
+    let second = start_run(&server, "live").await;
+    let second_run = second["run"]["id"].as_str().unwrap().to_owned();
+    let letter = dead_letter_of(&server, &receiver, &second_run).await;
+    assert_eq!(receiver.of_run(&second_run).len(), 3);
+    receiver.status.store(200, Ordering::SeqCst);
+    let path = format!("/admin/v1/dead-letters/{}", letter["id"].as_str().unwrap());
+    let (status, body) = admin_call(&server, "acme", reqwest::Method::DELETE, &path).await;
+    assert_eq!((status, body), (204, Value::Null));
+    let letters = admin_get(&server, "acme", "/admin/v1/dead-letters").await;
+    assert_eq!(letters, json!({ "items": [] }));
+    let (status, body) = admin_call(&server, "acme", reqwest::Method::DELETE, &path).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("not_found")),
+        "{body}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.of_run(&second_run).len(), 3);
 }

@@ -1,7 +1,7 @@
 //! The operators' admin HTTP API: import `PROCESS.md` drafts, bind roles to groups, publish
 //! versions, list processes; configure notification webhooks and read the notifications that
-//! could not be delivered. JSON in and out; behind bearer authentication, operators only, each
-//! in their own organization.
+//! could not be delivered, deliver them again or discard them. JSON in and out; behind bearer
+//! authentication, operators only, each in their own organization.
 //!
 //! ```text
 //! POST /admin/v1/processes                  raw PROCESS.md bytes → 201 { name, draft }
@@ -12,8 +12,16 @@
 //! PUT  /admin/v1/webhooks/{id}              { url, secret } → 200 { id, url }
 //! GET  /admin/v1/webhooks                   → { webhooks: [{ id, url }] }, by id
 //! DELETE /admin/v1/webhooks/{id}            → 204
-//! GET  /admin/v1/dead-letters?limit=N       → { items: [{ notification, attempts, error }] }, oldest first
+//! GET  /admin/v1/dead-letters?limit=N       → { items: [{ id, notification, attempts, error }] }, oldest first
+//! POST /admin/v1/dead-letters/{id}/redeliver → 202 { id, redelivered: true }: back in the outbox
+//! DELETE /admin/v1/dead-letters/{id}        → 204
 //! ```
+//!
+//! A dead letter's `id` is opaque (see [`DeadLetterId`]) and names it within the caller's
+//! organization only: another organization's id is simply not found (404), a malformed one is
+//! `invalid` (400). Redelivering moves the notification back into the outbox and deletes the
+//! dead letter in one store transaction, then wakes the scheduler, which delivers it afresh
+//! (first attempt) to the webhooks configured by then.
 //!
 //! Every error is `{ "error": { code, message, issues? } }`: `invalid` (400 malformed request,
 //! 413 body too large, 422 refused with every issue), `forbidden` (403), `not_found` (404),
@@ -25,8 +33,9 @@ use crate::Identity;
 use crate::auth::Actor;
 use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{
-    CatalogError, CatalogRefusal, Draft, Runtime, RuntimeError, WebhookView, configure_webhook, dead_letters,
-    remove_webhook, webhook_from_request, webhooks,
+    CatalogError, CatalogRefusal, DeadLetterId, Draft, Redelivery, Runtime, RuntimeError, WebhookView,
+    configure_webhook, dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook,
+    webhook_from_request, webhooks,
 };
 use agentprocess_store::StoreError;
 use axum::body::Bytes;
@@ -35,7 +44,7 @@ use axum::extract::{DefaultBodyLimit, Extension, Path, RawQuery, Request, State}
 use axum::http::StatusCode;
 use axum::middleware::{Next, from_fn};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use indexmap::IndexMap;
 use serde::Deserialize;
@@ -77,6 +86,8 @@ pub fn admin_routes(runtime: Runtime, offer: Offer) -> Router {
         .route("/admin/v1/webhooks", get(list_webhooks))
         .route("/admin/v1/webhooks/{id}", put(put_webhook).delete(delete_webhook))
         .route("/admin/v1/dead-letters", get(list_dead_letters))
+        .route("/admin/v1/dead-letters/{id}", delete(delete_dead_letter))
+        .route("/admin/v1/dead-letters/{id}/redeliver", post(redeliver))
         .route_layer(from_fn(require_operator))
         .layer(DefaultBodyLimit::max(MAX_ADMIN_BODY_BYTES))
         .with_state(admin)
@@ -108,6 +119,9 @@ enum AdminError {
     /// A webhook an operator asked to store breaks a rule: every issue found (422).
     InvalidWebhook(Vec<String>),
     NoWebhook(String),
+    NoDeadLetter(String),
+    /// A dead letter that holds no notification cannot be delivered, only discarded (409).
+    UnreadableDeadLetter(String),
     /// The store failed: nothing is known to have changed; retry.
     Unavailable(RuntimeError),
 }
@@ -209,6 +223,24 @@ impl IntoResponse for AdminError {
                 error_body(
                     "not_found",
                     &format!("there is no webhook {id:?} in this organization"),
+                    None,
+                ),
+            ),
+            AdminError::NoDeadLetter(id) => (
+                StatusCode::NOT_FOUND,
+                error_body(
+                    "not_found",
+                    &format!("there is no dead letter {id:?} in this organization"),
+                    None,
+                ),
+            ),
+            AdminError::UnreadableDeadLetter(id) => (
+                StatusCode::CONFLICT,
+                error_body(
+                    "conflict",
+                    &format!(
+                        "dead letter {id:?} holds no notification that can be delivered; nothing was changed (it can be deleted)"
+                    ),
                     None,
                 ),
             ),
@@ -395,6 +427,65 @@ async fn list_dead_letters(
     )
     .await?;
     Ok(Json(json!({ "items": items })))
+}
+
+/// The dead letter an id in a path names, or 400 when it is not an id this server gives.
+fn dead_letter_id(id: &str) -> Result<DeadLetterId, AdminError> {
+    DeadLetterId::parse(id).ok_or_else(|| AdminError::BadRequest {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("{id:?} is not a dead letter id: use an id from GET /admin/v1/dead-letters"),
+    })
+}
+
+/// `POST /admin/v1/dead-letters/{id}/redeliver`: the notification goes back into the outbox
+/// and the scheduler is woken to deliver it.
+async fn redeliver(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let letter = dead_letter_id(&id)?;
+    let runtime = &admin.runtime;
+    match redeliver_dead_letter(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &identity.organization,
+        &letter,
+    )
+    .await?
+    {
+        Redelivery::Redelivered => {
+            runtime.signals().outbox.notify_one();
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({ "id": id, "redelivered": true })),
+            ))
+        }
+        Redelivery::NotFound => Err(AdminError::NoDeadLetter(id)),
+        Redelivery::Unreadable => Err(AdminError::UnreadableDeadLetter(id)),
+    }
+}
+
+/// `DELETE /admin/v1/dead-letters/{id}`.
+async fn delete_dead_letter(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, AdminError> {
+    let letter = dead_letter_id(&id)?;
+    let runtime = &admin.runtime;
+    if discard_dead_letter(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &identity.organization,
+        &letter,
+    )
+    .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(AdminError::NoDeadLetter(id))
+    }
 }
 
 /// The `limit` of a dead-letters query string; `None` when the query is not `limit=N` with N

@@ -1,7 +1,8 @@
 //! The operators' admin API over real HTTP on loopback, behind the real bearer layer with dev
 //! tokens: who may use it, every endpoint and every error, every conformance fixture imported,
 //! bound and published (spec §7), notification webhooks (whose secrets no answer carries) and
-//! dead letters, and organizations that never see each other's processes, webhooks or letters.
+//! dead letters redelivered into the outbox or deleted, and organizations that never see or
+//! touch each other's processes, webhooks or letters.
 
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_gateway::auth::require_bearer;
@@ -585,14 +586,27 @@ async fn a_failed_store_is_503_unavailable() {
 
 const SECRET: &str = "whsec-do-not-echo-0123456789";
 
+/// The id of the dead letter `bury("acme", 1, "r1")` writes, as the list shows it.
+const R1_LETTER: &str = "000000000000000100000000000000017231";
+
 /// The endpoints of webhooks and dead letters, each with a valid body.
-fn notification_paths() -> [(Method, &'static str, String); 4] {
+fn notification_paths() -> [(Method, String, String); 6] {
     let webhook = json!({ "url": "https://hooks.acme.test/ap", "secret": SECRET }).to_string();
     [
-        (Method::PUT, "/admin/v1/webhooks/main", webhook),
-        (Method::GET, "/admin/v1/webhooks", String::new()),
-        (Method::DELETE, "/admin/v1/webhooks/main", String::new()),
-        (Method::GET, "/admin/v1/dead-letters", String::new()),
+        (Method::PUT, "/admin/v1/webhooks/main".into(), webhook),
+        (Method::GET, "/admin/v1/webhooks".into(), String::new()),
+        (Method::DELETE, "/admin/v1/webhooks/main".into(), String::new()),
+        (Method::GET, "/admin/v1/dead-letters".into(), String::new()),
+        (
+            Method::POST,
+            format!("/admin/v1/dead-letters/{R1_LETTER}/redeliver"),
+            String::new(),
+        ),
+        (
+            Method::DELETE,
+            format!("/admin/v1/dead-letters/{R1_LETTER}"),
+            String::new(),
+        ),
     ]
 }
 
@@ -629,6 +643,39 @@ impl AdminServer {
         agentprocess_run_actor::runtime::webhooks(self.store.as_ref(), &self.keys(), organization)
             .await
             .unwrap()
+    }
+
+    /// The outbox, as the scheduler reads it: (key, notification).
+    async fn outbox(&self) -> Vec<(Vec<u8>, Value)> {
+        use agentprocess_store::{RangeRequest, Store};
+        self.store
+            .range(RangeRequest::new(self.keys().outbox_entries()))
+            .await
+            .unwrap()
+            .kvs
+            .into_iter()
+            .map(|kv| (kv.key, serde_json::from_slice(&kv.value).unwrap()))
+            .collect()
+    }
+
+    async fn redeliver(&self, token: &str, id: &str) -> Answer {
+        self.call(
+            Method::POST,
+            &format!("/admin/v1/dead-letters/{id}/redeliver"),
+            Some(token),
+            "",
+        )
+        .await
+    }
+
+    async fn delete_dead_letter(&self, token: &str, id: &str) -> Answer {
+        self.call(
+            Method::DELETE,
+            &format!("/admin/v1/dead-letters/{id}"),
+            Some(token),
+            "",
+        )
+        .await
     }
 
     /// Puts a dead letter as the scheduler's outbox does after its last attempt.
@@ -814,10 +861,12 @@ async fn only_operators_may_manage_webhooks_and_read_dead_letters() {
         server.token("acme", Actor::Agent { id: "a_bot".into() }, false),
     ];
     for (method, path, body) in notification_paths() {
-        let answer = server.call(method.clone(), path, None, body.clone()).await;
+        let answer = server.call(method.clone(), &path, None, body.clone()).await;
         assert_eq!(answer.status, 401, "{method} {path}: {}", answer.text);
         for token in &not_operators {
-            let answer = server.call(method.clone(), path, Some(token), body.clone()).await;
+            let answer = server
+                .call(method.clone(), &path, Some(token), body.clone())
+                .await;
             answer.expect(403, Some("forbidden"));
             assert!(!answer.text.contains("hooks.acme.test"), "{}", answer.text);
             assert!(!answer.text.contains("r1"), "{}", answer.text);
@@ -827,6 +876,9 @@ async fn only_operators_may_manage_webhooks_and_read_dead_letters() {
     let stored = server.stored_webhooks("acme").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].1.secret, SECRET);
+    let letters = server.get("/admin/v1/dead-letters", &operator).await;
+    assert_eq!(letters.expect(200, None)["items"][0]["id"], R1_LETTER);
+    assert!(server.outbox().await.is_empty());
 }
 
 #[tokio::test]
@@ -923,7 +975,7 @@ async fn webhooks_and_dead_letters_answer_503_when_the_store_fails() {
     let token = server.operator("acme");
     server.store.close().await;
     for (method, path, body) in notification_paths() {
-        let answer = server.call(method.clone(), path, Some(&token), body).await;
+        let answer = server.call(method.clone(), &path, Some(&token), body).await;
         answer.expect(503, Some("unavailable"));
         assert!(
             answer.text.contains("try again"),
@@ -931,4 +983,167 @@ async fn webhooks_and_dead_letters_answer_503_when_the_store_fails() {
             answer.text
         );
     }
+}
+
+#[tokio::test]
+async fn a_dead_letter_is_redelivered_into_the_outbox_once_or_deleted() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    server.bury("acme", 1, "r1").await;
+    server.bury("acme", 2, "r2").await;
+    let listed = server.get("/admin/v1/dead-letters", &token).await;
+    let items = listed.expect(200, None)["items"].as_array().unwrap().clone();
+    let ids: Vec<&str> = items.iter().map(|item| item["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[0], R1_LETTER);
+    assert_eq!(
+        ids[0],
+        agentprocess_run_actor::runtime::DeadLetterId {
+            created_at_ms: 1,
+            run_id: "r1".into(),
+            seq: 1
+        }
+        .encode()
+    );
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(items[0]["notification"]["runId"], "r1");
+
+    let redelivered = server.redeliver(&token, ids[0]).await;
+    assert_eq!(
+        redelivered.expect(202, None),
+        &json!({ "id": R1_LETTER, "redelivered": true })
+    );
+    // The notification is back in the outbox, under the key it was buried from, as it was.
+    assert_eq!(
+        server.outbox().await,
+        [(
+            server.keys().outbox(1, "acme", "r1", 1),
+            items[0]["notification"].clone()
+        )]
+    );
+    let listed = server.get("/admin/v1/dead-letters", &token).await;
+    assert_eq!(listed.expect(200, None)["items"], json!([items[1].clone()]));
+    // Once: the dead letter is gone.
+    let again = server.redeliver(&token, ids[0]).await;
+    again.expect(404, Some("not_found"));
+    assert!(again.text.contains(R1_LETTER), "{}", again.text);
+    server
+        .delete_dead_letter(&token, ids[0])
+        .await
+        .expect(404, Some("not_found"));
+
+    let deleted = server.delete_dead_letter(&token, ids[1]).await;
+    assert_eq!(deleted.status, 204, "{}", deleted.text);
+    assert_eq!(deleted.text, "");
+    server
+        .delete_dead_letter(&token, ids[1])
+        .await
+        .expect(404, Some("not_found"));
+    server
+        .redeliver(&token, ids[1])
+        .await
+        .expect(404, Some("not_found"));
+    let listed = server.get("/admin/v1/dead-letters", &token).await;
+    assert_eq!(listed.expect(200, None), &json!({ "items": [] }));
+    assert_eq!(
+        server.outbox().await.len(),
+        1,
+        "deleting put nothing in the outbox"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_or_unknown_dead_letter_id_is_refused_and_nothing_changes() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    server.bury("acme", 1, "r1").await;
+    let unknown = agentprocess_run_actor::runtime::DeadLetterId {
+        created_at_ms: 1,
+        run_id: "r9".into(),
+        seq: 1,
+    }
+    .encode();
+    server
+        .redeliver(&token, &unknown)
+        .await
+        .expect(404, Some("not_found"));
+    server
+        .delete_dead_letter(&token, &unknown)
+        .await
+        .expect(404, Some("not_found"));
+    for malformed in [
+        "r1".to_string(),
+        // Upper-case hex: created at 10 ms.
+        R1_LETTER.replacen("0000000000000001", "000000000000000A", 1),
+        R1_LETTER[..32].to_string(),
+        format!("{R1_LETTER}0"),
+        "..%2F..%2Fwebhook%2Fmain".to_string(),
+    ] {
+        let answer = server.redeliver(&token, &malformed).await;
+        answer.expect(400, Some("invalid"));
+        assert!(answer.text.contains("not a dead letter id"), "{}", answer.text);
+        server
+            .delete_dead_letter(&token, &malformed)
+            .await
+            .expect(400, Some("invalid"));
+    }
+    // A dead letter that holds no notification can be deleted, not redelivered.
+    {
+        use agentprocess_store::{Store, Txn, TxnOp};
+        server
+            .store
+            .txn(Txn::new().and_then([TxnOp::put(
+                server.keys().dead_letter("acme", 5, "broken", 1),
+                r#"{"attempts": 1}"#,
+            )]))
+            .await
+            .unwrap();
+    }
+    let broken = agentprocess_run_actor::runtime::DeadLetterId {
+        created_at_ms: 5,
+        run_id: "broken".into(),
+        seq: 1,
+    }
+    .encode();
+    server
+        .redeliver(&token, &broken)
+        .await
+        .expect(409, Some("conflict"));
+    assert!(server.outbox().await.is_empty());
+    let listed = server.get("/admin/v1/dead-letters", &token).await;
+    assert_eq!(listed.expect(200, None)["items"][0]["id"], R1_LETTER);
+    let deleted = server.delete_dead_letter(&token, &broken).await;
+    assert_eq!(deleted.status, 204, "{}", deleted.text);
+}
+
+#[tokio::test]
+async fn another_organization_can_neither_redeliver_nor_delete_a_dead_letter() {
+    let server = start(NO_CHECK).await;
+    server.bury("acme", 1, "r1").await;
+    let globex = server.operator("globex");
+    let answer = server.redeliver(&globex, R1_LETTER).await;
+    answer.expect(404, Some("not_found"));
+    server
+        .delete_dead_letter(&globex, R1_LETTER)
+        .await
+        .expect(404, Some("not_found"));
+    assert!(server.outbox().await.is_empty());
+
+    let acme = server.operator("acme");
+    let letters = server.get("/admin/v1/dead-letters", &acme).await;
+    assert_eq!(letters.expect(200, None)["items"][0]["id"], R1_LETTER);
+    // globex's own letter of the same run id and time is globex's alone.
+    server.bury("globex", 1, "r1").await;
+    server.redeliver(&globex, R1_LETTER).await.expect(202, None);
+    assert_eq!(
+        server
+            .outbox()
+            .await
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect::<Vec<_>>(),
+        [server.keys().outbox(1, "globex", "r1", 1)]
+    );
+    let letters = server.get("/admin/v1/dead-letters", &acme).await;
+    assert_eq!(letters.expect(200, None)["items"].as_array().unwrap().len(), 1);
 }

@@ -1,8 +1,9 @@
 //! Notification delivery: every outbox entry is POSTed as JSON to each webhook of its
 //! organization, signed with HMAC-SHA256 of the body under the webhook's secret, until every
 //! webhook answered 2xx; then the entry is deleted. Failures are retried with exponential
-//! backoff; after `max_attempts` the entry becomes a dead letter operators can list. Delivery
-//! is at least once: a crash between the POST and the delete sends it again, and receivers
+//! backoff; after `max_attempts` the entry becomes a dead letter operators can list, discard, or
+//! put back into the outbox, where it is a new entry again (first attempt). Delivery is at
+//! least once: a crash between the POST and the delete sends it again, and receivers
 //! deduplicate on the notification's `id`. Test-mode runs never deliver.
 
 use crate::SchedulerConfig;

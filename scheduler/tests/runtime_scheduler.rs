@@ -1,10 +1,12 @@
 //! The scheduler over a real runtime and embedded store: timers across a restart, claim
-//! expiry, webhook delivery with retries and dead letters, idempotency cleanup. Time is the
+//! expiry, webhook delivery with retries and dead letters (and their redelivery), idempotency
+//! cleanup. Time is the
 //! runtime's injected clock, moved forward with `Clock::advance`.
 
 use agentprocess_run_actor::machine::{Caller, Decision, Mode, Timestamp};
 use agentprocess_run_actor::runtime::{
-    Clock, GetWork, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
+    Clock, DeadLetterId, GetWork, LocalBlobs, Redelivery, RunService, Runtime, RuntimeConfig, ToolOutcome,
+    Write, redeliver_dead_letter,
 };
 use agentprocess_scheduler::{
     HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, Webhook, configure_webhook, dead_letters,
@@ -427,6 +429,74 @@ async fn undeliverable_notifications_become_dead_letters() {
     assert_eq!(letters[0]["attempts"], 3);
     assert_eq!(letters[0]["notification"]["type"], "work_item_opened");
     assert_eq!(receiver.requests().len(), 3);
+    scheduler.stop().await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_attempt_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    publish(&runtime, "customer-offboarding").await;
+    // Three failures bury the notification; the first attempt after redelivery fails too, so it
+    // is only delivered if its attempts start again from zero.
+    let (receiver, url) = Receiver::start(4).await;
+    let webhook = Webhook {
+        url,
+        secret: "s".into(),
+    };
+    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
+        .await
+        .unwrap();
+    let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
+    start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
+    // No periodic look at the outbox within the test: only signals and retries wake it.
+    let config = SchedulerConfig {
+        max_attempts: 3,
+        outbox_poll: Duration::from_secs(3600),
+        ..quick()
+    };
+    let scheduler = Scheduler::start(runtime.clone(), transport(), config);
+    eventually("a dead letter appears", || async {
+        !dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    assert_eq!(receiver.requests().len(), 3);
+    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+        .await
+        .unwrap();
+    let id = DeadLetterId::parse(letters[0]["id"].as_str().unwrap()).unwrap();
+
+    let outcome = redeliver_dead_letter(runtime.store().as_ref(), runtime.keys(), ORG, &id)
+        .await
+        .unwrap();
+    assert_eq!(outcome, Redelivery::Redelivered);
+    runtime.signals().outbox.notify_one();
+    eventually("the redelivered notification is taken", || async {
+        receiver.requests().len() == 5
+    })
+    .await;
+    let requests = receiver.requests();
+    assert_eq!(requests[4].1, requests[0].1, "the same notification");
+    eventually("the outbox is empty", || async {
+        runtime
+            .store()
+            .range(RangeRequest::new(runtime.keys().outbox_entries()))
+            .await
+            .unwrap()
+            .kvs
+            .is_empty()
+    })
+    .await;
+    assert!(
+        dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     scheduler.stop().await;
     store.close().await;
 }

@@ -111,6 +111,15 @@ pub struct OutboxKey {
     pub seq: u64,
 }
 
+/// A dead letter's key, parsed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterKey {
+    pub org: String,
+    pub created_at_ms: u64,
+    pub run_id: String,
+    pub seq: u64,
+}
+
 /// An idempotency expiry entry, parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyExpiryKey {
@@ -382,6 +391,21 @@ impl Keys {
     /// The organization's undeliverable notifications, oldest first.
     pub fn dead_letters(&self, org: &str) -> KeyRange {
         self.org(org).lit("deadletter").prefix()
+    }
+
+    pub fn parse_dead_letter(&self, key: &[u8]) -> Option<DeadLetterKey> {
+        let mut p = self.parse(key)?;
+        p.lit("o")?;
+        let org = p.id()?;
+        p.lit("deadletter")?;
+        let parsed = DeadLetterKey {
+            org,
+            created_at_ms: p.num()?,
+            run_id: p.id()?,
+            seq: p.num()?,
+        };
+        p.end()?;
+        Some(parsed)
     }
 
     // Cluster-wide: timers, claims, outbox, idempotency expiry.
@@ -809,6 +833,17 @@ mod tests {
             Some(("o".to_string(), "hook/1".to_string()))
         );
         assert_eq!(k.parse_webhook(&k.dead_letter("o", 1, "r", 2)), None);
+        assert_eq!(
+            k.parse_dead_letter(&k.dead_letter("o/x", 1, "run/9", 2)),
+            Some(DeadLetterKey {
+                org: "o/x".into(),
+                created_at_ms: 1,
+                run_id: "run/9".into(),
+                seq: 2
+            })
+        );
+        assert_eq!(k.parse_dead_letter(&k.outbox(1, "o", "r", 2)), None);
+        assert_eq!(k.parse_dead_letter(&k.webhook("o", "w")), None);
         assert!(k.drafts("o").contains(&k.draft("o", "p")));
         assert!(!k.drafts("o").contains(&k.catalog_entry("o", "p")));
         assert!(!k.drafts("o").contains(&k.draft("o2", "p")));

@@ -9,7 +9,8 @@
 //!   fingerprint.rs   what "the same arguments" means for idempotency
 //!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
 //!   uploads.rs       BlobStore over a local directory or object storage, upload records, lookups
-//!   webhooks.rs      an organization's notification webhooks and dead letters, as stored
+//!   webhooks.rs      an organization's notification webhooks and dead letters, as stored;
+//!                    dead letters redelivered or discarded
 //! ```
 //!
 //! A write goes: [`RunService::execute`] → the run's id (from the token, the arguments, or for
@@ -35,8 +36,9 @@ pub use uploads::{
     BlobStore, BlobUrlError, LocalBlobs, ObjectBlobs, Upload, UploadRecord, blob_store_from_url,
 };
 pub use webhooks::{
-    MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES, MAX_WEBHOOK_URL_CHARS, Webhook, WebhookView,
-    configure_webhook, dead_letters, remove_webhook, webhook_from_request, webhooks,
+    DeadLetterId, MAX_DEAD_LETTER_RUN_ID_BYTES, MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES,
+    MAX_WEBHOOK_URL_CHARS, Redelivery, Webhook, WebhookView, configure_webhook, dead_letters,
+    discard_dead_letter, redeliver_dead_letter, remove_webhook, webhook_from_request, webhooks,
 };
 
 use crate::actor::{self, Envelope, RunAddress};
