@@ -139,7 +139,11 @@ pub async fn remove_webhook(
     organization: &str,
     id: &str,
 ) -> Result<bool, StoreError> {
-    let key = keys.webhook(organization, id);
+    delete_if_present(store, keys.webhook(organization, id)).await
+}
+
+/// Deletes `key` in one transaction; `false` when it was not there.
+async fn delete_if_present(store: &dyn Store, key: Vec<u8>) -> Result<bool, StoreError> {
     let response = store
         .txn(
             Txn::new()
@@ -321,15 +325,7 @@ pub async fn discard_dead_letter(
     organization: &str,
     id: &DeadLetterId,
 ) -> Result<bool, StoreError> {
-    let key = id.key(keys, organization);
-    let response = store
-        .txn(
-            Txn::new()
-                .when([Compare::present(key.clone())])
-                .and_then([TxnOp::delete(key)]),
-        )
-        .await?;
-    Ok(response.succeeded)
+    delete_if_present(store, id.key(keys, organization)).await
 }
 
 #[cfg(test)]
