@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long the server may take to start listening.
@@ -31,7 +32,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn serve(data: &std::path::Path) -> Server {
+fn serve(data: &Path) -> Server {
     let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
         .args(["serve", "--data"])
@@ -56,22 +57,43 @@ fn serve(data: &std::path::Path) -> Server {
     server
 }
 
-#[test]
-fn agents_and_a_person_complete_runs_with_no_unexpected_error() {
-    let data = tempfile::tempdir().unwrap();
-    let server = serve(data.path());
-    let output = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+/// Runs `agentprocess load` against `server`, whose data folder (and dev key) is `data`, with
+/// `args` after the server and the folder.
+fn load_against(server: &Server, data: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentprocess"))
         .args([
             "load",
             "--server",
             &format!("http://{}", server.address),
             "--data",
         ])
-        .arg(data.path())
-        .args(["--agents", "4", "--people", "1", "--approvals", "50"])
-        .args(["--warmup", "1s", "--duration", "2s", "--json"])
+        .arg(data)
+        .args(args)
         .output()
-        .expect("run agentprocess load");
+        .expect("run agentprocess load")
+}
+
+#[test]
+fn agents_and_a_person_complete_runs_with_no_unexpected_error() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(data.path());
+    let output = load_against(
+        &server,
+        data.path(),
+        &[
+            "--agents",
+            "4",
+            "--people",
+            "1",
+            "--approvals",
+            "50",
+            "--warmup",
+            "1s",
+            "--duration",
+            "2s",
+            "--json",
+        ],
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{}\n{stdout}\n{stderr}", output.status);
@@ -142,18 +164,23 @@ fn a_server_that_does_not_answer_is_refused_before_the_load_starts() {
 fn paced_agents_start_no_more_runs_than_the_rate() {
     let data = tempfile::tempdir().unwrap();
     let server = serve(data.path());
-    let output = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
-        .args([
-            "load",
-            "--server",
-            &format!("http://{}", server.address),
-            "--data",
-        ])
-        .arg(data.path())
-        .args(["--agents", "4", "--people", "0", "--rate", "20"])
-        .args(["--warmup", "1s", "--duration", "2s", "--json"])
-        .output()
-        .expect("run agentprocess load");
+    let output = load_against(
+        &server,
+        data.path(),
+        &[
+            "--agents",
+            "4",
+            "--people",
+            "0",
+            "--rate",
+            "20",
+            "--warmup",
+            "1s",
+            "--duration",
+            "2s",
+            "--json",
+        ],
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -168,17 +195,7 @@ fn paced_agents_start_no_more_runs_than_the_rate() {
     );
     assert_eq!(report["settings"]["rate"], 20.0);
 
-    let refused = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
-        .args([
-            "load",
-            "--server",
-            &format!("http://{}", server.address),
-            "--data",
-        ])
-        .arg(data.path())
-        .args(["--rate", "0", "--duration", "1s"])
-        .output()
-        .unwrap();
+    let refused = load_against(&server, data.path(), &["--rate", "0", "--duration", "1s"]);
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--rate must be a positive number"));
 }

@@ -351,17 +351,7 @@ async fn another_organizations_upload_is_not_found_as_evidence() {
     let foreign_id = upload["id"].as_str().unwrap().to_owned();
 
     let agent = server.client(&AGENT).await;
-    let started = agent
-        .ok(
-            "start_run",
-            json!({
-                "process": "invoice-approval",
-                "inputs": { "invoiceId": "INV-2", "invoiceDocument": "https://docs.test/inv-2",
-                            "manager": "manager@acme.test" },
-                "requestId": request_id(),
-            }),
-        )
-        .await;
+    let started = agent.start_invoice("INV-2").await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
     let claim = agent
         .ok(

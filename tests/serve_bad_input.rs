@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Mcp, Server, Who, request_id};
+use common::{Mcp, Server, Who, request_id, status_and_json};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -24,9 +24,7 @@ async fn post_raw(server: &Server, body: impl Into<reqwest::Body>) -> (u16, Valu
         .send()
         .await
         .unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    status_and_json(response).await
 }
 
 /// Asserts `body` is a JSON-RPC 2.0 error with `code` whose message contains `says`.
@@ -49,17 +47,7 @@ async fn state_of(client: &Mcp) -> (Value, Value) {
 }
 
 async fn start_one_run(client: &Mcp) {
-    client
-        .ok(
-            "start_run",
-            json!({
-                "process": "invoice-approval",
-                "inputs": { "invoiceId": "INV-1", "invoiceDocument": "https://docs.test/inv-1",
-                            "manager": "manager@acme.test" },
-                "requestId": request_id(),
-            }),
-        )
-        .await;
+    client.start_invoice("INV-1").await;
 }
 
 /// JSON-RPC 2.0 §5.1: a body that is not JSON is a parse error (-32700); one that is not a

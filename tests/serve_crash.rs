@@ -6,6 +6,7 @@
 
 mod common;
 
+use agentprocess_testkit::run_view::{step_of, step_state};
 use common::{Mcp, Server, Who, request_id};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,16 +71,6 @@ struct Seen {
 fn agent_of(client: usize) -> Who {
     const AGENTS: [&str; CLIENTS] = ["a_load0", "a_load1", "a_load2", "a_load3"];
     Who::Agent(AGENTS[client])
-}
-
-fn step_state(view: &Value, step: &str) -> Value {
-    view["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == step)
-        .unwrap_or_else(|| panic!("no step {step} in {view}"))["state"]
-        .clone()
 }
 
 /// One load client: start a run, claim `work`, submit it, send its `settled` event; again, until
@@ -419,13 +410,7 @@ async fn acknowledged_writes_claims_timers_and_held_events_survive_kill_9() {
 
     // E: the review's due date (2h after it opened, before the crash) passes.
     let run = agent.ok("get_run", json!({ "runId": reviewing })).await;
-    let review = run["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == "review")
-        .unwrap()
-        .clone();
+    let review = step_of(&run, "review").clone();
     assert_eq!(review["overdue"], false, "{review}");
     server.advance(3600).await;
     let overdue = |run: &Value| {
@@ -436,13 +421,7 @@ async fn acknowledged_writes_claims_timers_and_held_events_survive_kill_9() {
             .any(|s| s["overdue"] == true)
     };
     let run = run_once(&agent, &reviewing, overdue).await;
-    let review = run["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == "review")
-        .unwrap()
-        .clone();
+    let review = step_of(&run, "review").clone();
     assert_eq!(review["state"], "waiting", "{review}");
     assert_eq!(review["overdue"], true, "{review}");
     assert_eq!(run["workItems"][0]["stepId"], "review");

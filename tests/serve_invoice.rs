@@ -34,17 +34,7 @@ async fn an_invoice_routes_by_reason_is_approved_and_finishes() {
     assert_eq!(processes["items"][0]["name"], "invoice-approval");
     assert_eq!(processes["items"][0]["version"], 1);
 
-    let started = agent
-        .ok(
-            "start_run",
-            json!({
-                "process": "invoice-approval",
-                "inputs": { "invoiceId": "INV-1", "invoiceDocument": "https://docs.test/inv-1",
-                            "manager": "manager@acme.test" },
-                "requestId": request_id(),
-            }),
-        )
-        .await;
+    let started = agent.start_invoice("INV-1").await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
 
     let item = agent_item(&agent, &run_id).await;

@@ -6,6 +6,7 @@
 mod common;
 
 use agentprocess_testkit::fake_evaluator::FakeEvaluator;
+use agentprocess_testkit::run_view::{step_of, step_state};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use common::{Mcp, Server, Who, request_id};
@@ -124,17 +125,6 @@ async fn run_once(client: &Mcp, run_id: &str, what: &str, holds: impl Fn(&Value)
 
 async fn get_run(client: &Mcp, run_id: &str) -> Value {
     client.ok("get_run", json!({ "runId": run_id })).await
-}
-
-/// The state of `step` in the run view's `steps[]`.
-fn step_state(run: &Value, step: &str) -> Value {
-    run["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == step)
-        .unwrap_or_else(|| panic!("no step {step} in {run}"))["state"]
-        .clone()
 }
 
 async fn upload(client: &Mcp, file_name: &str, content_type: &str, bytes: &[u8]) -> Value {
@@ -453,13 +443,7 @@ async fn major_incident_forks_three_branches_joins_after_all_and_reruns_on_rejec
     for branch in ["operations", "security", "communications"] {
         assert_eq!(step_state(&activated, branch), "waiting", "{activated}");
     }
-    let kind = activated["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == "respond")
-        .unwrap()["kind"]
-        .clone();
+    let kind = step_of(&activated, "respond")["kind"].clone();
     assert_eq!(kind, "parallel");
 
     // Each lead has their own item, at once.

@@ -6,6 +6,7 @@
 mod common;
 
 use agentprocess_run_actor::machine::Timestamp;
+use agentprocess_testkit::run_view::{step_of, step_state};
 use common::{Mcp, Server, Who, request_id};
 use serde_json::{Value, json};
 
@@ -40,20 +41,6 @@ fn plus(at: &Value, seconds: u64) -> String {
         .expect("RFC 3339")
         .plus_seconds(seconds)
         .to_rfc3339()
-}
-
-/// The `steps[]` entry of `step` in a run view.
-fn step_of<'a>(view: &'a Value, step: &str) -> &'a Value {
-    view["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == step)
-        .unwrap_or_else(|| panic!("no step {step} in {view}"))
-}
-
-fn state_of(view: &Value, step: &str) -> Value {
-    step_of(view, step)["state"].clone()
 }
 
 async fn start(client: &Mcp, process: &str, inputs: Value) -> Value {
@@ -215,7 +202,7 @@ async fn support_escalation_routes_by_reason_refused_route_changes_nothing_and_o
     let run = run_id(&started);
     assert_eq!(started["run"]["state"], "active");
     assert_eq!(started["run"]["startedBy"], "a_support");
-    assert_eq!(state_of(&started, "diagnose"), "ready");
+    assert_eq!(step_state(&started, "diagnose"), "ready");
 
     let claimed = claim(&agent, &run, "diagnose").await;
     let routes: Vec<&Value> = claimed["step"]["next"]
@@ -269,9 +256,9 @@ async fn support_escalation_routes_by_reason_refused_route_changes_nothing_and_o
     assert_eq!(diagnose["next"], "tier1_handoff");
     assert_eq!(diagnose["reason"], "The runbook fix did not resolve the loop");
     assert_eq!(diagnose["by"], "a_support");
-    assert_eq!(state_of(&routed, "diagnose"), "done");
-    assert_eq!(state_of(&routed, "tier1_handoff"), "waiting");
-    assert_eq!(state_of(&routed, "confirm"), Value::Null);
+    assert_eq!(step_state(&routed, "diagnose"), "done");
+    assert_eq!(step_state(&routed, "tier1_handoff"), "waiting");
+    assert_eq!(step_state(&routed, "confirm"), Value::Null);
 
     // The task is due 4h after it became ready; past that it is overdue and still open.
     let handoff = step_of(&routed, "tier1_handoff").clone();
@@ -290,7 +277,7 @@ async fn support_escalation_routes_by_reason_refused_route_changes_nothing_and_o
     );
     server.advance(3600 + 60).await;
     let overdue = view_when(&lead, &run, "tier1_handoff", "overdue", json!(true)).await;
-    assert_eq!(state_of(&overdue, "tier1_handoff"), "waiting");
+    assert_eq!(step_state(&overdue, "tier1_handoff"), "waiting");
     person_item(&lead, &run, "tier1_handoff").await;
 
     // A value outside `one_of` is refused like an agent's submission would be.
@@ -322,7 +309,7 @@ async fn support_escalation_routes_by_reason_refused_route_changes_nothing_and_o
     )
     .await;
     assert_eq!(handed["data"]["steps"]["tier1_handoff"]["by"], "lead@acme.test");
-    assert_eq!(state_of(&handed, "engineering"), "waiting");
+    assert_eq!(step_state(&handed, "engineering"), "waiting");
     assert!(find_work_item(&lead, &run, "tier1_handoff").await.is_none());
 
     decide(
@@ -336,7 +323,7 @@ async fn support_escalation_routes_by_reason_refused_route_changes_nothing_and_o
     .await;
     let confirmed = decide(&lead, &run, "confirm", json!({ "decision": "approved" })).await;
     assert_eq!(confirmed["data"]["steps"]["confirm"]["decision"], "approved");
-    assert_eq!(state_of(&confirmed, "close_ticket"), "ready");
+    assert_eq!(step_state(&confirmed, "close_ticket"), "ready");
 
     let claimed = claim(&agent, &run, "close_ticket").await;
     let finished = submit(
@@ -348,7 +335,7 @@ async fn support_escalation_routes_by_reason_refused_route_changes_nothing_and_o
     )
     .await;
     assert_finished(&finished, "resolved");
-    assert_eq!(state_of(&finished, "done"), "done");
+    assert_eq!(step_state(&finished, "done"), "done");
     for client in [agent, lead, oncall] {
         client.close().await;
     }
@@ -419,8 +406,8 @@ async fn contract_review_rejection_rewinds_both_reviews_into_history_then_signs(
     )
     .await;
     assert_eq!(rejected["run"]["state"], "waiting");
-    assert_eq!(state_of(&rejected, "prepare"), "waiting");
-    assert_eq!(state_of(&rejected, "legal_review"), Value::Null);
+    assert_eq!(step_state(&rejected, "prepare"), "waiting");
+    assert_eq!(step_state(&rejected, "legal_review"), Value::Null);
     let steps = &rejected["data"]["steps"];
     // The returned-to step keeps its record until it completes again; the steps after it move
     // into history.
@@ -571,7 +558,7 @@ async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filter()
         "summary": "Matched the taxi receipt to its line; no duplicates found.",
     });
     let submitted = agent.ok("submit", submit_args.clone()).await;
-    assert_eq!(state_of(&submitted, "manager_review"), "waiting");
+    assert_eq!(step_state(&submitted, "manager_review"), "waiting");
     assert_eq!(agent.ok("submit", submit_args.clone()).await, submitted);
     let conflict = agent
         .refused(
@@ -615,7 +602,7 @@ async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filter()
     assert_eq!(finished["run"], paid["run"]);
     assert_eq!(finished["data"], paid["data"]);
     for step in ["receipts", "check", "manager_review", "reimburse"] {
-        assert_eq!(state_of(&finished, step), "done", "{step}");
+        assert_eq!(step_state(&finished, step), "done", "{step}");
     }
     assert_eq!(finished["data"]["steps"]["check"]["by"], "a_expenses");
     assert_eq!(finished["data"]["steps"]["reimburse"]["output"]["paidUsd"], 42.5);
@@ -804,9 +791,9 @@ async fn employee_onboarding_in_test_mode_hands_progress_over_an_expired_lease_a
         json!({ "decision": "rejected", "note": "Buddy is on leave; use Cy" }),
     )
     .await;
-    assert_eq!(state_of(&rejected, "access_plan"), "waiting");
+    assert_eq!(step_state(&rejected, "access_plan"), "waiting");
     for step in ["it_setup", "welcome", "confirm_ready"] {
-        assert_eq!(state_of(&rejected, step), Value::Null, "{step}");
+        assert_eq!(step_state(&rejected, step), Value::Null, "{step}");
     }
     let steps = &rejected["data"]["steps"];
     assert_eq!(steps["hr_setup"]["history"], json!([]));
@@ -893,8 +880,8 @@ async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_and_ge
     )
     .await;
     assert_eq!(rejected["run"]["state"], "active");
-    assert_eq!(state_of(&rejected, "draft"), "ready");
-    assert_eq!(state_of(&rejected, "editor_review"), Value::Null);
+    assert_eq!(step_state(&rejected, "draft"), "ready");
+    assert_eq!(step_state(&rejected, "editor_review"), Value::Null);
 
     let item = agent_item(&agent, &run, "draft").await;
     assert_eq!(item["handoff"], Value::Null);
@@ -920,12 +907,12 @@ async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_and_ge
     assert_eq!(review["history"][0]["decision"], "rejected");
     assert_eq!(review["history"][0]["note"], "Cite the benchmark source");
     assert_eq!(approved["run"]["state"], "waiting");
-    assert_eq!(state_of(&approved, "publication_time"), "waiting");
+    assert_eq!(step_state(&approved, "publication_time"), "waiting");
     assert!(find_agent_item(&agent, &run, "publish").await.is_none());
 
     server.advance(2 * 86_400 + 60).await;
     let published_time = view_when(&agent, &run, "publication_time", "state", json!("done")).await;
-    assert_eq!(state_of(&published_time, "publish"), "ready");
+    assert_eq!(step_state(&published_time, "publish"), "ready");
     assert_eq!(
         published_time["data"]["steps"]["publication_time"]["by"],
         "server"
@@ -940,7 +927,7 @@ async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_and_ge
                     "requestId": request_id() }),
         )
         .await;
-    assert_eq!(state_of(&escalated, "publish"), "waiting");
+    assert_eq!(step_state(&escalated, "publish"), "waiting");
     let work_item = &escalated["workItems"][0];
     assert_eq!(work_item["stepId"], "publish");
     assert_eq!(work_item["assignedTo"], json!({ "group": "operators" }));
@@ -973,7 +960,7 @@ async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_and_ge
         json!({ "decision": "returned", "note": "rev-3 is a cache artifact; publish rev-2" }),
     )
     .await;
-    assert_eq!(state_of(&returned, "publish"), "ready");
+    assert_eq!(step_state(&returned, "publish"), "ready");
     assert_eq!(returned["workItems"], json!([]));
     let item = agent_item(&agent, &run, "publish").await;
     let handoff_returned = &item["handoff"]["returned"];
@@ -1027,7 +1014,7 @@ async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_canc
     .await;
     let run = run_id(&started);
     let authorized = decide(&owner, &run, "authorize", json!({ "decision": "approved" })).await;
-    assert_eq!(state_of(&authorized, "effective_time"), "waiting");
+    assert_eq!(step_state(&authorized, "effective_time"), "waiting");
     server.advance(86_400 + 60).await;
     view_when(&agent, &run, "cancel_services", "state", json!("ready")).await;
     let claimed = claim(&agent, &run, "cancel_services").await;
@@ -1054,7 +1041,7 @@ async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_canc
         cancel_services["output"]["cancellationIds"],
         json!(["CX-1", "CX-2"])
     );
-    assert_eq!(state_of(&completed, "final_invoice"), "ready");
+    assert_eq!(step_state(&completed, "final_invoice"), "ready");
 
     let claimed = claim(&agent, &run, "final_invoice").await;
     let invoiced = submit(
@@ -1066,7 +1053,7 @@ async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_canc
                 "next": "settlement_event", "reason": "120.25 EUR is still open" }),
     )
     .await;
-    assert_eq!(state_of(&invoiced, "settlement_event"), "waiting");
+    assert_eq!(step_state(&invoiced, "settlement_event"), "waiting");
     let consumed = agent
         .ok(
             "send_event",
@@ -1117,7 +1104,7 @@ async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_canc
     )
     .await;
     assert_finished(&offboarded, "offboarded");
-    assert_eq!(state_of(&offboarded, "finance_followup"), Value::Null);
+    assert_eq!(step_state(&offboarded, "finance_followup"), Value::Null);
 
     // An escalation decided `failed`: the run ends failed with the note.
     let started = start(
@@ -1129,7 +1116,7 @@ async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_canc
     let failing = run_id(&started);
     let authorized = decide(&owner, &failing, "authorize", json!({ "decision": "approved" })).await;
     assert_eq!(
-        state_of(&authorized, "effective_time"),
+        step_state(&authorized, "effective_time"),
         "done",
         "a past time goes on at once"
     );
@@ -1155,8 +1142,8 @@ async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_canc
         failed["run"]["ended"]["note"],
         "Contract forbids cancelling S-3 this year"
     );
-    assert_eq!(state_of(&failed, "cancel_services"), "failed");
-    assert_eq!(state_of(&failed, "final_invoice"), Value::Null);
+    assert_eq!(step_state(&failed, "cancel_services"), "failed");
+    assert_eq!(step_state(&failed, "final_invoice"), Value::Null);
     let record = &failed["data"]["steps"]["cancel_services"];
     assert_eq!(record["decision"], "failed");
     assert_eq!(record["note"], "Contract forbids cancelling S-3 this year");
@@ -1192,7 +1179,7 @@ async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_canc
     assert_eq!(cancelled["run"]["ended"]["by"], "ops@acme.test");
     assert_eq!(cancelled["run"]["ended"]["note"], "Customer renewed instead");
     assert_eq!(cancelled["workItems"], json!([]));
-    assert_eq!(state_of(&cancelled, "authorize"), "cancelled");
+    assert_eq!(step_state(&cancelled, "authorize"), "cancelled");
     assert!(
         find_work_item(&owner, &cancelled_run, "authorize")
             .await
@@ -1250,7 +1237,7 @@ async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_canc
             json!({ "runId": claimed_run, "reason": "Duplicate request", "requestId": request_id() }),
         )
         .await;
-    assert_eq!(state_of(&cancelled, "cancel_services"), "cancelled");
+    assert_eq!(step_state(&cancelled, "cancel_services"), "cancelled");
     let refusals = [
         agent
             .refused(

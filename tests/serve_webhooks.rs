@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Server, Who, request_id};
+use common::{Server, Who, request_id, status_and_json};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -184,9 +184,7 @@ async fn admin_call(
         .send()
         .await
         .unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    status_and_json(response).await
 }
 
 /// Polls the dead letters of acme (up to 10 s) until one about `run_id` is there.

@@ -11,6 +11,7 @@ use agentprocess_run_actor::runtime::{
     Clock, Evaluator, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
+use agentprocess_testkit::run_view::step_state;
 use agentprocess_testkit::{FakeEvaluator, assert_matches_schema};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -296,16 +297,6 @@ fn ok(outcome: ToolOutcome) -> Value {
         ToolOutcome::Ok(data) => data,
         ToolOutcome::Refused(refusal) => panic!("refused: {refusal}"),
     }
-}
-
-fn step_state(view: &Value, step: &str) -> Value {
-    view["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .find(|s| s["id"] == step)
-        .map(|s| s["state"].clone())
-        .unwrap_or(Value::Null)
 }
 
 /// A runtime over an in-memory store whose checks are answered by `fake` over HTTP, with the

@@ -1,11 +1,12 @@
 //! Test helpers shared by the workspace: the protocol's JSON Schemas and conformance fixtures,
-//! and a fake `check-1` evaluator ([`fake_evaluator`]).
+//! a fake `check-1` evaluator ([`fake_evaluator`]) and readers of run views ([`run_view`]).
 //!
 //! The schemas and fixtures are the protocol's published copies, kept beside the repository in
 //! `shared/agentprocess/`. `AGENTPROCESS_SCHEMAS` and `AGENTPROCESS_FIXTURES` override where they
 //! are looked for.
 
 pub mod fake_evaluator;
+pub mod run_view;
 
 pub use fake_evaluator::FakeEvaluator;
 

@@ -282,6 +282,13 @@ pub struct Mcp {
     client: RunningService<RoleClient, ClientConfig>,
 }
 
+/// An HTTP answer's status and its body as JSON (`null` when the body is not JSON).
+pub async fn status_and_json(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
 static REQUESTS: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh `requestId`.
@@ -345,6 +352,22 @@ impl Mcp {
     }
 
     /// Calls `tool` and returns its `data`, panicking on a refusal.
+    /// Starts an `invoice-approval` run for invoice `invoice_id` (its document URL named after
+    /// it, approved by manager@acme.test) and returns the `start_run` data.
+    pub async fn start_invoice(&self, invoice_id: &str) -> Value {
+        let document = format!("https://docs.test/{}", invoice_id.to_lowercase());
+        self.ok(
+            "start_run",
+            json!({
+                "process": "invoice-approval",
+                "inputs": { "invoiceId": invoice_id, "invoiceDocument": document,
+                            "manager": "manager@acme.test" },
+                "requestId": request_id(),
+            }),
+        )
+        .await
+    }
+
     pub async fn ok(&self, tool: &str, arguments: Value) -> Value {
         let envelope = self.call(tool, arguments).await;
         assert_eq!(envelope["ok"], true, "{tool} refused: {envelope}");

@@ -8,6 +8,7 @@ use agentprocess_run_actor::runtime::{
     BlobStore, Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
+pub use agentprocess_testkit::run_view::step_state;
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -157,14 +158,4 @@ pub fn diagnosis() -> Submission {
         next: Some("confirm".into()),
         reason: Some("Fixed at tier 1.".into()),
     }
-}
-
-pub fn step_state(view: &Value, step: &str) -> Value {
-    view["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .find(|s| s["id"] == step)
-        .map(|s| s["state"].clone())
-        .unwrap_or(Value::Null)
 }
