@@ -2,7 +2,7 @@
 //! a server ([`crate::process_admin`]).
 
 use crate::process_admin::{self, ImportArgs, ListArgs};
-use agentprocess_process::{Issue, Offer, parse_document, validate};
+use agentprocess_process::{Issue, Offer, parse_document, validate, warnings};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -113,6 +113,10 @@ struct Checked {
     name: Option<String>,
     hash: Option<String>,
     issues: Vec<Issue>,
+    /// What a valid process allows but probably does not mean.
+    warnings: Vec<Issue>,
+    /// `requires.systems` of a valid process (spec §2.1).
+    required_systems: Vec<String>,
 }
 
 fn check_one(input: &Input, offer: &Offer) -> Checked {
@@ -123,6 +127,8 @@ fn check_one(input: &Input, offer: &Offer) -> Checked {
                 name: None,
                 hash: None,
                 issues,
+                warnings: Vec::new(),
+                required_systems: Vec::new(),
             };
         }
     };
@@ -132,7 +138,10 @@ fn check_one(input: &Input, offer: &Offer) -> Checked {
         .and_then(|n| n.as_str())
         .map(str::to_string);
     let hash = agentprocess_process::content_hash(&document.frontmatter, &document.body).to_hex();
-    let mut issues = validate(&document.frontmatter, offer).err().unwrap_or_default();
+    let (mut issues, warnings, required_systems) = match validate(&document.frontmatter, offer) {
+        Ok(process) => (Vec::new(), warnings(&process), process.required_systems),
+        Err(issues) => (issues, Vec::new(), Vec::new()),
+    };
     if let (Some(folder), Some(name)) = (&input.folder_name, &name)
         && folder != name
     {
@@ -145,6 +154,8 @@ fn check_one(input: &Input, offer: &Offer) -> Checked {
         name,
         hash: Some(hash),
         issues,
+        warnings,
+        required_systems,
     }
 }
 
@@ -171,12 +182,17 @@ fn check(args: &CheckArgs) -> ExitCode {
         all_valid &= valid;
         if args.json {
             let issues: Vec<String> = checked.issues.iter().map(Issue::to_string).collect();
+            let warnings: Vec<String> = checked.warnings.iter().map(Issue::to_string).collect();
+            let requires = (!checked.required_systems.is_empty())
+                .then(|| json!({ "systems": checked.required_systems }));
             let line = json!({
                 "path": input.shown_path,
                 "name": checked.name,
                 "hash": checked.hash,
                 "valid": valid,
                 "issues": issues,
+                "warnings": warnings,
+                "requires": requires,
             });
             println!("{line}");
         } else if valid {
@@ -185,6 +201,12 @@ fn check(args: &CheckArgs) -> ExitCode {
                 input.shown_path,
                 checked.hash.unwrap_or_default()
             );
+            if !checked.required_systems.is_empty() {
+                println!("  requires systems: {}", checked.required_systems.join(", "));
+            }
+            for warning in &checked.warnings {
+                println!("  warning: {warning}");
+            }
         } else {
             println!("{}: refused, {} issue(s)", input.shown_path, checked.issues.len());
             for issue in &checked.issues {

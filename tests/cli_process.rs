@@ -67,10 +67,24 @@ fn json_output_has_one_object_per_input_with_the_documented_fields() {
     let first = objects[0].as_object().unwrap();
     let mut keys: Vec<&str> = first.keys().map(String::as_str).collect();
     keys.sort();
-    assert_eq!(keys, ["hash", "issues", "name", "path", "valid"]);
+    assert_eq!(
+        keys,
+        ["hash", "issues", "name", "path", "requires", "valid", "warnings"]
+    );
     assert_eq!(first["name"], "invoice-approval");
     assert_eq!(first["valid"], true);
     assert_eq!(first["issues"], serde_json::json!([]));
+    assert_eq!(first["warnings"], serde_json::json!([]));
+    assert_eq!(
+        first["requires"],
+        Value::Null,
+        "invoice-approval declares no requires"
+    );
+    // §7: import shows what `requires` names; so does the check before it.
+    assert_eq!(
+        objects[1]["requires"],
+        serde_json::json!({ "systems": ["sanctions-screening"] })
+    );
     let hash = first["hash"].as_str().unwrap();
     assert_eq!(hash.len(), 64);
     assert!(
@@ -151,6 +165,29 @@ fn a_refused_document_prints_every_issue_and_exits_1() {
     let text = stdout(&output);
     assert!(text.contains(r#"name: "Bad_Name" does not match"#), "{text}");
     assert!(text.contains(r#"steps[0].next: unknown step "aprove""#), "{text}");
+}
+
+/// Spec §2.2 allows `on_timeout` without `timeout`: the process is valid, and `check` warns
+/// that the route can never be taken, in text and in JSON.
+#[test]
+fn spec_2_2_on_timeout_without_timeout_is_valid_with_a_warning() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("process/tests/corpus/accepted/on-timeout-without-timeout/PROCESS.md")
+        .display()
+        .to_string();
+    let warning = "steps[2].on_timeout: never taken: the step has no timeout";
+    let text = agentprocess(&["process", "check", &case]);
+    assert_eq!(text.status.code(), Some(0), "{}", stdout(&text));
+    assert!(
+        stdout(&text).contains(&format!("  warning: {warning}")),
+        "{}",
+        stdout(&text)
+    );
+    let json = agentprocess(&["process", "check", "--json", &case]);
+    assert_eq!(json.status.code(), Some(0));
+    let object: Value = serde_json::from_str(stdout(&json).trim()).unwrap();
+    assert_eq!(object["valid"], true);
+    assert_eq!(object["warnings"], serde_json::json!([warning]));
 }
 
 #[test]

@@ -20,7 +20,7 @@ pub use hash::{ContentHash, content_hash};
 pub use issue::Issue;
 pub use model::*;
 pub use parse::{Document, parse_document};
-pub use validate::{Offer, validate};
+pub use validate::{Offer, validate, warnings};
 pub use values::{PersonFormat, check_values};
 
 /// A parsed, valid process with what it was made from.

@@ -54,6 +54,50 @@ impl Offer {
 
 const NAME_PATTERN: &str = "^[a-z0-9]+(-[a-z0-9]+)*$";
 
+/// What is allowed but probably not meant, in a valid process: a `wait_for` step's
+/// `on_timeout` without a `timeout` (spec §2.2 allows it; it can never be taken), and
+/// `optional` on a list's `items` (a field object like any other, §2.3, but an element is
+/// never absent). Warnings never refuse anything; `process check` and import show them.
+pub fn warnings(process: &Process) -> Vec<Issue> {
+    let mut warnings = Vec::new();
+    optional_items(&process.inputs, "inputs", &mut warnings);
+    for (position, step) in process.steps.iter().enumerate() {
+        let path = index("steps", position);
+        if let crate::model::StepKind::WaitFor {
+            timeout: None,
+            on_timeout: Some(_),
+            ..
+        } = &step.kind
+        {
+            warnings.push(Issue::new(
+                format!("{path}.on_timeout"),
+                "never taken: the step has no timeout",
+            ));
+        }
+        if let Some(work) = step.work() {
+            optional_items(&work.output, &format!("{path}.output"), &mut warnings);
+        }
+    }
+    warnings
+}
+
+fn optional_items(fields: &FieldMap, path: &str, warnings: &mut Vec<Issue>) {
+    for (name, spec) in fields {
+        let mut path = format!("{path}.{name}");
+        let mut items = spec.items.as_deref();
+        while let Some(item) = items {
+            path.push_str(".items");
+            if item.optional {
+                warnings.push(Issue::new(
+                    format!("{path}.optional"),
+                    "has no effect: a list element is never absent",
+                ));
+            }
+            items = item.items.as_deref();
+        }
+    }
+}
+
 /// Builds the typed process, or refuses with every issue found, in document order and then
 /// the whole-graph issues.
 ///

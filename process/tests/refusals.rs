@@ -3,12 +3,13 @@
 //! `tests/corpus/refused/<case>/` holds a `PROCESS.md`, the exact expected issues in
 //! `issues.txt` (one `path: message` per line, in order), and optionally `offer.txt` naming what
 //! the server offers (`parallel check upload send_event`; absent means everything).
-//! `tests/corpus/accepted/<case>/PROCESS.md` and the shared conformance fixtures must publish.
+//! `tests/corpus/accepted/<case>/PROCESS.md` and the shared conformance fixtures must publish;
+//! an accepted case's `warnings.txt` holds its exact warnings (absent means none).
 //!
 //! After a deliberate change of wording, `AGENTPROCESS_BLESS=1 cargo test --test refusals`
 //! rewrites every `issues.txt` with the actual issues; review the diff before committing.
 
-use agentprocess_process::{Offer, load};
+use agentprocess_process::{Offer, load, warnings};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -110,14 +111,31 @@ fn spec_2_the_corpus_covers_at_least_sixty_refusals() {
     assert!(count >= 60, "only {count} refused cases");
 }
 
+/// Spec §2.2 (`on_timeout` needs no `timeout`) and §2.3 (`items` is a field object): what the
+/// specification allows publishes, with a warning where it can mean nothing.
 #[test]
-fn spec_2_accepted_edge_cases_publish() {
+fn spec_2_accepted_edge_cases_publish_with_exactly_their_warnings() {
+    let mut warned = 0;
     for case in corpus("accepted") {
         let bytes = fs::read(case.join("PROCESS.md")).expect("PROCESS.md");
-        if let Some(issues) = issue_lines(&bytes, &offer(&case)) {
-            panic!("{} refused:\n  {}", case.display(), issues.join("\n  "));
-        }
+        let loaded = load(&bytes, &offer(&case)).unwrap_or_else(|issues| {
+            let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
+            panic!("{} refused:\n  {}", case.display(), lines.join("\n  "))
+        });
+        let actual: Vec<String> = warnings(&loaded.process)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let expected: Vec<String> = fs::read_to_string(case.join("warnings.txt"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(str::to_string)
+            .collect();
+        assert_eq!(actual, expected, "{}", case.display());
+        warned += usize::from(!expected.is_empty());
     }
+    assert!(warned >= 2, "the warning cases are in the corpus");
 }
 
 const FIXTURES: [&str; 12] = [

@@ -21,16 +21,17 @@ pub(super) fn field_map(value: &Value, path: &str, issues: &mut Vec<Issue>) -> F
             issues.push(Issue::new(path, "a field name must not be empty"));
             continue;
         }
-        if let Some(spec) = field_spec(declaration, &child(path, name), false, issues) {
+        if let Some(spec) = field_spec(declaration, &child(path, name), issues) {
             fields.insert(name.clone(), spec);
         }
     }
     fields
 }
 
-/// One declaration: a type name, or an object with `type` and its optional keys.
-/// `in_items` is true for the element declaration of a list, where `optional` means nothing.
-fn field_spec(value: &Value, path: &str, in_items: bool, issues: &mut Vec<Issue>) -> Option<FieldSpec> {
+/// One declaration: a type name, or an object with `type` and its optional keys. `items` is a
+/// field object like any other (spec §2.3), so it may carry `optional`, which means nothing for
+/// a list element: [`crate::validate::warnings`] says so, and value checks ignore it.
+fn field_spec(value: &Value, path: &str, issues: &mut Vec<Issue>) -> Option<FieldSpec> {
     let map = match value {
         Value::String(name) => return type_name(name, path, issues).map(FieldSpec::of_type),
         Value::Object(map) => map,
@@ -60,9 +61,6 @@ fn field_spec(value: &Value, path: &str, in_items: bool, issues: &mut Vec<Issue>
                 Value::String(text) => description = Some(text.clone()),
                 _ => issues.push(Issue::new(entry_path, "expected a string")),
             },
-            "optional" if in_items => {
-                issues.push(Issue::new(entry_path, "not allowed inside items"));
-            }
             "optional" => match entry {
                 Value::Bool(flag) => optional = *flag,
                 _ => issues.push(Issue::new(entry_path, not_a_boolean(entry))),
@@ -82,7 +80,7 @@ fn field_spec(value: &Value, path: &str, in_items: bool, issues: &mut Vec<Issue>
             issues.push(Issue::new(child(path, "items"), "allowed only on a list field"));
             None
         }
-        Some(entry) => field_spec(entry, &child(path, "items"), true, issues).map(Box::new),
+        Some(entry) => field_spec(entry, &child(path, "items"), issues).map(Box::new),
     };
     let field_type = field_type?;
     (issues.len() == start).then_some(FieldSpec {

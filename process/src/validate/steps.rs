@@ -158,12 +158,6 @@ pub(super) fn step(
             format!("missing; {} needs person", a_step(kind)),
         ));
     }
-    if map.contains_key("on_timeout") && !map.contains_key("timeout") && kind == Some("wait_for") {
-        issues.push(Issue::new(
-            child(&path, "on_timeout"),
-            "allowed only with timeout",
-        ));
-    }
     if map.contains_key("advisory") && !map.contains_key("check") && matches!(kind, Some("agent" | "task")) {
         issues.push(Issue::new(child(&path, "advisory"), "allowed only beside check"));
     }
