@@ -116,7 +116,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let config = RuntimeConfig {
         evaluator,
         limits: settings.limits(),
-        escalation_group: settings.escalation_group.clone(),
+        escalate_to: settings.escalate_to(),
         idempotency_retention: settings.idempotency_retention(),
         max_upload_bytes: usize::try_from(settings.limits.max_upload_bytes).unwrap_or(usize::MAX),
         ..RuntimeConfig::default()

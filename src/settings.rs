@@ -3,7 +3,7 @@
 use agentprocess_gateway::evaluator::EvaluatorConfig;
 use agentprocess_gateway::files::FileUrlConfig;
 use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, GatewayConfig};
-use agentprocess_run_actor::machine::{Limits, Probability};
+use agentprocess_run_actor::machine::{Assignment, Limits, Probability};
 use agentprocess_scheduler::SchedulerConfig;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
@@ -33,8 +33,12 @@ pub struct Settings {
     /// `leaseSeconds`: how long a claim lasts before it must be renewed.
     pub lease_seconds: u64,
     pub limits: LimitSettings,
-    /// The group escalated agent steps are assigned to.
-    pub escalation_group: String,
+    /// A group whose members also get escalated steps, beside every operator (spec §3.3: the
+    /// organization's operator queue); none by default.
+    pub escalation_group: Option<String>,
+    /// Whether operators get escalated steps. `false` makes `escalation_group` (then required)
+    /// the only place escalations go.
+    pub escalate_to_operators: bool,
     /// How long a `requestId` answers replays, in seconds.
     pub idempotency_retention_seconds: u64,
     /// Where uploaded files go: a URL (`s3://bucket/prefix`, `gs://…`, `az://…`, `file:///…`);
@@ -126,7 +130,8 @@ impl Default for Settings {
             public_url: None,
             lease_seconds: Limits::DEFAULT_LEASE_SECONDS,
             limits: LimitSettings::default(),
-            escalation_group: "operators".into(),
+            escalation_group: None,
+            escalate_to_operators: true,
             idempotency_retention_seconds: 7 * 24 * 3600,
             uploads: None,
             webhook_timeout_seconds: 10,
@@ -232,6 +237,15 @@ impl Settings {
         {
             problems.push("limits.check_fail must not be above limits.check_pass".to_owned());
         }
+        match &self.escalation_group {
+            Some(group) if group.trim().is_empty() => {
+                problems.push("escalation_group must not be empty".to_owned());
+            }
+            None if !self.escalate_to_operators => problems.push(
+                "escalate_to_operators = false needs an escalation_group to send escalations to".to_owned(),
+            ),
+            _ => {}
+        }
         if self.store.compact_after_bytes < 1 << 20 {
             problems.push("store.compact_after_bytes must be at least 1048576".to_owned());
         }
@@ -267,6 +281,14 @@ impl Settings {
         match &self.public_url {
             Some(url) => url.clone(),
             None => format!("http://{}", self.listen),
+        }
+    }
+
+    /// Who escalated steps wait on.
+    pub fn escalate_to(&self) -> Assignment {
+        match (&self.escalation_group, self.escalate_to_operators) {
+            (Some(group), false) => Assignment::Group(group.clone()),
+            (also, _) => Assignment::Operators { also: also.clone() },
         }
     }
 

@@ -13,7 +13,8 @@ use common::{Mcp, Server, Who, request_id};
 use serde_json::{Value, json};
 
 const OPERATOR: Who = Who::Operator("ops@acme.test", &["ops"]);
-const ESCALATION_DESK: Who = Who::Person("desk@acme.test", &["operators"]);
+/// Not an operator: a member of the escalation group the vendor-check server names.
+const ESCALATION_DESK: Who = Who::Person("desk@acme.test", &["escalation-desk"]);
 
 /// Starts a run of `process` and returns its id.
 async fn start_run(client: &Mcp, process: &str, inputs: Value) -> String {
@@ -822,6 +823,8 @@ fn start_with_evaluator(data: &std::path::Path, evaluator: &FakeEvaluator) -> Se
         &[
             ("AGENTPROCESS_EVALUATOR__URL", evaluator.base_url.as_str()),
             ("AGENTPROCESS_EVALUATOR__MODEL", "fake"),
+            // Escalations reach this group's members as well as every operator.
+            ("AGENTPROCESS_ESCALATION_GROUP", "escalation-desk"),
         ],
     )
 }
@@ -842,6 +845,40 @@ async fn screening(agent: &Mcp, marker: &str, cleared: bool) -> Value {
         "next": if cleared { "approve" } else { "decline" },
         "reason": "Both lists clear",
     })
+}
+
+/// check-1 §3: "pass, unsure and advisory verdicts are recorded at `steps.<id>.check`". When a
+/// person completes an escalated checked step with their own output (not checked again), the
+/// unsure verdict that sent it to them stays recorded beside that output.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_3_the_unsure_verdict_stays_when_a_person_completes_with_their_own_output() {
+    let evaluator = FakeEvaluator::spawn_on_thread(None);
+    let data = tempfile::tempdir().unwrap();
+    let server = start_with_evaluator(data.path(), &evaluator);
+    server.publish_fixture("vendor-check");
+    let agent = server.client(&SCREENER).await;
+    let desk = server.client(&ESCALATION_DESK).await;
+    let run_id = start_run(
+        &agent,
+        "vendor-check",
+        json!({ "vendorName": "Initech", "amount": 9000 }),
+    )
+    .await;
+    let submission = screening(&agent, "[check:unsure]", true).await;
+    let held = claim_and_submit(&agent, &run_id, "check_vendor", submission.clone()).await;
+    let verdict = held["data"]["steps"]["check_vendor"]["check"].clone();
+    assert_eq!(verdict["verdict"], "unsure", "{held}");
+
+    // The person's own screening, with their own report.
+    let own = screening(&desk, "", false).await;
+    let item = person_item(&desk, &run_id, "check_vendor").await;
+    let done = decide_call(&desk, &run_id, &item, "completed", own.clone()).await;
+    assert_eq!(done["ok"], true, "{done}");
+    let step = &done["data"]["data"]["steps"]["check_vendor"];
+    assert_eq!(step["output"], own["output"], "{done}");
+    assert_eq!(step["by"], "desk@acme.test", "{done}");
+    assert_eq!(step["check"], verdict, "the unsure verdict is kept: {done}");
+    assert_eq!(step_state(&done["data"], "decline"), "done", "{done}");
 }
 
 /// check-1 §1/§5: `check-1` is listed only while an evaluator is configured, and a server without

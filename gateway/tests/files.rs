@@ -313,7 +313,10 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
     let server = serve(&runtime, &signer).await;
     publish_vendor_check(&runtime).await;
     let screener = agent("a_screener");
-    let operator = person("ops@acme.example", &["operators"]);
+    let operator = Caller {
+        operator: true,
+        ..person("ops@acme.example", &[])
+    };
     let approver = person("fin@acme.example", &["g_finance"]);
 
     let view = ok(runtime

@@ -591,7 +591,7 @@ fn spec_3_3_escalate_hands_the_step_to_a_person() {
 }
 
 #[test]
-fn spec_4_3_old_tokens_are_stale_forged_ones_invalid_and_nothing_piles_up() {
+fn spec_4_3_old_tokens_are_stale_and_made_up_ones_invalid_even_on_an_issued_generation() {
     let mut world = World::new(supplier_onboarding());
     world
         .start(mira(), json!({ "vendorName": "Acme", "amount": 48000 }))
@@ -608,7 +608,11 @@ fn spec_4_3_old_tokens_are_stale_forged_ones_invalid_and_nothing_piles_up() {
             .unwrap();
         token = renewed.reply.data()["token"].as_str().unwrap().to_string();
     }
-    assert!(world.run().retired_tokens.is_empty(), "no hash is kept per renew");
+    assert_eq!(
+        world.run().replaced_tokens.len(),
+        20,
+        "eight bytes are kept per replaced token"
+    );
     let renew = |world: &mut World, token: &str| {
         world
             .apply(Command::Renew {
@@ -623,6 +627,11 @@ fn spec_4_3_old_tokens_are_stale_forged_ones_invalid_and_nothing_piles_up() {
     let parsed = token::take_apart(&token).unwrap();
     let run = world.run().id.clone();
     let forged = |generation: u64| format!("apt1.{run}.{generation}.{}", "ab".repeat(32));
+    assert_eq!(
+        renew(&mut world, &forged(1)),
+        Code::Invalid,
+        "a made-up secret on a generation the run issued and replaced"
+    );
     assert_eq!(
         renew(&mut world, &forged(parsed.generation)),
         Code::Invalid,
@@ -639,8 +648,13 @@ fn spec_4_3_old_tokens_are_stale_forged_ones_invalid_and_nothing_piles_up() {
         Code::Invalid,
         "another run's token"
     );
-    // The current token still works.
+    // The current token still works; once submitted it is stale, and run end forgets them all.
     world
         .submit(agent("a_screener"), &token, screening("approve"))
         .unwrap();
+    assert_eq!(
+        renew(&mut world, &token),
+        Code::Stale,
+        "a submitted claim's token"
+    );
 }

@@ -673,6 +673,7 @@ fn check_3_unsure_then_completed_with_the_candidate() {
 #[test]
 fn check_3_unsure_then_completed_with_the_persons_own_output() {
     let (mut world, item) = unsure_screening();
+    let held = world.view()["data"]["steps"]["check_vendor"]["check"].clone();
     world.evaluator = Some(Box::new(|_| panic!("an escalated step is not checked again")));
     world
         .decide(operator(), &item, Decision::Completed)
@@ -685,10 +686,10 @@ fn check_3_unsure_then_completed_with_the_persons_own_output() {
     assert_eq!(world.view()["run"]["outcome"], "declined");
     let record = &world.view()["data"]["steps"]["check_vendor"];
     assert_eq!(record["output"]["cleared"], false);
-    assert!(
-        record.get("check").is_none(),
-        "the person's own output was not checked"
-    );
+    // check.md §3: the unsure verdict that sent the step to a person stays recorded; the
+    // person's own output was not checked again (the evaluator above would panic).
+    assert_eq!(record["check"], held);
+    assert_eq!(record["check"]["verdict"], "unsure");
 }
 
 #[test]

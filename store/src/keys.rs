@@ -74,6 +74,8 @@ pub struct WorkItemKey {
 pub enum Assignee {
     Group(String),
     Person(String),
+    /// The organization's operator queue: every person with operator rights reads it.
+    Operators,
 }
 
 /// A per-process run index entry, parsed back.
@@ -235,6 +237,7 @@ impl Keys {
         match assignee {
             Assignee::Group(group) => work.lit("group").id(group),
             Assignee::Person(person) => work.lit("person").id(person),
+            Assignee::Operators => work.lit("operators"),
         }
     }
 
@@ -246,6 +249,7 @@ impl Keys {
         let assignee = match p.segment()? {
             b"group" => Assignee::Group(p.id()?),
             b"person" => Assignee::Person(p.id()?),
+            b"operators" => Assignee::Operators,
             _ => return None,
         };
         let parsed = WorkItemKey {

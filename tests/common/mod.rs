@@ -39,6 +39,8 @@ pub struct Server {
 #[derive(Debug, Clone)]
 pub enum Who {
     Agent(&'static str),
+    /// An agent identity with operator rights.
+    AgentOperator(&'static str),
     Person(&'static str, &'static [&'static str]),
     Operator(&'static str, &'static [&'static str]),
 }
@@ -172,6 +174,7 @@ impl Server {
     pub fn token_in(&self, organization: &str, who: &Who) -> String {
         let (actor, operator) = match who {
             Who::Agent(id) => (Actor::Agent { id: id.to_string() }, false),
+            Who::AgentOperator(id) => (Actor::Agent { id: id.to_string() }, true),
             Who::Person(email, groups) | Who::Operator(email, groups) => (
                 Actor::Person {
                     email: email.to_string(),

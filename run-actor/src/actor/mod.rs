@@ -386,9 +386,7 @@ impl Actor {
         let mut applied = Vec::with_capacity(batch.len());
         for envelope in &batch {
             let Some(process) = pinned.clone().or_else(|| envelope.pinned.clone()) else {
-                applied.push(Applied::Refused(Refusal::not_found(
-                    "no such run in this organization",
-                )));
+                applied.push(Applied::Refused(machine::no_such_run(&envelope.command)));
                 continue;
             };
             let apply = |command: Command, run: Option<&RunState>| {
@@ -398,7 +396,7 @@ impl Actor {
                     seed: envelope.seed,
                     limits: config.limits,
                     person_format: config.person_format,
-                    escalation_group: &config.escalation_group,
+                    escalate_to: &config.escalate_to,
                     uploads: &uploads,
                 };
                 machine::apply(&process, run, command, &ctx)

@@ -49,16 +49,23 @@ pub(crate) fn index_of(keys: &Keys, pinned: &PinnedProcess, run: &RunState) -> I
         }
     }
     for item in &run.work_items {
-        let assignee = match &item.assigned_to {
-            Assignment::Group(group) => Assignee::Group(group.clone()),
-            Assignment::Person(person) => Assignee::Person(person.clone()),
+        let assignees = match &item.assigned_to {
+            Assignment::Group(group) => vec![Assignee::Group(group.clone())],
+            Assignment::Person(person) => vec![Assignee::Person(person.clone())],
+            // The operator queue, and the escalation group's inbox when one is named.
+            Assignment::Operators { also } => std::iter::once(Assignee::Operators)
+                .chain(also.iter().map(|group| Assignee::Group(group.clone())))
+                .collect(),
         };
-        entries.insert(
-            keys.work_item(org, &assignee, millis(item.opened_at), &run.id, &item.id),
-            render::person_work_item(pinned, run, item)
-                .to_string()
-                .into_bytes(),
-        );
+        let value = render::person_work_item(pinned, run, item)
+            .to_string()
+            .into_bytes();
+        for assignee in assignees {
+            entries.insert(
+                keys.work_item(org, &assignee, millis(item.opened_at), &run.id, &item.id),
+                value.clone(),
+            );
+        }
     }
     entries
 }
@@ -118,6 +125,8 @@ fn assignment(to: &Assignment) -> Value {
     match to {
         Assignment::Group(group) => json!({ "group": group }),
         Assignment::Person(person) => json!({ "person": person }),
+        Assignment::Operators { also: None } => json!({ "operators": true }),
+        Assignment::Operators { also: Some(group) } => json!({ "operators": true, "group": group }),
     }
 }
 

@@ -124,11 +124,30 @@ impl<'a> Tx<'a> {
     /// Ends the step's claim: the token stops working (a later use is `stale`), the lease goes.
     pub fn release_claim(&mut self, step: &str) -> Option<Claim> {
         let claim = self.step_run(step).claim.take()?;
+        self.retire_token(&claim);
         self.effects.push(Effect::RevokeClaimLease {
             step: step.to_string(),
             lease: claim.lease,
         });
         Some(claim)
+    }
+
+    /// `not_accepted` with every issue, leaving the issues in the step's `handoff` for whoever
+    /// takes the step next (spec §3.3: an agent's `submit` or a person's `completed`). Nothing
+    /// else changes: run data, and so the snapshot, stay as they were.
+    pub fn not_accepted_remembered(&self, step: &str, issues: Vec<String>) -> Refusal {
+        let mut remembered = self.run.clone();
+        if let Some(run_step) = remembered.step_mut(step) {
+            run_step.handoff.issues = Some(issues.clone());
+        }
+        let mut refusal = Refusal::not_accepted(issues);
+        refusal.remember = Some(Box::new(remembered));
+        refusal
+    }
+
+    /// Remembers a token that stops being current, so presenting it later is `stale`.
+    pub fn retire_token(&mut self, claim: &Claim) {
+        self.run.replaced_tokens.push(TokenTag::of(&claim.token));
     }
 
     /// Closes the step's open work item, if any. `decided` records it for `already_decided`.
@@ -575,6 +594,7 @@ impl<'a> Tx<'a> {
         self.run.held_events.clear();
         // Every write to an ended run is `run_ended` before any token is looked at.
         self.run.retired_tokens.clear();
+        self.run.replaced_tokens.clear();
         let state = if end.cancelled { "cancelled" } else { "ended" };
         let outcome = end.outcome.clone();
         self.run.end = Some(end);
@@ -656,11 +676,11 @@ impl<'a> Tx<'a> {
             }
             return Ok(step.id.clone());
         }
-        // Every generation the run issued and that is no longer current belongs to a claim that
-        // ended or was replaced. Its secret is not kept, so a made-up token of such a generation
-        // is told `stale` too: the answer gives nothing away, since such a token grants nothing.
+        // A token this run issued and has since replaced or ended: `stale`. Anything else, a
+        // made-up secret on an issued generation included, does not verify (spec §4.3).
         let issued = (1..=self.run.counters.tokens).contains(&parsed.generation);
-        if issued || self.run.retired_tokens.contains(&parsed.hash) {
+        let replaced = issued && self.run.replaced_tokens.contains(&TokenTag::of(&parsed.hash));
+        if replaced || self.run.retired_tokens.contains(&parsed.hash) {
             return Err(Refusal::stale("the claim has ended or was replaced"));
         }
         Err(invalid())

@@ -9,6 +9,12 @@ use super::state::RunEnd;
 
 pub(crate) fn cancel(tx: &mut Tx<'_>, caller: &Caller, reason: String) -> Result<Answer, Refusal> {
     tx.refuse_if_ended()?;
+    // Agents never decide or cancel, whatever rights their identity carries (spec §4.1).
+    if caller.is_agent() {
+        return Err(Refusal::forbidden(
+            "an agent may never cancel a run; an operator (a person) may",
+        ));
+    }
     if !caller.operator {
         return Err(Refusal::forbidden("only an operator may cancel a run"));
     }

@@ -18,7 +18,7 @@ use super::ctx::Limits;
 use super::effect::Notification;
 use super::refusal::Refusal;
 use super::render;
-use super::state::{Assignment, Escalation, RunState, StepRecord, StepState, WorkItemKind};
+use super::state::{Escalation, RunState, StepRecord, StepState, WorkItemKind};
 use super::time::Timestamp;
 use agentprocess_process::{Check, Next, Question, Step, Target};
 use serde::{Deserialize, Serialize};
@@ -658,7 +658,7 @@ fn hold(tx: &mut Tx<'_>, step: &Step, candidate: StepRecord, verdict: CheckVerdi
     let run_step = tx.step_run(step_id);
     run_step.state = Some(StepState::Waiting);
     run_step.escalation = Some(escalation);
-    let to = Assignment::Group(tx.ctx.escalation_group.to_string());
+    let to = tx.ctx.escalate_to.clone();
     let work_item = tx.open_work_item(step_id, WorkItemKind::Escalation, to.clone());
     tx.notify(Notification::Escalated {
         work_item,

@@ -35,7 +35,15 @@ pub(crate) fn claim(tx: &mut Tx<'_>, caller: &Caller, step_id: &str) -> Result<A
     let run_step = tx.run.step(step_id).expect("every process step has a run record");
     if let Some(claim) = &run_step.claim {
         return Err(if claim.holder == caller.name() {
-            Refusal::conflict("claimed_by_you", "you already hold a live claim on this step")
+            Refusal::conflict(
+                "claimed_by_you",
+                format!(
+                    "you already hold a live claim on this step, until {}; if you lost its token, \
+                     call claim again with the requestId of the claim that took it to get the \
+                     token back, or wait for the claim to expire",
+                    claim.expires_at.to_rfc3339()
+                ),
+            )
         } else {
             Refusal::conflict(
                 "claimed_by_other",

@@ -19,8 +19,8 @@ pub struct Ctx<'a> {
     pub seed: [u8; 32],
     pub limits: Limits,
     pub person_format: PersonFormat,
-    /// The group that escalated agent steps are assigned to (the organization's operator queue).
-    pub escalation_group: &'a str,
+    /// Who escalated steps wait on: the operator queue by default (spec §3.3), or a group.
+    pub escalate_to: &'a super::state::Assignment,
     pub uploads: &'a dyn UploadLookup,
 }
 

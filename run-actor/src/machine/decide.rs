@@ -1,7 +1,7 @@
 //! `decide`: a person completes a work item (spec §3.4, tools.md `decide`). Errors in the order
 //! the contract gives: `run_ended`, `already_decided`, `not_found`, `stale`, `forbidden`,
-//! `not_accepted`. Argument combinations the contract calls `invalid` are checked right after
-//! `run_ended`, since they do not depend on the item.
+//! `not_accepted`. Argument combinations the contract calls `invalid` come after `forbidden`, so
+//! a second group member learns the item was decided whatever they sent.
 
 use super::Answer;
 use super::acceptance::{accept, over_cap_with};
@@ -11,15 +11,11 @@ use super::command::{Decide, Decision, Submission};
 use super::ctx::Actor;
 use super::refusal::Refusal;
 use super::render;
-use super::state::{Assignment, RunEnd, StepRecord, StepState, WorkItemKind};
+use super::state::{RunEnd, StepRecord, StepState, WorkItemKind};
 use agentprocess_process::StepKind;
 
 pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal> {
     tx.refuse_if_ended()?;
-    let issues = argument_issues(&decide);
-    if !issues.is_empty() {
-        return Err(Refusal::invalid("these arguments do not fit this decision").with_issues(issues));
-    }
     if tx.run.decided_work_items.contains(&decide.work_item) {
         return Err(Refusal::conflict(
             "already_decided",
@@ -39,13 +35,12 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
     let Actor::Person { email, groups } = &decide.caller.actor else {
         return Err(Refusal::forbidden("only a person may decide"));
     };
-    // Escalations wait in the operators' queue: any operator may take them.
-    let member = match &item.assigned_to {
-        Assignment::Group(group) => groups.contains(group),
-        Assignment::Person(person) => person == email,
-    } || (item.kind == WorkItemKind::Escalation && decide.caller.operator);
-    if !member {
+    if !item.assigned_to.admits(email, groups, decide.caller.operator) {
         return Err(Refusal::forbidden("you are not in this work item's assignment"));
+    }
+    let issues = argument_issues(&decide);
+    if !issues.is_empty() {
+        return Err(Refusal::invalid("these arguments do not fit this decision").with_issues(issues));
     }
     let allowed: &[Decision] = match item.kind {
         WorkItemKind::Task => &[Decision::Completed, Decision::Failed],
@@ -93,7 +88,7 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 })
                 .collect();
                 if !extra.is_empty() {
-                    return Err(Refusal::not_accepted(extra));
+                    return Err(tx.not_accepted_remembered(&item.step, extra));
                 }
                 // The unsure verdict stays recorded with the submission it was about.
                 let record = StepRecord {
@@ -103,7 +98,7 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                     ..candidate
                 };
                 if let Some(issue) = over_cap_with(tx, &item.step, &record, "output") {
-                    return Err(Refusal::not_accepted(vec![issue]));
+                    return Err(tx.not_accepted_remembered(&item.step, vec![issue]));
                 }
                 let next = next_of(tx, step, &record);
                 tx.complete(&item.step, record, next);
@@ -116,10 +111,22 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 next: decide.next,
                 reason: decide.reason,
             };
-            let accepted = accept(tx, step, submission, &by, false).map_err(Refusal::not_accepted)?;
+            // Refused, the issues wait in the handoff for the next member of the assignment.
+            let accepted = accept(tx, step, submission, &by, false)
+                .map_err(|issues| tx.not_accepted_remembered(&item.step, issues))?;
             if item.kind == WorkItemKind::Escalation {
-                // A person completing an escalated step is not checked again (check.md §3).
-                tx.complete(&item.step, accepted.record, accepted.next);
+                // A person completing an escalated step is not checked again (check.md §3); the
+                // unsure verdict that sent it to them stays recorded at `steps.<id>.check`.
+                let mut record = accepted.record;
+                record.check = tx
+                    .run
+                    .step(&item.step)
+                    .and_then(|s| s.escalation.as_ref())
+                    .and_then(|e| e.check.clone());
+                if let Some(issue) = over_cap_with(tx, &item.step, &record, "output") {
+                    return Err(tx.not_accepted_remembered(&item.step, vec![issue]));
+                }
+                tx.complete(&item.step, record, accepted.next);
             } else {
                 return complete_checked(tx, step, accepted, decide.evaluation);
             }

@@ -6,7 +6,7 @@ use super::advance::Tx;
 use super::ctx::Caller;
 use super::effect::Notification;
 use super::refusal::Refusal;
-use super::state::{Assignment, Escalation, StepState, WorkItemKind};
+use super::state::{Escalation, StepState, WorkItemKind};
 
 pub(crate) fn escalate(
     tx: &mut Tx<'_>,
@@ -31,7 +31,7 @@ pub(crate) fn escalate(
         check: None,
         candidate: None,
     });
-    let to = Assignment::Group(tx.ctx.escalation_group.to_string());
+    let to = tx.ctx.escalate_to.clone();
     let work_item = tx.open_work_item(&step, WorkItemKind::Escalation, to.clone());
     tx.notify(Notification::Escalated {
         work_item,

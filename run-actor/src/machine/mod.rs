@@ -104,6 +104,18 @@ pub(crate) enum Answer {
     NeedsEvaluation(Box<EvaluatorRequest>),
 }
 
+/// The refusal for a command whose run does not exist in the caller's organization: a token
+/// naming such a run does not verify (`invalid`, spec §4.3: never `not_found`, which would tell
+/// a made-up token from a real one); any other command is `not_found`.
+pub fn no_such_run(command: &Command) -> Refusal {
+    match command {
+        Command::Renew { .. } | Command::Submit { .. } | Command::Escalate { .. } => {
+            Refusal::invalid("the token does not verify")
+        }
+        _ => Refusal::not_found("no such run in this organization"),
+    }
+}
+
 /// Applies `command` to `run` (`None` only for `StartRun`).
 pub fn apply(
     process: &PinnedProcess,
@@ -116,14 +128,14 @@ pub fn apply(
         (Command::StartRun(_), Some(_)) => {
             return Err(Refusal::conflict("run_exists", "this run already exists"));
         }
-        (_, None) => return Err(Refusal::not_found("no such run in this organization")),
+        (command, None) => return Err(no_such_run(&command)),
         (command, Some(run)) => (command, run),
     };
     let (command, run) = run;
     if let Some(caller) = caller_of(&command)
         && caller.organization != run.organization
     {
-        return Err(Refusal::not_found("no such run in this organization"));
+        return Err(no_such_run(&command));
     }
     let mut tx = Tx::new(process, ctx, run.clone());
     let answer = match command {

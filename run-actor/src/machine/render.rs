@@ -168,6 +168,8 @@ fn work_item_with(pinned: &PinnedProcess, run: &RunState, item: &WorkItem, snaps
     let assigned_to = match &item.assigned_to {
         Assignment::Group(group) => json!({ "group": group }),
         Assignment::Person(person) => json!({ "person": person }),
+        Assignment::Operators { also: Some(group) } => json!({ "group": group }),
+        Assignment::Operators { also: None } => json!({ "group": Assignment::OPERATOR_QUEUE }),
     };
     let escalation = run_step
         .and_then(|s| s.escalation.as_ref())

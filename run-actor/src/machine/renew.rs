@@ -20,6 +20,7 @@ pub(crate) fn renew(
         .claim
         .take()
         .expect("verified tokens belong to a claim");
+    tx.retire_token(&claim);
     let progress = progress.or(claim.progress);
     let (token, expires_at) = tx.grant_claim(&step, &claim.holder, progress, Some(claim.lease));
     Ok(Answer::Renew { token, expires_at })

@@ -79,6 +79,7 @@ pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) ->
         decided_work_items: Vec::new(),
         held_events: Vec::new(),
         retired_tokens: Vec::new(),
+        replaced_tokens: Vec::new(),
         counters: Counters::default(),
     };
     let mut tx = Tx::new(pinned, ctx, run);

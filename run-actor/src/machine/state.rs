@@ -34,11 +34,17 @@ pub struct RunState {
     /// Events delivered before a matching `wait_for` step was ready, oldest first.
     pub held_events: Vec<HeldEvent>,
     /// Hashes of tokens retired before tokens carried their generation: presenting one is
-    /// `stale`, not `invalid`. Nothing is added any more (a token's generation tells an old
-    /// token from a forged one, see [`super::token`]), so this never grows; kept so that stored
-    /// runs still load and their old tokens still answer `stale`.
-    #[serde(default)]
+    /// `stale`. Nothing is added any more (see `replaced_tokens`); kept so that stored runs
+    /// still load and their old tokens still answer `stale`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retired_tokens: Vec<TokenHash>,
+    /// Tags of the tokens this run issued that stopped being current (renewed, submitted,
+    /// escalated, expired, taken back by a rejection) while the run is open: presenting one is
+    /// `stale`; a token with an issued generation whose secret matches none of them is made up
+    /// and `invalid` (spec §4.3). Cleared when the run ends, since every later write is
+    /// `run_ended` first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced_tokens: Vec<TokenTag>,
     pub counters: Counters,
 }
 
@@ -263,6 +269,42 @@ impl<'de> Deserialize<'de> for TokenHash {
     }
 }
 
+/// The first 8 bytes of a [`TokenHash`], kept for every token a run replaced: enough to tell a
+/// token the run issued from a made-up one (a guess matches with probability 2^-64, and a match
+/// grants nothing: a replaced token only ever earns `stale`), at a quarter of the bytes.
+/// Stored as 16 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenTag(pub [u8; 8]);
+
+impl TokenTag {
+    pub fn of(hash: &TokenHash) -> TokenTag {
+        let mut tag = [0u8; 8];
+        tag.copy_from_slice(&hash.0[..8]);
+        TokenTag(tag)
+    }
+}
+
+impl Serialize for TokenTag {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::ctx::hex(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenTag {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let mut bytes = [0u8; 8];
+        if text.len() != 16 || !text.is_ascii() {
+            return Err(serde::de::Error::custom("a token tag is 16 hex digits"));
+        }
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[i * 2..i * 2 + 2], 16)
+                .map_err(|_| serde::de::Error::custom("a token tag is 16 hex digits"))?;
+        }
+        Ok(TokenTag(bytes))
+    }
+}
+
 /// What the previous attempt at a step left behind (spec §3.3). Empty renders as `null`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Handoff {
@@ -339,12 +381,31 @@ pub enum WorkItemKind {
     Escalation,
 }
 
-/// Who may decide a work item: the members of a group, or one person.
+/// Who may decide a work item: the members of a group, one person, or the operator queue.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Assignment {
     Group(String),
     Person(String),
+    /// The organization's operator queue, where escalations wait (spec §3.3): every person with
+    /// operator rights, and the members of `also` when the server names an escalation group.
+    Operators {
+        also: Option<String>,
+    },
+}
+
+impl Assignment {
+    /// The name `assignedTo` shows for the operator queue when no escalation group is named.
+    pub const OPERATOR_QUEUE: &'static str = "operators";
+
+    /// Whether a person with these groups and rights is among the assignees.
+    pub fn admits(&self, email: &str, groups: &[String], operator: bool) -> bool {
+        match self {
+            Assignment::Group(group) => groups.contains(group),
+            Assignment::Person(person) => person == email,
+            Assignment::Operators { also } => operator || also.as_ref().is_some_and(|g| groups.contains(g)),
+        }
+    }
 }
 
 /// An event held for a `wait_for` step that is not ready yet.

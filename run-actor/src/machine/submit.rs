@@ -29,16 +29,8 @@ pub(crate) fn submit(
         .expect("claims are on process steps");
     match accept(tx, step, submission, caller.name(), true) {
         Ok(accepted) => complete_checked(tx, step, accepted, evaluation),
-        Err(issues) => {
-            // Nothing changes for the caller; the issues wait in the handoff for whoever
-            // claims the step next.
-            let mut remembered = tx.run.clone();
-            if let Some(run_step) = remembered.step_mut(&step_id) {
-                run_step.handoff.issues = Some(issues.clone());
-            }
-            let mut refusal = Refusal::not_accepted(issues);
-            refusal.remember = Some(Box::new(remembered));
-            Err(refusal)
-        }
+        // Nothing changes for the caller; the issues wait in the handoff for whoever claims
+        // the step next.
+        Err(issues) => Err(tx.not_accepted_remembered(&step_id, issues)),
     }
 }

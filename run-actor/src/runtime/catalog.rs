@@ -11,7 +11,7 @@
 use super::{Clock, RuntimeError};
 use crate::machine::PinnedProcess;
 use crate::machine::render;
-use agentprocess_process::{Issue, LoadedProcess, Offer, load};
+use agentprocess_process::{Issue, LoadedProcess, Offer, load, warnings};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, RangeRequest, Store, StoreError, Txn, TxnOp};
 use indexmap::IndexMap;
@@ -77,6 +77,12 @@ pub struct Draft {
     pub bindings: IndexMap<String, String>,
     pub imported_at: String,
     pub imported_by: String,
+    /// `requires.systems`: what the process says it depends on (spec §7: import shows it).
+    #[serde(default)]
+    pub required_systems: Vec<String>,
+    /// What the source allows but probably does not mean (never a refusal).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// What an operator sees of a draft.
@@ -88,6 +94,10 @@ pub struct DraftView {
     pub bindings: IndexMap<String, String>,
     /// Roles still without a group, in `roles` order; publication needs none.
     pub unbound: Vec<String>,
+    /// `{ systems }` when the process declares `requires`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires: Option<Value>,
+    pub warnings: Vec<String>,
 }
 
 impl Draft {
@@ -105,6 +115,8 @@ impl Draft {
             roles: self.roles.clone(),
             bindings: self.bindings.clone(),
             unbound: self.unbound(),
+            requires: requires(&self.required_systems),
+            warnings: self.warnings.clone(),
         }
     }
 }
@@ -264,6 +276,11 @@ impl Catalog {
             bindings,
             imported_at: self.clock.now().to_rfc3339(),
             imported_by: imported_by.to_string(),
+            required_systems: loaded.process.required_systems.clone(),
+            warnings: warnings(&loaded.process)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         };
         self.write_draft(key, revision, &draft).await?;
         Ok(draft)
@@ -508,12 +525,16 @@ impl Catalog {
             published_at: self.clock.now().to_rfc3339(),
             published_by: published_by.map(str::to_string),
         };
-        let summary = json!({
+        let mut summary = json!({
             "name": name,
             "description": loaded.process.description,
             "version": version,
             "inputs": render::field_map(&loaded.process.inputs),
         });
+        // A `list_processes` item carries `requires` when the process declares it (tools.md).
+        if let Some(requires) = requires(&loaded.process.required_systems) {
+            summary["requires"] = requires;
+        }
         let mut compares = vec![Compare::mod_revision_is(entry_key.clone(), revision)];
         compares.extend(also);
         let txn = Txn::new().when(compares).and_then([
@@ -565,6 +586,39 @@ impl Catalog {
         self.pinned(organization, name, version).await
     }
 
+    /// Why [`Catalog::resolve`] found nothing, for the `not_found` a caller gets: no such
+    /// process, no such version, or a draft that was never published.
+    pub async fn unresolved_reason(
+        &self,
+        organization: &str,
+        name: &str,
+        version: Option<u64>,
+    ) -> Result<String, RuntimeError> {
+        let (entry, _) = self
+            .store
+            .get(&self.keys.catalog_entry(organization, name))
+            .await?;
+        let latest = match entry {
+            Some(kv) => serde_json::from_slice::<Value>(&kv.value)
+                .map_err(|e| RuntimeError::Corrupt(format!("catalog entry of {name}: {e}")))?["version"]
+                .as_u64(),
+            None => None,
+        };
+        if let (Some(latest), Some(version)) = (latest, version) {
+            return Ok(format!(
+                "process {name} has no version {version}; its latest published version is {latest}"
+            ));
+        }
+        let (draft, _) = self.read_draft(organization, name).await?;
+        Ok(match draft {
+            Some(_) => format!(
+                "process {name} is imported as a draft but not published; an operator publishes it \
+                 (agentprocess process import --publish, or POST /admin/v1/processes/{name}/publish)"
+            ),
+            None => format!("no published process {name} in this organization"),
+        })
+    }
+
     /// The pinned process of a run: `name` at exactly `version`.
     pub async fn pinned(
         &self,
@@ -602,6 +656,11 @@ impl Catalog {
 }
 
 /// The source as text. `load` refuses what is not UTF-8, so this fails only on a bug.
+/// `requires` as `list_processes` and the admin API show it: `None` when nothing is declared.
+fn requires(systems: &[String]) -> Option<Value> {
+    (!systems.is_empty()).then(|| json!({ "systems": systems }))
+}
+
 fn source_text(source: &[u8]) -> Result<&str, CatalogRefusal> {
     std::str::from_utf8(source)
         .map_err(|e| CatalogRefusal::Invalid(vec![Issue::new("", format!("the file is not UTF-8: {e}"))]))

@@ -44,7 +44,7 @@ pub use webhooks::{
 use crate::actor::{self, Envelope, RunAddress};
 pub(crate) use crate::machine::hex;
 use crate::machine::{
-    self, Caller, Command, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest,
+    self, Assignment, Caller, Command, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest,
     EvidenceItem, Limits, Mode, PinnedProcess, Refusal, StartRun, Submission, UploadStatus, token,
 };
 use agentprocess_process::PersonFormat;
@@ -66,8 +66,9 @@ pub struct RuntimeConfig {
     pub cluster: String,
     pub limits: Limits,
     pub person_format: PersonFormat,
-    /// The group escalated agent steps are assigned to.
-    pub escalation_group: String,
+    /// Who escalated steps wait on: the operator queue (every operator, plus a named group's
+    /// members), or only a named group.
+    pub escalate_to: Assignment,
     /// How long an idempotency record answers replays before the scheduler removes it.
     pub idempotency_retention: Duration,
     /// How long a run actor stays in memory without commands.
@@ -110,7 +111,7 @@ impl Default for RuntimeConfig {
             cluster: "default".into(),
             limits: Limits::default(),
             person_format: PersonFormat::Email,
-            escalation_group: "operators".into(),
+            escalate_to: Assignment::Operators { also: None },
             idempotency_retention: Duration::from_secs(7 * 24 * 3600),
             idle_eviction: Duration::from_secs(60),
             max_batch: 64,
@@ -487,9 +488,12 @@ impl RunService for Runtime {
                         {
                             return Ok(answer);
                         }
-                        return Ok(ToolOutcome::Refused(Refusal::not_found(format!(
-                            "no published process {process} in this organization"
-                        ))));
+                        let reason = self
+                            .inner
+                            .catalog
+                            .unresolved_reason(&organization, &process, version)
+                            .await?;
+                        return Ok(ToolOutcome::Refused(Refusal::not_found(reason)));
                     }
                 }
                 (run_id, Command::StartRun(StartRun { caller, inputs, mode }))
@@ -635,7 +639,7 @@ mod tests {
             seed,
             limits: RuntimeConfig::default().limits,
             person_format: PersonFormat::Email,
-            escalation_group: "operators",
+            escalate_to: &Assignment::Operators { also: None },
             uploads: &NoUploads,
         };
         let caller = Caller {

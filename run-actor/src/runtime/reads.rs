@@ -173,6 +173,10 @@ async fn scan(
         }
         let (position, value) = sources[next].buffer.pop_front().expect("front exists");
         scanned += 1;
+        if last.as_ref() == Some(&position) {
+            // The same entry filed under another of the merged ranges.
+            continue;
+        }
         let Ok(value) = serde_json::from_slice::<Value>(&value) else {
             continue;
         };
@@ -204,10 +208,17 @@ pub(super) async fn get_work(
     let org = caller.organization.as_str();
     let ranges = match &caller.actor {
         Actor::Agent { .. } => vec![inner.keys.ready_steps(org)],
+        // An item filed under several of these (an escalation in the operator queue and in the
+        // escalation group) has one position, so the merge shows it once.
         Actor::Person { email, groups } => groups
             .iter()
             .map(|group| inner.keys.work_items(org, &Assignee::Group(group.clone())))
             .chain([inner.keys.work_items(org, &Assignee::Person(email.clone()))])
+            .chain(
+                caller
+                    .operator
+                    .then(|| inner.keys.work_items(org, &Assignee::Operators)),
+            )
             .collect(),
     };
     let process = request.process;

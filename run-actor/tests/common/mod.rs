@@ -306,6 +306,8 @@ pub struct World {
     pub evaluator: Option<Evaluator>,
     /// The latest evaluator request, with the command it was for.
     pub last_request: Option<(EvaluatorRequest, Command)>,
+    /// Who escalations wait on: the operator queue, with the `OPERATORS` group named too.
+    pub escalate_to: Assignment,
 }
 
 impl World {
@@ -323,6 +325,9 @@ impl World {
             last: None,
             evaluator: None,
             last_request: None,
+            escalate_to: Assignment::Operators {
+                also: Some(OPERATORS.to_string()),
+            },
         }
     }
 
@@ -348,7 +353,7 @@ impl World {
             seed,
             limits: self.limits,
             person_format: PersonFormat::Email,
-            escalation_group: OPERATORS,
+            escalate_to: &self.escalate_to,
             uploads: &self.uploads,
         };
         let schema = result_schema(&command);
@@ -681,5 +686,7 @@ pub fn assignee(assigned_to: &Assignment) -> Caller {
     match assigned_to {
         Assignment::Group(group) => person("member@acme.example", &[group.as_str()]),
         Assignment::Person(email) => person(email, &[]),
+        Assignment::Operators { also: Some(group) } => person("member@acme.example", &[group.as_str()]),
+        Assignment::Operators { also: None } => operator(),
     }
 }
