@@ -5,6 +5,23 @@
 //! through [`Ctx`]. A write returns only after every automatic transition it triggered (finish
 //! reached, `wait_until` already past, held event consumed) was applied. A checked submission
 //! (`check-1`) is the one write that takes two applications: see [`check`].
+//!
+//! Its own crate so that Cargo, not review, keeps it pure: its dependencies are the process
+//! model, serde, sha2 and indexmap, nothing that does IO.
+//!
+//! ```text
+//! lib.rs        apply, Transition, Reply
+//! command.rs    Command and its arguments       ctx.rs       Ctx, Caller, PinnedProcess, UploadLookup
+//! state.rs      RunState and what it holds      effect.rs    Effect, Notification
+//! refusal.rs    Refusal { code, message, issues }
+//! check.rs      check-1: evaluator request and outcome, verdicts, what a verdict does
+//! start.rs claim.rs renew.rs submit.rs escalate.rs decide.rs cancel.rs send_event.rs timer.rs
+//! advance.rs    readiness, completion, routes, rework, joins, run end
+//! acceptance.rs output, evidence, summary, next/reason and the run-data cap
+//! render.rs     run view, run data, snapshot, work items, get_work items, claim, handoff
+//! token.rs      claim tokens: run id in the clear, hashed secret
+//! time.rs       Timestamp: milliseconds since the epoch, RFC 3339
+//! ```
 
 mod acceptance;
 mod advance;
@@ -39,7 +56,7 @@ pub use start::run_id_for_seed;
 pub use state::*;
 pub use time::Timestamp;
 
-pub(crate) use ctx::hex;
+pub use ctx::hex;
 
 use advance::Tx;
 use serde_json::Value;

@@ -194,7 +194,7 @@ impl Fresh {
 }
 
 /// Lower-case hex of some bytes: two digits per byte, looked up in a table.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for &byte in bytes {
