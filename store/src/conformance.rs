@@ -23,6 +23,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     keys_carry_etcd_metadata(store.clone()).await;
     transactions_choose_their_branch_by_compares(store.clone()).await;
     refused_transactions_change_nothing(store.clone()).await;
+    requests_over_etcds_limits_are_too_large(store.clone()).await;
     transactions_are_atomic_under_concurrent_writers(store.clone()).await;
     absent_compare_admits_exactly_one_creator(store.clone()).await;
     ranges_are_ordered_and_paged(store.clone()).await;
@@ -243,6 +244,43 @@ pub async fn refused_transactions_change_nothing(store: Arc<dyn Store>) {
         .await
         .expect("range");
     assert!(before.kvs.is_empty() && after.kvs.is_empty());
+}
+
+/// etcd refuses a transaction of more than 128 operations (`--max-txn-ops`) or more than 1.5 MiB,
+/// and so does every store: `TooLarge`, nothing written. At the limits, it goes through.
+pub async fn requests_over_etcds_limits_are_too_large(store: Arc<dyn Store>) {
+    let p = fresh_prefix("limits");
+    let puts = |count: usize| -> Vec<TxnOp> {
+        (0..count)
+            .map(|i| TxnOp::put(key(&p, &format!("k{i:03}")), "v"))
+            .collect()
+    };
+    let error = store
+        .txn(Txn::new().and_then(puts(129)))
+        .await
+        .expect_err("129 operations");
+    assert!(matches!(error, StoreError::TooLarge(_)), "{error}");
+    let huge = vec![b'x'; 1536 * 1024 + 1];
+    let error = store
+        .txn(Txn::new().and_then([TxnOp::put(key(&p, "huge"), huge)]))
+        .await
+        .expect_err("over 1.5 MiB");
+    assert!(matches!(error, StoreError::TooLarge(_)), "{error}");
+    let nothing = store
+        .range(RangeRequest::new(KeyRange::prefix(p.clone())))
+        .await
+        .expect("range");
+    assert!(nothing.kvs.is_empty(), "a refused request wrote nothing");
+    let result = store
+        .txn(Txn::new().and_then(puts(128)))
+        .await
+        .expect("128 operations");
+    assert!(result.succeeded);
+    let big = vec![b'x'; 1024 * 1024];
+    store
+        .txn(Txn::new().and_then([TxnOp::put(key(&p, "big"), big)]))
+        .await
+        .expect("1 MiB is within the limit");
 }
 
 /// Many writers doing compare-and-swap increments on one counter lose no increment and apply

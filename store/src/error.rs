@@ -38,8 +38,13 @@ pub enum StoreError {
     /// The watch is over; range the keys again and watch from the range's revision + 1.
     #[error("revision {compact_revision} and older are compacted; the watch cannot continue")]
     Compacted { compact_revision: i64 },
-    /// The request breaks a rule etcd enforces too (too many operations, too large, the same key
-    /// written twice in one transaction, an empty key).
+    /// The request is over a size limit etcd enforces too: more operations than its
+    /// `--max-txn-ops` (128) or more bytes than its request limit (1.5 MiB). Nothing happened;
+    /// the same writes split over smaller requests may go through.
+    #[error("request too large: {0}")]
+    TooLarge(String),
+    /// The request breaks another rule etcd enforces too (the same key written twice in one
+    /// transaction, an empty key, a lease TTL out of range).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
 }

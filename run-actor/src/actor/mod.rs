@@ -572,9 +572,7 @@ impl Actor {
             Ok(_) => Attempt::Raced(batch),
             // Over the store's operation count or request size (many claim results, each with
             // its run data, in idempotency records): commit the batch in halves.
-            Err(StoreError::InvalidRequest(why)) if batch.len() > 1 && why.contains("limit") => {
-                Attempt::TooLarge(batch)
-            }
+            Err(StoreError::TooLarge(_)) if batch.len() > 1 => Attempt::TooLarge(batch),
             Err(e) => {
                 // The outcome is unknown: forget what we know and read the store again next time.
                 self.loaded = None;

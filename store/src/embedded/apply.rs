@@ -305,8 +305,8 @@ pub(crate) fn read_only_txn(
     })
 }
 
-/// etcd's request rules: operation count, request size, non-empty keys, and no key written
-/// twice (or put and deleted) in one branch.
+/// etcd's request rules: operation count and request size ([`StoreError::TooLarge`]), non-empty
+/// keys, and no key written twice (or put and deleted) in one branch.
 fn validate(txn: &Txn, limits: Limits) -> Result<(), StoreError> {
     let invalid = |why: String| Err(StoreError::InvalidRequest(why));
     for (name, len) in [
@@ -315,10 +315,10 @@ fn validate(txn: &Txn, limits: Limits) -> Result<(), StoreError> {
         ("else operations", txn.otherwise.len()),
     ] {
         if len > limits.max_txn_ops {
-            return invalid(format!(
+            return Err(StoreError::TooLarge(format!(
                 "{len} {name}, more than the limit of {}",
                 limits.max_txn_ops
-            ));
+            )));
         }
     }
     let mut size = 0;
@@ -357,10 +357,10 @@ fn validate(txn: &Txn, limits: Limits) -> Result<(), StoreError> {
         }
     }
     if size > limits.max_request_bytes {
-        return invalid(format!(
+        return Err(StoreError::TooLarge(format!(
             "request of {size} bytes, more than the limit of {}",
             limits.max_request_bytes
-        ));
+        )));
     }
     Ok(())
 }
