@@ -5,10 +5,17 @@ mod runtime_support;
 
 use agentprocess_run_actor::machine::{Code, EvidenceItem, Submission};
 use agentprocess_run_actor::runtime::{
-    GetWork, ListRuns, RunService, Runtime, RuntimeError, Upload, Write, blob_store_from_url,
+    Clock, GetWork, ListRuns, LocalBlobs, RunService, Runtime, RuntimeConfig, RuntimeError, Upload, Write,
+    blob_store_from_url,
+};
+use agentprocess_store::{
+    KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus, RangeRequest, RangeResult, Store, StoreError, Txn,
+    TxnResult, WatchStream,
 };
 use runtime_support::*;
 use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,10 +109,12 @@ async fn a_thousand_runs_proceed_in_parallel() {
     runs.sort();
     runs.dedup();
     assert_eq!(runs.len(), 1000);
-    // Many commands shared a commit.
+    // Each run's three commands came one after the other: one commit each, none lost or
+    // repeated. (Commands queued on one run share a commit; see
+    // `commands_queued_behind_a_commit_share_the_next_one`.)
     let stats = runtime.stats();
-    let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(commits <= 3000, "{commits} commits");
+    let commits = stats.commits.load(Ordering::Relaxed);
+    assert_eq!(commits, 3000);
 
     // Every confirmation waits for tier 1, paged from the work-item index.
     let lead = person("lead@acme.example", &["g_tier1-lead"]);
@@ -130,6 +139,146 @@ async fn a_thousand_runs_proceed_in_parallel() {
         }
     }
     assert_eq!(seen, 1000);
+}
+
+/// A store whose transactions wait while its gate is closed, so that commands queue behind one.
+#[derive(Debug)]
+struct GatedStore {
+    inner: Arc<dyn Store>,
+    open: tokio::sync::watch::Sender<bool>,
+    /// Transactions waiting at the gate now.
+    waiting: AtomicUsize,
+}
+
+impl GatedStore {
+    fn new(inner: Arc<dyn Store>) -> Self {
+        GatedStore {
+            inner,
+            open: tokio::sync::watch::Sender::new(true),
+            waiting: AtomicUsize::new(0),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for GatedStore {
+    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
+        self.inner.get(key).await
+    }
+
+    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
+        self.inner.range(request).await
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        let mut open = self.open.subscribe();
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _ = open.wait_for(|open| *open).await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.inner.txn(txn).await
+    }
+
+    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
+        self.inner.lease_grant(ttl).await
+    }
+
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
+        self.inner.lease_keep_alive(lease).await
+    }
+
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
+        self.inner.lease_revoke(lease).await
+    }
+
+    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
+        self.inner.lease_time_to_live(lease).await
+    }
+
+    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
+        self.inner.watch(range, start_revision).await
+    }
+}
+
+/// Polls `check` every 10 ms until it holds, for at most ten seconds.
+async fn until(what: &str, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Commands that reach a run while its previous commit is in flight are applied together and
+/// committed in one transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_queued_behind_a_commit_share_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(GatedStore::new(open_store(&dir.path().join("store")).await));
+    let runtime = runtime(
+        store.clone(),
+        &dir.path().join("blobs"),
+        Clock::starting_at(START),
+    );
+    let branches: Vec<String> = (0..8).map(|b| format!("b{b}")).collect();
+    let mut source = format!(
+        "---\nname: fanout\ndescription: Agents side by side.\nsteps:\n  - id: fan\n    parallel: [{}]\n    next: done\n",
+        branches.join(", ")
+    );
+    for branch in &branches {
+        source.push_str(&format!(
+            "  - id: {branch}\n    agent: Your part.\n    next: join\n"
+        ));
+    }
+    source.push_str("  - id: done\n    finish: done\n---\n\n# Fanout\n");
+    runtime
+        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .await
+        .unwrap();
+    let run = run_id(&start(&runtime, &agent("starter"), "fanout", json!({}), "s-1").await);
+    let stats = runtime.stats();
+    let commits_before = stats.commits.load(Ordering::SeqCst);
+
+    // The first claim's commit waits at the closed gate; the other seven queue behind it.
+    store.open.send_replace(false);
+    let claim_branch = |i: usize| {
+        let (runtime, run, branch) = (runtime.clone(), run.clone(), branches[i].clone());
+        tokio::spawn(async move {
+            claim(
+                &runtime,
+                &agent(&format!("a{i}")),
+                &run,
+                &branch,
+                &format!("c-{i}"),
+            )
+            .await
+        })
+    };
+    let mut calls = vec![claim_branch(0)];
+    until("the first claim's commit waits", || {
+        store.waiting.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    calls.extend((1..branches.len()).map(claim_branch));
+    let commands = 1 + branches.len() as u64;
+    until("every claim was sent", || {
+        stats.commands.load(Ordering::SeqCst) == commands
+    })
+    .await;
+    store.open.send_replace(true);
+    for call in calls {
+        assert!(ok(call.await.unwrap())["token"].is_string());
+    }
+
+    let queued = branches.len() as u64 - 1;
+    let commits = stats.commits.load(Ordering::SeqCst) - commits_before - 1;
+    assert!(commits < queued, "{queued} queued claims took {commits} commits");
+    let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+    for branch in &branches {
+        assert_eq!(step_state(&view, branch), "claimed");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -627,17 +776,15 @@ async fn an_upload_reads_back_in_its_organization_and_only_with_its_recorded_has
 async fn idle_actors_are_evicted_and_reload_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;
-    let config = agentprocess_run_actor::runtime::RuntimeConfig {
+    let config = RuntimeConfig {
         idle_eviction: Duration::from_millis(50),
         ..Default::default()
     };
     let runtime = Runtime::new(
         store,
-        std::sync::Arc::new(agentprocess_run_actor::runtime::LocalBlobs::new(
-            dir.path().join("blobs"),
-        )),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
         config,
-        agentprocess_run_actor::runtime::Clock::starting_at(START),
+        Clock::starting_at(START),
     );
     publish_fixture(&runtime, ORG, "support-escalation").await;
     let caller = agent("a1");
@@ -652,13 +799,12 @@ async fn idle_actors_are_evicted_and_reload_from_the_store() {
         .await,
     );
     assert_eq!(runtime.live_actors(), 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(runtime.live_actors(), 0, "evicted when idle");
+    until("the idle actor is evicted", || runtime.live_actors() == 0).await;
     let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
     assert!(claimed["token"].is_string(), "loaded again from the store");
     let stats = runtime.stats();
-    assert_eq!(stats.loads.load(std::sync::atomic::Ordering::Relaxed), 1);
-    assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(stats.loads.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.evictions.load(Ordering::Relaxed), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
