@@ -718,6 +718,72 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
     let _ = Submission::default();
 }
 
+/// Spec §2.3: numbers are never rounded. Run inputs and step outputs of any size and precision
+/// read back from the store with the digits they were sent with (serde_json writes an exponent
+/// as `e` with a sign).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_2_3_numbers_are_never_rounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    let source = "---\nname: measure\ndescription: Record an amount.\ninputs:\n  amount: number\nsteps:\n  - id: record\n    agent: Record the amount.\n    output:\n      amount: number\n    next: done\n  - id: done\n    finish: done\n---\n\n# Measure\n";
+    runtime
+        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .await
+        .unwrap();
+    let caller = agent("a1");
+    // (as sent, as read back)
+    for (i, (sent, kept)) in [
+        ("123456789012345678901234567890", "123456789012345678901234567890"),
+        (
+            "-98765432109876543210.000000000000000000001",
+            "-98765432109876543210.000000000000000000001",
+        ),
+        ("0.1000000000000000000000001", "0.1000000000000000000000001"),
+        ("1.0", "1.0"),
+        ("1.50", "1.50"),
+        ("-0", "-0"),
+        ("1e400", "1e+400"),
+        ("1E+2", "1e+2"),
+        (
+            "-1.2345678901234567890123456789e-400",
+            "-1.2345678901234567890123456789e-400",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let amount: serde_json::Value = serde_json::from_str(sent).unwrap();
+        let run = run_id(
+            &start(
+                &runtime,
+                &caller,
+                "measure",
+                json!({ "amount": amount }),
+                &format!("s-{i}"),
+            )
+            .await,
+        );
+        let claimed = ok(claim(&runtime, &caller, &run, "record", &format!("c-{i}")).await);
+        let submission = Submission {
+            output: Some(object(json!({ "amount": amount }))),
+            summary: Some("Recorded.".into()),
+            ..Submission::default()
+        };
+        let write = Write::Submit {
+            token: claimed["token"].as_str().unwrap().to_string(),
+            submission,
+        };
+        ok(runtime.execute(&caller, write, &format!("u-{i}")).await.unwrap());
+        let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+        assert_eq!(view["data"]["inputs"]["amount"].to_string(), kept, "input {sent}");
+        assert_eq!(
+            view["data"]["steps"]["record"]["output"]["amount"].to_string(),
+            kept,
+            "output {sent}"
+        );
+    }
+}
+
 /// Serving file evidence (spec §5): an upload reads back with its record in its own
 /// organization only, and bytes that changed or vanished since the upload are an error, never
 /// a different file.
