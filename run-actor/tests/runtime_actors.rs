@@ -14,6 +14,7 @@ use agentprocess_store::{
 };
 use runtime_support::*;
 use serde_json::json;
+use sha2::Digest;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -716,6 +717,84 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
     let evidence = &done["data"]["steps"]["prepare"]["evidence"][0];
     assert_eq!(evidence["sha256"], stored["sha256"]);
     let _ = Submission::default();
+}
+
+/// Spec §5: file evidence is verified against the bytes stored for the upload and recorded with
+/// their SHA-256; an upload whose bytes changed since is not accepted as evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_5_file_evidence_is_verified_and_recorded_with_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let caller = agent("a1");
+    let upload = |file_name: &str, bytes: &[u8]| Upload {
+        file_name: file_name.into(),
+        content_type: "text/plain".into(),
+        bytes: bytes.to_vec(),
+    };
+    let log_bytes = b"12:00:01 cache miss storm\n12:00:05 cache flushed\n";
+    let log = ok(runtime
+        .upload(&caller, upload("diagnostics.log", log_bytes), "f-1")
+        .await
+        .unwrap());
+    let log_id = log["id"].as_str().unwrap().to_string();
+    let changed = ok(runtime
+        .upload(&caller, upload("notes.txt", b"as uploaded"), "f-2")
+        .await
+        .unwrap());
+    let changed_id = changed["id"].as_str().unwrap().to_string();
+    let (record, _) = runtime.read_upload(ORG, &changed_id).await.unwrap().unwrap();
+    std::fs::write(dir.path().join("blobs").join(&record.path), b"changed since").unwrap();
+
+    let run = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    let token = claimed["token"].as_str().unwrap().to_string();
+    let citing = |uploads: &[&str]| {
+        let mut submission = diagnosis();
+        submission.evidence.extend(uploads.iter().map(|id| EvidenceItem {
+            kind: "file".into(),
+            reference: (*id).into(),
+        }));
+        Write::Submit {
+            token: token.clone(),
+            submission,
+        }
+    };
+    let refusal = refused(
+        runtime
+            .execute(&caller, citing(&[&log_id, &changed_id]), "u-1")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(refusal.code, Code::NotAccepted);
+    assert_eq!(
+        refusal.issues,
+        [format!(
+            "evidence {changed_id}: stored bytes no longer match the upload's hash"
+        )]
+    );
+
+    let view = ok(runtime.execute(&caller, citing(&[&log_id]), "u-2").await.unwrap());
+    let sha256: String = sha2::Sha256::digest(log_bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        view["data"]["steps"]["diagnose"]["evidence"],
+        json!([
+            { "kind": "link", "ref": "https://tickets.example/1" },
+            { "kind": "file", "ref": log_id, "sha256": sha256 },
+        ])
+    );
 }
 
 /// Spec §2.3: numbers are never rounded. Run inputs and step outputs of any size and precision
