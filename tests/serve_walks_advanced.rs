@@ -5,6 +5,7 @@
 
 mod common;
 
+use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_testkit::fake_evaluator::FakeEvaluator;
 use agentprocess_testkit::run_view::{step_of, step_state};
 use base64::Engine;
@@ -14,6 +15,7 @@ use serde_json::{Value, json};
 
 const OPERATOR: Who = Who::Operator("ops@acme.test", &["ops"]);
 const ESCALATION_DESK: Who = Who::Person("desk@acme.test", &["operators"]);
+const YEAR_SECONDS: u64 = 365 * 24 * 3600;
 
 /// Starts a run of `process` and returns its id.
 async fn start_run(client: &Mcp, process: &str, inputs: Value) -> String {
@@ -1166,15 +1168,6 @@ steps:
 Two instalments are expected; a missing one is chased.
 ";
 
-/// Seconds from now (real time) to 2030-01-01T00:00:00Z.
-fn seconds_until_2030() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    1_893_456_000 - now
-}
-
 /// Spec §3.6 `send_event` and the wait steps: events sent before the wait is reached are held
 /// and consumed oldest first; an event sent while waiting is consumed at once; a person who is
 /// no operator is refused; `wait_for` times out to `on_timeout` when the clock passes it;
@@ -1192,11 +1185,14 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
     let operator = server.client(&OPERATOR).await;
     let clerk = server.client(&Who::Person("clerk@acme.test", &["finance"])).await;
 
-    // Run A: two events held before the waits, consumed oldest first.
+    // Run A: two events held before the waits, consumed oldest first. It closes a year after the
+    // server's time, in whole seconds.
+    let now = server.advance(0).await;
+    let close_at = Timestamp::from_millis(now.as_millis() / 1000 * 1000).plus_seconds(YEAR_SECONDS);
     let held_run = start_run(
         &agent,
         "payment-watch",
-        json!({ "invoiceId": "INV-A", "closeAt": "2030-01-01T00:00:00Z" }),
+        json!({ "invoiceId": "INV-A", "closeAt": close_at.to_rfc3339() }),
     )
     .await;
     let event = |run_id: &str, amount: u32| {
@@ -1291,7 +1287,9 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
     // Run A still waits for its date, then finishes when the clock passes it.
     let run = get_run(&agent, &held_run).await;
     assert_eq!(run["run"]["state"], "waiting", "{run}");
-    server.advance(seconds_until_2030() + 3600).await;
+    let now = server.advance(0).await;
+    let to_close = u64::try_from(close_at.as_millis() - now.as_millis()).expect("ahead") / 1000;
+    server.advance(to_close + 3600).await;
     let run = run_once(&agent, &held_run, "the close date", |run| {
         run["run"]["state"] == "ended"
     })
