@@ -5,7 +5,8 @@
 
 mod common;
 
-use agentprocess_run_actor::machine::Timestamp;
+use agentprocess_run_actor::machine::{Limits, Timestamp};
+use agentprocess_testkit::assert_matches_schema;
 use agentprocess_testkit::fake_evaluator::FakeEvaluator;
 use agentprocess_testkit::run_view::{step_of, step_state};
 use base64::Engine;
@@ -880,6 +881,42 @@ async fn check_profile_is_offered_only_with_an_evaluator() {
         "{describe}"
     );
     server.publish_fixture("vendor-check");
+}
+
+/// check-1 §5: `describe` carries the check limits: the server's defaults (the runtime's), or
+/// what the operator configured.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_5_describe_carries_the_check_limits_with_the_server_defaults() {
+    let evaluator = FakeEvaluator::spawn_on_thread(None);
+    let data = tempfile::tempdir().unwrap();
+    let server = start_with_evaluator(data.path(), &evaluator);
+    let agent = server.client(&SCREENER).await;
+    let describe = agent.ok("describe", json!({})).await;
+    assert_matches_schema("tools/describe.result.json", &describe);
+    assert_eq!(
+        describe["limits"],
+        json!({ "runDataBytes": 524288, "checkPass": 0.9, "checkFail": null,
+                "checkConfidence": 0.8, "checkStateBytes": 65536 }),
+        "{describe}"
+    );
+    assert_eq!(describe["limits"], Limits::default().to_json());
+    agent.close().await;
+
+    let strict_data = tempfile::tempdir().unwrap();
+    let strict = Server::start_with_env(
+        strict_data.path(),
+        &[],
+        &[
+            ("AGENTPROCESS_EVALUATOR__URL", evaluator.base_url.as_str()),
+            ("AGENTPROCESS_EVALUATOR__MODEL", "fake"),
+            ("AGENTPROCESS_LIMITS__CHECK_FAIL", "0.4"),
+        ],
+    );
+    let agent = strict.client(&SCREENER).await;
+    let describe = agent.ok("describe", json!({})).await;
+    assert_matches_schema("tools/describe.result.json", &describe);
+    assert_eq!(describe["limits"]["checkFail"], 0.4, "{describe}");
+    assert_eq!(describe["limits"]["checkPass"], 0.9, "{describe}");
 }
 
 /// check-1 §3: a passing verdict completes the step and is recorded at `steps.<id>.check`;
