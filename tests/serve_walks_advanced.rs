@@ -5,6 +5,8 @@
 
 mod common;
 
+use agentprocess_run_actor::machine::{Limits, Timestamp};
+use agentprocess_testkit::assert_matches_schema;
 use agentprocess_testkit::fake_evaluator::FakeEvaluator;
 use agentprocess_testkit::run_view::{step_of, step_state};
 use base64::Engine;
@@ -15,6 +17,7 @@ use serde_json::{Value, json};
 const OPERATOR: Who = Who::Operator("ops@acme.test", &["ops"]);
 /// Not an operator: a member of the escalation group the vendor-check server names.
 const ESCALATION_DESK: Who = Who::Person("desk@acme.test", &["escalation-desk"]);
+const YEAR_SECONDS: u64 = 365 * 24 * 3600;
 
 /// Starts a run of `process` and returns its id.
 async fn start_run(client: &Mcp, process: &str, inputs: Value) -> String {
@@ -917,6 +920,42 @@ async fn check_profile_is_offered_only_with_an_evaluator() {
     server.publish_fixture("vendor-check");
 }
 
+/// check-1 §5: `describe` carries the check limits: the server's defaults (the runtime's), or
+/// what the operator configured.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_5_describe_carries_the_check_limits_with_the_server_defaults() {
+    let evaluator = FakeEvaluator::spawn_on_thread(None);
+    let data = tempfile::tempdir().unwrap();
+    let server = start_with_evaluator(data.path(), &evaluator);
+    let agent = server.client(&SCREENER).await;
+    let describe = agent.ok("describe", json!({})).await;
+    assert_matches_schema("tools/describe.result.json", &describe);
+    assert_eq!(
+        describe["limits"],
+        json!({ "runDataBytes": 524288, "checkPass": 0.9, "checkFail": null,
+                "checkConfidence": 0.8, "checkStateBytes": 65536 }),
+        "{describe}"
+    );
+    assert_eq!(describe["limits"], Limits::default().to_json());
+    agent.close().await;
+
+    let strict_data = tempfile::tempdir().unwrap();
+    let strict = Server::start_with_env(
+        strict_data.path(),
+        &[],
+        &[
+            ("AGENTPROCESS_EVALUATOR__URL", evaluator.base_url.as_str()),
+            ("AGENTPROCESS_EVALUATOR__MODEL", "fake"),
+            ("AGENTPROCESS_LIMITS__CHECK_FAIL", "0.4"),
+        ],
+    );
+    let agent = strict.client(&SCREENER).await;
+    let describe = agent.ok("describe", json!({})).await;
+    assert_matches_schema("tools/describe.result.json", &describe);
+    assert_eq!(describe["limits"]["checkFail"], 0.4, "{describe}");
+    assert_eq!(describe["limits"]["checkPass"], 0.9, "{describe}");
+}
+
 /// check-1 §3: a passing verdict completes the step and is recorded at `steps.<id>.check`;
 /// finance approves and the vendor is onboarded. A not-cleared vendor routes to `declined`.
 #[tokio::test(flavor = "multi_thread")]
@@ -1203,15 +1242,6 @@ steps:
 Two instalments are expected; a missing one is chased.
 ";
 
-/// Seconds from now (real time) to 2030-01-01T00:00:00Z.
-fn seconds_until_2030() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    1_893_456_000 - now
-}
-
 /// Spec §3.6 `send_event` and the wait steps: events sent before the wait is reached are held
 /// and consumed oldest first; an event sent while waiting is consumed at once; a person who is
 /// no operator is refused; `wait_for` times out to `on_timeout` when the clock passes it;
@@ -1229,11 +1259,14 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
     let operator = server.client(&OPERATOR).await;
     let clerk = server.client(&Who::Person("clerk@acme.test", &["finance"])).await;
 
-    // Run A: two events held before the waits, consumed oldest first.
+    // Run A: two events held before the waits, consumed oldest first. It closes a year after the
+    // server's time, in whole seconds.
+    let now = server.advance(0).await;
+    let close_at = Timestamp::from_millis(now.as_millis() / 1000 * 1000).plus_seconds(YEAR_SECONDS);
     let held_run = start_run(
         &agent,
         "payment-watch",
-        json!({ "invoiceId": "INV-A", "closeAt": "2030-01-01T00:00:00Z" }),
+        json!({ "invoiceId": "INV-A", "closeAt": close_at.to_rfc3339() }),
     )
     .await;
     let event = |run_id: &str, amount: u32| {
@@ -1328,7 +1361,9 @@ async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to_its
     // Run A still waits for its date, then finishes when the clock passes it.
     let run = get_run(&agent, &held_run).await;
     assert_eq!(run["run"]["state"], "waiting", "{run}");
-    server.advance(seconds_until_2030() + 3600).await;
+    let now = server.advance(0).await;
+    let to_close = u64::try_from(close_at.as_millis() - now.as_millis()).expect("ahead") / 1000;
+    server.advance(to_close + 3600).await;
     let run = run_once(&agent, &held_run, "the close date", |run| {
         run["run"]["state"] == "ended"
     })

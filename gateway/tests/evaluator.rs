@@ -134,7 +134,9 @@ async fn every_question_kind_passes_on_an_unmarked_submission() {
         [QuestionResult::Pass; 3]
     );
     assert_eq!(fake.requests(), 3, "one request per question");
-    for received in fake.received() {
+    let received = fake.received();
+    assert_eq!(received.len(), 3, "every request recorded");
+    for received in received {
         assert_eq!(received.authorization, None, "no key configured, none sent");
         assert_eq!(received.body["model"], "judge-small");
         assert_eq!(received.body["max_tokens"], 1);
@@ -237,7 +239,10 @@ async fn the_api_key_goes_as_a_bearer_token() {
     let before = fake.received().len();
     let (_, answers) = evaluator.evaluate(&screening("fine")).await.unwrap();
     assert_eq!(answers.len(), 3);
-    for received in &fake.received()[before..] {
+    let received = fake.received();
+    let keyed = &received[before..];
+    assert_eq!(keyed.len(), 3, "one request per question");
+    for received in keyed {
         assert_eq!(received.authorization.as_deref(), Some("Bearer sk-test-1"));
     }
 }

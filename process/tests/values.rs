@@ -103,41 +103,29 @@ fn spec_2_3_number_accepts_json_numbers_and_refuses_other_types() {
     refuses(&spec, "[1]", "expected number");
 }
 
+/// Spec §2.3: a number field takes numbers of any size and precision. That they come back
+/// unrounded from a run is checked by the runtime test `spec_2_3_numbers_are_never_rounded`.
 #[test]
-fn spec_2_3_numbers_are_never_rounded() {
+fn spec_2_3_number_fields_take_any_size_and_precision() {
     let spec = field(FieldType::Number);
     let fields = fields(vec![("amount", spec.clone())]);
-    // (as sent, as serde_json keeps it). serde_json writes every exponent marker as `e` with an
-    // explicit sign; the digits, and so the value, are exactly those sent.
-    for (sent, kept) in [
-        ("123456789012345678901234567890", "123456789012345678901234567890"),
-        (
-            "-98765432109876543210.000000000000000000001",
-            "-98765432109876543210.000000000000000000001",
-        ),
-        ("0.1000000000000000000000001", "0.1000000000000000000000001"),
-        ("1.0", "1.0"),
-        ("1.50", "1.50"),
-        ("-0", "-0"),
-        ("1e400", "1e+400"),
-        ("1E+2", "1e+2"),
-        (
-            "-1.2345678901234567890123456789e-400",
-            "-1.2345678901234567890123456789e-400",
-        ),
+    for sent in [
+        "123456789012345678901234567890",
+        "-98765432109876543210.000000000000000000001",
+        "0.1000000000000000000000001",
+        "1.0",
+        "1.50",
+        "-0",
+        "1e400",
+        "1E+2",
+        "-1.2345678901234567890123456789e-400",
     ] {
         accepts(&spec, sent);
         let value = json(&format!(r#"{{"amount":{sent}}}"#));
-        assert!(check_values(&fields, &value, "output", EMAIL).is_empty());
-        assert_eq!(
-            value.to_string(),
-            format!(r#"{{"amount":{kept}}}"#),
-            "{sent} must not change"
+        assert!(
+            check_values(&fields, &value, "output", EMAIL).is_empty(),
+            "{sent}"
         );
-        let (Value::Number(before), Value::Number(after)) = (json(sent), &value["amount"]) else {
-            panic!("{sent} is a number");
-        };
-        assert!(same_number(&before, after));
     }
 }
 

@@ -1058,20 +1058,17 @@ fn check_verdicts_survive_a_round_trip_through_stored_state() {
     assert_eq!(&loaded, world.run());
 }
 
+/// The limits as `describe.limits` shows them, with the runtime's defaults. That the server's
+/// `describe` reports them is checked end to end by
+/// `check_5_describe_carries_the_check_limits_with_the_server_defaults`.
 #[test]
-fn check_5_describe_carries_the_check_limits_with_the_server_defaults() {
+fn check_5_limits_render_as_describe_limits_with_the_runtime_defaults() {
     let limits = Limits::default();
     assert_eq!(
         limits.to_json(),
         json!({ "runDataBytes": 524288, "checkPass": 0.9, "checkFail": null,
                 "checkConfidence": 0.8, "checkStateBytes": 65536 })
     );
-    let describe = json!({
-        "protocol": "agentprocess", "version": "core-2", "profiles": ["parallel-1", "check-1"],
-        "leaseSeconds": limits.lease_seconds, "person": { "format": "email" },
-        "tools": ["describe"], "limits": limits.to_json(),
-    });
-    assert_matches_schema("tools/describe.result.json", &describe);
     let strict = Limits {
         check_fail: Probability::new(0.4),
         ..limits

@@ -623,10 +623,25 @@ fn spec_3_5_a_run_with_people_ends_with_work_items_removed() {
 #[test]
 fn spec_3_3_any_operator_may_take_an_escalation_from_the_queue() {
     let (mut world, item) = escalated();
+    // A person in neither the escalation group nor the operators is refused.
+    let (code, _) = refused(
+        world
+            .decide(
+                person("pat@acme.example", &["g_staff"]),
+                &item,
+                Decision::Returned,
+            )
+            .note("Go on.")
+            .send(),
+    );
+    assert_eq!(code, Code::Forbidden);
+    assert_eq!(world.work_item_on("check_vendor"), item, "still in the queue");
+    // An operator outside the escalation group takes it.
     let mut outsider = operator();
-    if let agentprocess_run_actor::machine::Actor::Person { groups, .. } = &mut outsider.actor {
-        groups.clear();
-    }
+    let agentprocess_run_actor::machine::Actor::Person { groups, .. } = &mut outsider.actor else {
+        panic!("an operator is a person");
+    };
+    groups.clear();
     world
         .decide(outsider, &item, Decision::Returned)
         .note("Go on.")

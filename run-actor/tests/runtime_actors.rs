@@ -5,10 +5,18 @@ mod runtime_support;
 
 use agentprocess_run_actor::machine::{Code, EvidenceItem, Submission};
 use agentprocess_run_actor::runtime::{
-    GetWork, ListRuns, RunService, Runtime, RuntimeError, Upload, Write, blob_store_from_url,
+    Clock, GetWork, ListRuns, LocalBlobs, RunService, Runtime, RuntimeConfig, RuntimeError, Upload, Write,
+    blob_store_from_url,
+};
+use agentprocess_store::{
+    KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus, RangeRequest, RangeResult, Store, StoreError, Txn,
+    TxnResult, WatchStream,
 };
 use runtime_support::*;
 use serde_json::json;
+use sha2::Digest;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,10 +110,12 @@ async fn a_thousand_runs_proceed_in_parallel() {
     runs.sort();
     runs.dedup();
     assert_eq!(runs.len(), 1000);
-    // Many commands shared a commit.
+    // Each run's three commands came one after the other: one commit each, none lost or
+    // repeated. (Commands queued on one run share a commit; see
+    // `commands_queued_behind_a_commit_share_the_next_one`.)
     let stats = runtime.stats();
-    let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(commits <= 3000, "{commits} commits");
+    let commits = stats.commits.load(Ordering::Relaxed);
+    assert_eq!(commits, 3000);
 
     // Every confirmation waits for tier 1, paged from the work-item index.
     let lead = person("lead@acme.example", &["g_tier1-lead"]);
@@ -130,6 +140,146 @@ async fn a_thousand_runs_proceed_in_parallel() {
         }
     }
     assert_eq!(seen, 1000);
+}
+
+/// A store whose transactions wait while its gate is closed, so that commands queue behind one.
+#[derive(Debug)]
+struct GatedStore {
+    inner: Arc<dyn Store>,
+    open: tokio::sync::watch::Sender<bool>,
+    /// Transactions waiting at the gate now.
+    waiting: AtomicUsize,
+}
+
+impl GatedStore {
+    fn new(inner: Arc<dyn Store>) -> Self {
+        GatedStore {
+            inner,
+            open: tokio::sync::watch::Sender::new(true),
+            waiting: AtomicUsize::new(0),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for GatedStore {
+    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
+        self.inner.get(key).await
+    }
+
+    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
+        self.inner.range(request).await
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        let mut open = self.open.subscribe();
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _ = open.wait_for(|open| *open).await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.inner.txn(txn).await
+    }
+
+    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
+        self.inner.lease_grant(ttl).await
+    }
+
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
+        self.inner.lease_keep_alive(lease).await
+    }
+
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
+        self.inner.lease_revoke(lease).await
+    }
+
+    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
+        self.inner.lease_time_to_live(lease).await
+    }
+
+    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
+        self.inner.watch(range, start_revision).await
+    }
+}
+
+/// Polls `check` every 10 ms until it holds, for at most ten seconds.
+async fn until(what: &str, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Commands that reach a run while its previous commit is in flight are applied together and
+/// committed in one transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_queued_behind_a_commit_share_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(GatedStore::new(open_store(&dir.path().join("store")).await));
+    let runtime = runtime(
+        store.clone(),
+        &dir.path().join("blobs"),
+        Clock::starting_at(START),
+    );
+    let branches: Vec<String> = (0..8).map(|b| format!("b{b}")).collect();
+    let mut source = format!(
+        "---\nname: fanout\ndescription: Agents side by side.\nsteps:\n  - id: fan\n    parallel: [{}]\n    next: done\n",
+        branches.join(", ")
+    );
+    for branch in &branches {
+        source.push_str(&format!(
+            "  - id: {branch}\n    agent: Your part.\n    next: join\n"
+        ));
+    }
+    source.push_str("  - id: done\n    finish: done\n---\n\n# Fanout\n");
+    runtime
+        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .await
+        .unwrap();
+    let run = run_id(&start(&runtime, &agent("starter"), "fanout", json!({}), "s-1").await);
+    let stats = runtime.stats();
+    let commits_before = stats.commits.load(Ordering::SeqCst);
+
+    // The first claim's commit waits at the closed gate; the other seven queue behind it.
+    store.open.send_replace(false);
+    let claim_branch = |i: usize| {
+        let (runtime, run, branch) = (runtime.clone(), run.clone(), branches[i].clone());
+        tokio::spawn(async move {
+            claim(
+                &runtime,
+                &agent(&format!("a{i}")),
+                &run,
+                &branch,
+                &format!("c-{i}"),
+            )
+            .await
+        })
+    };
+    let mut calls = vec![claim_branch(0)];
+    until("the first claim's commit waits", || {
+        store.waiting.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    calls.extend((1..branches.len()).map(claim_branch));
+    let commands = 1 + branches.len() as u64;
+    until("every claim was sent", || {
+        stats.commands.load(Ordering::SeqCst) == commands
+    })
+    .await;
+    store.open.send_replace(true);
+    for call in calls {
+        assert!(ok(call.await.unwrap())["token"].is_string());
+    }
+
+    let queued = branches.len() as u64 - 1;
+    let commits = stats.commits.load(Ordering::SeqCst) - commits_before - 1;
+    assert!(commits < queued, "{queued} queued claims took {commits} commits");
+    let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+    for branch in &branches {
+        assert_eq!(step_state(&view, branch), "claimed");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -569,6 +719,150 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
     let _ = Submission::default();
 }
 
+/// Spec §5: file evidence is verified against the bytes stored for the upload and recorded with
+/// their SHA-256; an upload whose bytes changed since is not accepted as evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_5_file_evidence_is_verified_and_recorded_with_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let caller = agent("a1");
+    let upload = |file_name: &str, bytes: &[u8]| Upload {
+        file_name: file_name.into(),
+        content_type: "text/plain".into(),
+        bytes: bytes.to_vec(),
+    };
+    let log_bytes = b"12:00:01 cache miss storm\n12:00:05 cache flushed\n";
+    let log = ok(runtime
+        .upload(&caller, upload("diagnostics.log", log_bytes), "f-1")
+        .await
+        .unwrap());
+    let log_id = log["id"].as_str().unwrap().to_string();
+    let changed = ok(runtime
+        .upload(&caller, upload("notes.txt", b"as uploaded"), "f-2")
+        .await
+        .unwrap());
+    let changed_id = changed["id"].as_str().unwrap().to_string();
+    let (record, _) = runtime.read_upload(ORG, &changed_id).await.unwrap().unwrap();
+    std::fs::write(dir.path().join("blobs").join(&record.path), b"changed since").unwrap();
+
+    let run = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    let token = claimed["token"].as_str().unwrap().to_string();
+    let citing = |uploads: &[&str]| {
+        let mut submission = diagnosis();
+        submission.evidence.extend(uploads.iter().map(|id| EvidenceItem {
+            kind: "file".into(),
+            reference: (*id).into(),
+        }));
+        Write::Submit {
+            token: token.clone(),
+            submission,
+        }
+    };
+    let refusal = refused(
+        runtime
+            .execute(&caller, citing(&[&log_id, &changed_id]), "u-1")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(refusal.code, Code::NotAccepted);
+    assert_eq!(
+        refusal.issues,
+        [format!(
+            "evidence {changed_id}: stored bytes no longer match the upload's hash"
+        )]
+    );
+
+    let view = ok(runtime.execute(&caller, citing(&[&log_id]), "u-2").await.unwrap());
+    let sha256: String = sha2::Sha256::digest(log_bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        view["data"]["steps"]["diagnose"]["evidence"],
+        json!([
+            { "kind": "link", "ref": "https://tickets.example/1" },
+            { "kind": "file", "ref": log_id, "sha256": sha256 },
+        ])
+    );
+}
+
+/// Spec §2.3: numbers are never rounded. Run inputs and step outputs of any size and precision
+/// read back from the store with the digits they were sent with (serde_json writes an exponent
+/// as `e` with a sign).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_2_3_numbers_are_never_rounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    let source = "---\nname: measure\ndescription: Record an amount.\ninputs:\n  amount: number\nsteps:\n  - id: record\n    agent: Record the amount.\n    output:\n      amount: number\n    next: done\n  - id: done\n    finish: done\n---\n\n# Measure\n";
+    runtime
+        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .await
+        .unwrap();
+    let caller = agent("a1");
+    // (as sent, as read back)
+    for (i, (sent, kept)) in [
+        ("123456789012345678901234567890", "123456789012345678901234567890"),
+        (
+            "-98765432109876543210.000000000000000000001",
+            "-98765432109876543210.000000000000000000001",
+        ),
+        ("0.1000000000000000000000001", "0.1000000000000000000000001"),
+        ("1.0", "1.0"),
+        ("1.50", "1.50"),
+        ("-0", "-0"),
+        ("1e400", "1e+400"),
+        ("1E+2", "1e+2"),
+        (
+            "-1.2345678901234567890123456789e-400",
+            "-1.2345678901234567890123456789e-400",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let amount: serde_json::Value = serde_json::from_str(sent).unwrap();
+        let run = run_id(
+            &start(
+                &runtime,
+                &caller,
+                "measure",
+                json!({ "amount": amount }),
+                &format!("s-{i}"),
+            )
+            .await,
+        );
+        let claimed = ok(claim(&runtime, &caller, &run, "record", &format!("c-{i}")).await);
+        let submission = Submission {
+            output: Some(object(json!({ "amount": amount }))),
+            summary: Some("Recorded.".into()),
+            ..Submission::default()
+        };
+        let write = Write::Submit {
+            token: claimed["token"].as_str().unwrap().to_string(),
+            submission,
+        };
+        ok(runtime.execute(&caller, write, &format!("u-{i}")).await.unwrap());
+        let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+        assert_eq!(view["data"]["inputs"]["amount"].to_string(), kept, "input {sent}");
+        assert_eq!(
+            view["data"]["steps"]["record"]["output"]["amount"].to_string(),
+            kept,
+            "output {sent}"
+        );
+    }
+}
+
 /// Serving file evidence (spec §5): an upload reads back with its record in its own
 /// organization only, and bytes that changed or vanished since the upload are an error, never
 /// a different file.
@@ -627,17 +921,15 @@ async fn an_upload_reads_back_in_its_organization_and_only_with_its_recorded_has
 async fn idle_actors_are_evicted_and_reload_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;
-    let config = agentprocess_run_actor::runtime::RuntimeConfig {
+    let config = RuntimeConfig {
         idle_eviction: Duration::from_millis(50),
         ..Default::default()
     };
     let runtime = Runtime::new(
         store,
-        std::sync::Arc::new(agentprocess_run_actor::runtime::LocalBlobs::new(
-            dir.path().join("blobs"),
-        )),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
         config,
-        agentprocess_run_actor::runtime::Clock::starting_at(START),
+        Clock::starting_at(START),
     );
     publish_fixture(&runtime, ORG, "support-escalation").await;
     let caller = agent("a1");
@@ -652,13 +944,12 @@ async fn idle_actors_are_evicted_and_reload_from_the_store() {
         .await,
     );
     assert_eq!(runtime.live_actors(), 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(runtime.live_actors(), 0, "evicted when idle");
+    until("the idle actor is evicted", || runtime.live_actors() == 0).await;
     let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
     assert!(claimed["token"].is_string(), "loaded again from the store");
     let stats = runtime.stats();
-    assert_eq!(stats.loads.load(std::sync::atomic::Ordering::Relaxed), 1);
-    assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(stats.loads.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.evictions.load(Ordering::Relaxed), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

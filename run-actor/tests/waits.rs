@@ -146,6 +146,14 @@ fn spec_3_6_send_event_is_for_agents_and_operators_with_step_id_names() {
         })
         .unwrap_err();
     assert_eq!(refusal.code, Code::Invalid);
+    // An agent and an operator send it under a step-id-style name: held for the wait.
+    for sender in [agent("a"), operator()] {
+        assert_eq!(
+            send(&mut world, sender, "payment_settled", json!({})),
+            json!({ "consumedBy": null })
+        );
+    }
+    assert_eq!(world.run().held_events.len(), 2);
     world.limits.run_data_bytes = 100;
     let refusal = world
         .apply(Command::SendEvent {

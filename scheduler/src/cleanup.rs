@@ -2,16 +2,29 @@
 //! each record.
 
 use crate::SchedulerConfig;
+use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_run_actor::runtime::Runtime;
 use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use tokio::sync::watch;
 
 /// Pairs of keys removed per transaction (two operations each, within the 128 limit).
 const PER_TXN: usize = 60;
 
-pub(crate) async fn run(runtime: Runtime, config: SchedulerConfig, mut stopped: watch::Receiver<bool>) {
+/// Sweeps every `cleanup_every`; records in `swept_at_ms` the clock time of each sweep that
+/// finished.
+pub(crate) async fn run(
+    runtime: Runtime,
+    config: SchedulerConfig,
+    swept_at_ms: Arc<AtomicI64>,
+    mut stopped: watch::Receiver<bool>,
+) {
     loop {
-        let _ = sweep(&runtime).await;
+        let now = runtime.clock().now();
+        if sweep(&runtime, now).await.is_ok() {
+            swept_at_ms.fetch_max(now.as_millis(), Ordering::AcqRel);
+        }
         tokio::select! {
             _ = tokio::time::sleep(config.cleanup_every) => {}
             _ = stopped.changed() => return,
@@ -19,11 +32,11 @@ pub(crate) async fn run(runtime: Runtime, config: SchedulerConfig, mut stopped: 
     }
 }
 
-/// Removes every record that expired by now; returns how many.
-pub(crate) async fn sweep(runtime: &Runtime) -> Result<usize, StoreError> {
+/// Removes every record that expired by `now`; returns how many.
+pub(crate) async fn sweep(runtime: &Runtime, now: Timestamp) -> Result<usize, StoreError> {
     let keys = runtime.keys();
     let store = runtime.store();
-    let now = u64::try_from(runtime.clock().now().as_millis()).unwrap_or(0);
+    let now = u64::try_from(now.as_millis()).unwrap_or(0);
     let mut removed = 0;
     loop {
         let page = store

@@ -24,8 +24,10 @@ pub use agentprocess_run_actor::runtime::{
 };
 pub use outbox::{DELIVERY_HEADER, DeliveryError, HttpTransport, SIGNATURE_HEADER, Transport, sign};
 
+use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_run_actor::runtime::Runtime;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -68,6 +70,7 @@ pub struct Scheduler {
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     timers: Arc<timers::WindowStats>,
+    swept_at_ms: Arc<AtomicI64>,
 }
 
 impl Scheduler {
@@ -75,6 +78,7 @@ impl Scheduler {
     pub fn start(runtime: Runtime, transport: Arc<dyn Transport>, config: SchedulerConfig) -> Scheduler {
         let (stop, stopped) = watch::channel(false);
         let timer_stats = Arc::new(timers::WindowStats::default());
+        let swept_at_ms = Arc::new(AtomicI64::new(0));
         let tasks = vec![
             tokio::spawn(timers::run(
                 runtime.clone(),
@@ -88,18 +92,31 @@ impl Scheduler {
                 config.clone(),
                 stopped.clone(),
             )),
-            tokio::spawn(cleanup::run(runtime, config, stopped)),
+            tokio::spawn(cleanup::run(runtime, config, swept_at_ms.clone(), stopped)),
         ];
         Scheduler {
             stop,
             tasks,
             timers: timer_stats,
+            swept_at_ms,
         }
     }
 
     /// How many timers the window holds in memory now.
     pub fn timers_in_memory(&self) -> usize {
         self.timers.in_memory()
+    }
+
+    /// The clock time read by the last pass of the timer window that left nothing due unfired and
+    /// no firing in flight: every timer due by then has fired. The epoch before the first pass.
+    pub fn timers_settled_at(&self) -> Timestamp {
+        self.timers.settled_at()
+    }
+
+    /// The clock time of the last finished sweep: every idempotency record expired by then is
+    /// gone. The epoch before the first sweep.
+    pub fn swept_at(&self) -> Timestamp {
+        Timestamp::from_millis(self.swept_at_ms.load(Ordering::Acquire))
     }
 
     /// Stops every task and waits for them.

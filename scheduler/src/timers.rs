@@ -14,7 +14,7 @@ use agentprocess_run_actor::runtime::{RunService, Runtime};
 use agentprocess_store::RangeRequest;
 use agentprocess_store::keys::TimerKey;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -24,11 +24,18 @@ use tokio::time::Instant;
 #[derive(Debug, Default)]
 pub(crate) struct WindowStats {
     in_memory: AtomicUsize,
+    /// The clock time (ms) read by the last pass that left nothing due unfired and nothing in
+    /// flight.
+    settled_at_ms: AtomicI64,
 }
 
 impl WindowStats {
     pub(crate) fn in_memory(&self) -> usize {
         self.in_memory.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn settled_at(&self) -> Timestamp {
+        Timestamp::from_millis(self.settled_at_ms.load(Ordering::Acquire))
     }
 }
 
@@ -106,6 +113,9 @@ pub(crate) async fn run(
                 };
                 (key, fired)
             });
+        }
+        if firing.is_empty() {
+            stats.settled_at_ms.fetch_max(now.as_millis(), Ordering::AcqRel);
         }
         let next_fire = window.timers.first_key_value().map(|(_, t)| {
             clock.instant_at(Timestamp::from_millis(

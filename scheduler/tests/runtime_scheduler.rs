@@ -175,8 +175,12 @@ async fn a_wait_fires_after_a_restart() {
 
     // A new process: same directory, time goes on from where it was.
     let (store, runtime) = open(dir.path(), now).await;
+    let started = runtime.clock().now();
     let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually("every timer due at the start has fired", || async {
+        scheduler.timers_settled_at() >= started
+    })
+    .await;
     assert!(ready_steps(&runtime).await.is_empty(), "nothing fires early");
     runtime.clock().advance(DAY);
     eventually("cancel_services is ready", || async {
@@ -375,7 +379,7 @@ async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs
             .is_empty()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // With the outbox empty nothing is left to deliver: what the receiver has is all there is.
     let requests = receiver.requests();
     assert_eq!(requests.len(), 3, "two failures, one success, nothing more");
     for (headers, body) in &requests {
@@ -517,8 +521,12 @@ async fn idempotency_records_go_after_their_retention() {
     .await;
     let record = runtime.keys().idempotency(ORG, "s-1");
     assert!(runtime.store().get(&record).await.unwrap().0.is_some());
+    let six_days_on = runtime.clock().now().plus_seconds(DAY.as_secs() * 6);
     runtime.clock().advance(DAY * 6);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually("a sweep ran six days on", || async {
+        scheduler.swept_at() >= six_days_on
+    })
+    .await;
     assert!(
         runtime.store().get(&record).await.unwrap().0.is_some(),
         "kept for the retention"
@@ -550,8 +558,21 @@ async fn a_small_window_fires_every_timer_in_turn() {
         ..quick()
     };
     let scheduler = Scheduler::start(runtime.clone(), transport(), config);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(scheduler.timers_in_memory() <= 4, "only the window is in memory");
+    eventually("the window is loaded", || async {
+        scheduler.timers_in_memory() >= 4
+    })
+    .await;
+    assert_eq!(scheduler.timers_in_memory(), 4, "only the window is in memory");
+    // Nothing is due yet: a pass that looks again keeps the window as it is.
+    let a_second_on = runtime.clock().now().plus_seconds(1);
+    runtime.clock().advance(Duration::from_secs(1));
+    eventually("the scheduler looked again", || async {
+        scheduler.timers_settled_at() >= a_second_on
+    })
+    .await;
+    assert_eq!(scheduler.timers_in_memory(), 4, "still only the window");
+    // While they fire, fired timers are held back until the next reload and count as in memory
+    // too: the bound is checked above, before anything is due.
     runtime.clock().advance(Duration::from_secs(7200));
     let overdue = || async {
         let page = ok(runtime

@@ -5,6 +5,7 @@
 
 use agentprocess_gateway::Actor;
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
+use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_testkit::assert_matches_schema;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
@@ -261,8 +262,9 @@ impl Server {
         assert_eq!(code, 0, "import of {name} failed:\n{out}\n{err}");
     }
 
-    /// Moves the server's clock forward (testing.clock_control).
-    pub async fn advance(&self, seconds: u64) {
+    /// Moves the server's clock forward (testing.clock_control); returns the server's time after
+    /// the move (`advance(0)` reads the clock).
+    pub async fn advance(&self, seconds: u64) -> Timestamp {
         let response = reqwest::Client::new()
             .post(format!("{}/admin/v1/clock", self.url))
             .bearer_auth(self.token(&Who::Operator("ops@acme.test", &["ops"])))
@@ -270,7 +272,12 @@ impl Server {
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+        let (status, body) = status_and_json(response).await;
+        assert_eq!(status, 200, "{body}");
+        body["now"]
+            .as_str()
+            .and_then(Timestamp::parse_rfc3339)
+            .unwrap_or_else(|| panic!("the server's time: {body}"))
     }
 }
 
