@@ -7,7 +7,7 @@ use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{
     BlobStore, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
 };
-use agentprocess_scheduler::{HttpTransport, Scheduler};
+use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerParts};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
 use anyhow::Context;
 use axum::Json;
@@ -125,7 +125,14 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let transport = Arc::new(HttpTransport::new(Duration::from_secs(
         settings.webhook_timeout_seconds,
     )));
-    let scheduler = Scheduler::start(runtime.clone(), transport, settings.scheduler());
+    let parts = SchedulerParts {
+        store: store.clone(),
+        keys: runtime.keys().clone(),
+        clock: clock.clone(),
+        runs: Arc::new(runtime.clone()),
+        hints: runtime.hints().clone(),
+    };
+    let scheduler = Scheduler::start(parts, transport, settings.scheduler());
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await

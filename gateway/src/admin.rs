@@ -455,7 +455,7 @@ async fn redeliver(
     .await?
     {
         Redelivery::Redelivered => {
-            runtime.signals().outbox.notify_one();
+            runtime.hints().outbox_written();
             Ok((
                 StatusCode::ACCEPTED,
                 Json(json!({ "id": id, "redelivered": true })),

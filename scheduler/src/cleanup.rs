@@ -1,9 +1,8 @@
 //! Removes idempotency records whose retention has passed, using the expiry index written with
 //! each record.
 
-use crate::SchedulerConfig;
+use crate::{SchedulerConfig, SchedulerParts};
 use agentprocess_run_actor::machine::Timestamp;
-use agentprocess_run_actor::runtime::Runtime;
 use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -15,15 +14,18 @@ const PER_TXN: usize = 60;
 /// Sweeps every `cleanup_every`; records in `swept_at_ms` the clock time of each sweep that
 /// finished.
 pub(crate) async fn run(
-    runtime: Runtime,
+    parts: Arc<SchedulerParts>,
     config: SchedulerConfig,
     swept_at_ms: Arc<AtomicI64>,
     mut stopped: watch::Receiver<bool>,
 ) {
     loop {
-        let now = runtime.clock().now();
-        if sweep(&runtime, now).await.is_ok() {
-            swept_at_ms.fetch_max(now.as_millis(), Ordering::AcqRel);
+        let now = parts.clock.now();
+        match sweep(&parts, now).await {
+            Ok(_) => {
+                swept_at_ms.fetch_max(now.as_millis(), Ordering::AcqRel);
+            }
+            Err(error) => tracing::warn!(%error, "expired idempotency records cannot be removed now"),
         }
         tokio::select! {
             _ = tokio::time::sleep(config.cleanup_every) => {}
@@ -33,9 +35,9 @@ pub(crate) async fn run(
 }
 
 /// Removes every record that expired by `now`; returns how many.
-pub(crate) async fn sweep(runtime: &Runtime, now: Timestamp) -> Result<usize, StoreError> {
-    let keys = runtime.keys();
-    let store = runtime.store();
+pub(crate) async fn sweep(parts: &SchedulerParts, now: Timestamp) -> Result<usize, StoreError> {
+    let keys = &parts.keys;
+    let store = &parts.store;
     let now = u64::try_from(now.as_millis()).unwrap_or(0);
     let mut removed = 0;
     loop {

@@ -4,19 +4,26 @@
 //! timers.rs    a bounded window of the earliest timers, loaded in order from the timer index
 //! outbox.rs    at-least-once webhook delivery: HMAC-signed POSTs, backoff, dead letters
 //! cleanup.rs   removes idempotency records past their retention
+//! hints.rs     hints from a watch on the store, for a scheduler in another process than the runs
 //! ```
 //!
 //! Everything the scheduler works from is in the store (the timer index, the outbox, the
 //! idempotency expiry index), so a restart resumes every timer and every undelivered
-//! notification. It reaches runs only through [`RunService::fire`]; firing is idempotent
-//! because a timer names the generation (or claim lease) it was armed for and the machine
-//! ignores stale ones.
+//! notification. It is built from [`SchedulerParts`]: a store, the cluster's key layout, a
+//! clock, a run-service handle and a source of hints. It reaches runs only through
+//! [`RunService::fire_timer`]; firing is idempotent because a timer names the generation (or
+//! claim lease) it was armed for and the run ignores stale ones. Hints come through memory when
+//! the runs are in this process, or from a watch on the store ([`StoreWatchHints`]) when they are
+//! not.
 //!
-//! [`RunService::fire`]: agentprocess_run_actor::runtime::RunService::fire
+//! [`RunService::fire_timer`]: agentprocess_run_actor::runtime::RunService::fire_timer
 
 mod cleanup;
+mod hints;
 mod outbox;
 mod timers;
+
+pub use hints::StoreWatchHints;
 
 /// Webhooks and dead letters are stored by the runtime, which the gateway shares.
 pub use agentprocess_run_actor::runtime::{
@@ -25,7 +32,9 @@ pub use agentprocess_run_actor::runtime::{
 pub use outbox::{DELIVERY_HEADER, DeliveryError, HttpTransport, SIGNATURE_HEADER, Transport, sign};
 
 use agentprocess_run_actor::machine::Timestamp;
-use agentprocess_run_actor::runtime::Runtime;
+use agentprocess_run_actor::runtime::{Clock, Hints, RunService};
+use agentprocess_store::Store;
+use agentprocess_store::keys::Keys;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -64,6 +73,20 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// What a scheduler works with: no runtime, only handles that can live in another process.
+#[derive(Debug, Clone)]
+pub struct SchedulerParts {
+    /// The store that holds the timer index, the outbox and the idempotency expiry index.
+    pub store: Arc<dyn Store>,
+    /// The cluster's key layout.
+    pub keys: Keys,
+    pub clock: Clock,
+    /// Where timers are fired.
+    pub runs: Arc<dyn RunService>,
+    /// When to look sooner: the runtime's in-memory hints, or [`StoreWatchHints`].
+    pub hints: Arc<dyn Hints>,
+}
+
 /// A running scheduler: its timer, outbox and cleanup tasks.
 #[derive(Debug)]
 pub struct Scheduler {
@@ -74,25 +97,26 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// Starts the scheduler's tasks over `runtime`'s store, delivering with `transport`.
-    pub fn start(runtime: Runtime, transport: Arc<dyn Transport>, config: SchedulerConfig) -> Scheduler {
+    /// Starts the scheduler's tasks over `parts`, delivering notifications with `transport`.
+    pub fn start(parts: SchedulerParts, transport: Arc<dyn Transport>, config: SchedulerConfig) -> Scheduler {
         let (stop, stopped) = watch::channel(false);
         let timer_stats = Arc::new(timers::WindowStats::default());
         let swept_at_ms = Arc::new(AtomicI64::new(0));
+        let parts = Arc::new(parts);
         let tasks = vec![
             tokio::spawn(timers::run(
-                runtime.clone(),
+                parts.clone(),
                 config.clone(),
                 timer_stats.clone(),
                 stopped.clone(),
             )),
             tokio::spawn(outbox::run(
-                runtime.clone(),
+                parts.clone(),
                 transport,
                 config.clone(),
                 stopped.clone(),
             )),
-            tokio::spawn(cleanup::run(runtime, config, swept_at_ms.clone(), stopped)),
+            tokio::spawn(cleanup::run(parts, config, swept_at_ms.clone(), stopped)),
         ];
         Scheduler {
             stop,

@@ -7,7 +7,8 @@
 //! deduplicate on the notification's `id`. Test-mode runs never deliver.
 
 use crate::SchedulerConfig;
-use agentprocess_run_actor::runtime::{Runtime, webhooks};
+use crate::SchedulerParts;
+use agentprocess_run_actor::runtime::webhooks;
 use agentprocess_store::keys::OutboxKey;
 use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
 use async_trait::async_trait;
@@ -102,7 +103,7 @@ enum Delivered {
 }
 
 pub(crate) async fn run(
-    runtime: Runtime,
+    parts: Arc<SchedulerParts>,
     transport: Arc<dyn Transport>,
     config: SchedulerConfig,
     mut stopped: watch::Receiver<bool>,
@@ -113,10 +114,13 @@ pub(crate) async fn run(
     loop {
         // Look at the outbox: start deliveries of entries neither in flight nor waiting.
         let now = Instant::now();
-        let page = runtime
-            .store()
-            .range(RangeRequest::new(runtime.keys().outbox_entries()).with_limit(OUTBOX_PAGE))
+        let page = parts
+            .store
+            .range(RangeRequest::new(parts.keys.outbox_entries()).with_limit(OUTBOX_PAGE))
             .await;
+        if let Err(error) = &page {
+            tracing::warn!(%error, "the outbox cannot be read; looking again at the next poll");
+        }
         if let Ok(page) = page {
             let present: Vec<&Vec<u8>> = page.kvs.iter().map(|kv| &kv.key).collect();
             if !page.more {
@@ -127,18 +131,17 @@ pub(crate) async fn run(
                 {
                     continue;
                 }
-                let Some(key) = runtime.keys().parse_outbox(&kv.key) else {
+                let Some(key) = parts.keys.parse_outbox(&kv.key) else {
                     continue;
                 };
                 let Ok(entry) = serde_json::from_slice::<Value>(&kv.value) else {
                     continue;
                 };
                 in_flight.insert(kv.key.clone(), ());
-                let (runtime, transport) = (runtime.clone(), transport.clone());
+                let (parts, transport) = (parts.clone(), transport.clone());
                 let raw_key = kv.key.clone();
                 deliveries.spawn(async move {
-                    let outcome =
-                        deliver(&runtime, transport.as_ref(), &raw_key, &key, &entry, kv.value).await;
+                    let outcome = deliver(&parts, transport.as_ref(), &raw_key, &key, &entry, kv.value).await;
                     (raw_key, entry, outcome)
                 });
             }
@@ -148,7 +151,7 @@ pub(crate) async fn run(
         let wake = next_retry.map_or(poll, |r| r.min(poll));
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
-            _ = runtime.signals().outbox.notified() => {}
+            _ = parts.hints.next_outbox_hint() => {}
             Some(done) = deliveries.join_next(), if !deliveries.is_empty() => {
                 let Ok((raw_key, entry, outcome)) = done else { continue };
                 in_flight.remove(&raw_key);
@@ -160,8 +163,12 @@ pub(crate) async fn run(
                         let retry = retries.entry(raw_key.clone()).or_insert(Retry { attempts: 0, not_before: Instant::now() });
                         retry.attempts += 1;
                         if retry.attempts >= config.max_attempts {
-                            if bury(&runtime, &raw_key, &entry, retry.attempts, &error).await.is_ok() {
-                                retries.remove(&raw_key);
+                            match bury(&parts, &raw_key, &entry, retry.attempts, &error).await {
+                                Ok(()) => {
+                                    tracing::warn!(attempts = retry.attempts, %error, "a notification became a dead letter");
+                                    retries.remove(&raw_key);
+                                }
+                                Err(error) => tracing::warn!(%error, "a dead letter cannot be stored; trying again later"),
                             }
                         } else {
                             let backoff = config.first_backoff.saturating_mul(1 << (retry.attempts - 1).min(16));
@@ -188,19 +195,19 @@ pub(crate) async fn run(
 
 /// POSTs one entry to every webhook of its organization; deletes it once all took it.
 async fn deliver(
-    runtime: &Runtime,
+    parts: &SchedulerParts,
     transport: &dyn Transport,
     raw_key: &[u8],
     key: &OutboxKey,
     entry: &Value,
     body: Vec<u8>,
 ) -> Result<Delivered, StoreError> {
-    let store = runtime.store();
+    let store = &parts.store;
     let test_mode = entry["mode"].as_str() == Some("test");
     let webhooks = if test_mode {
         Vec::new()
     } else {
-        webhooks(store.as_ref(), runtime.keys(), &key.org).await?
+        webhooks(store.as_ref(), &parts.keys, &key.org).await?
     };
     let id = entry["id"].as_str().unwrap_or_default().to_string();
     let mut failures = Vec::new();
@@ -224,19 +231,19 @@ async fn deliver(
 
 /// Moves an entry that could not be delivered to the organization's dead letters.
 async fn bury(
-    runtime: &Runtime,
+    parts: &SchedulerParts,
     raw_key: &[u8],
     entry: &Value,
     attempts: u32,
     error: &str,
 ) -> Result<(), StoreError> {
-    let keys = runtime.keys();
+    let keys = &parts.keys;
     let Some(key) = keys.parse_outbox(raw_key) else {
         return Ok(());
     };
     let letter = json!({ "notification": entry, "attempts": attempts, "error": error });
-    runtime
-        .store()
+    parts
+        .store
         .txn(Txn::new().and_then([
             TxnOp::delete(raw_key.to_vec()),
             TxnOp::put(

@@ -7,13 +7,12 @@
 //! or the run ignored it) is held back with a growing delay, so a stuck entry never spins.
 //! Memory holds only the window and those held back, whatever the number of pending timers.
 
-use crate::SchedulerConfig;
-use agentprocess_run_actor::actor::timer_command;
+use crate::{SchedulerConfig, SchedulerParts};
 use agentprocess_run_actor::machine::Timestamp;
-use agentprocess_run_actor::runtime::{RunService, Runtime};
 use agentprocess_store::RangeRequest;
 use agentprocess_store::keys::TimerKey;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -47,7 +46,7 @@ struct HeldBack {
 }
 
 struct Window {
-    runtime: Runtime,
+    parts: Arc<SchedulerParts>,
     config: SchedulerConfig,
     /// Timer key → parsed key, earliest first.
     timers: BTreeMap<Vec<u8>, TimerKey>,
@@ -61,13 +60,13 @@ struct Window {
 }
 
 pub(crate) async fn run(
-    runtime: Runtime,
+    parts: Arc<SchedulerParts>,
     config: SchedulerConfig,
-    stats: std::sync::Arc<WindowStats>,
+    stats: Arc<WindowStats>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut window = Window {
-        runtime,
+        parts,
         config,
         timers: BTreeMap::new(),
         complete: false,
@@ -76,14 +75,15 @@ pub(crate) async fn run(
         held_back: HashMap::new(),
         reload: true,
     };
-    let mut firing: JoinSet<(Vec<u8>, bool)> = JoinSet::new();
+    // Each firing ends with its key. Fired or not, the entry is held back: the run's own commit
+    // removes a fired timer's entry, so one still there at the next reload is retried later.
+    let mut firing: JoinSet<Vec<u8>> = JoinSet::new();
     // Taken before the first read of the clock, so no jump between a read and a wait is missed.
-    let mut jumps = window.runtime.clock().jumps();
+    let mut jumps = window.parts.clock.jumps();
     loop {
         if window.reload {
-            if let Err(e) = window.load().await {
-                // The store is down: try again shortly.
-                let _ = e;
+            if let Err(error) = window.load().await {
+                tracing::warn!(%error, "the timer index cannot be read; retrying in 500 ms");
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
@@ -93,7 +93,7 @@ pub(crate) async fn run(
             .in_memory
             .store(window.timers.len() + window.held_back.len(), Ordering::Relaxed);
         // Fire what is due.
-        let clock = window.runtime.clock().clone();
+        let clock = window.parts.clock.clone();
         let now = clock.now();
         while firing.len() < window.config.max_firing {
             let Some((key, timer)) = window.timers.first_key_value() else {
@@ -105,13 +105,16 @@ pub(crate) async fn run(
             let (key, timer) = (key.clone(), timer.clone());
             window.timers.remove(&key);
             window.in_flight.insert(key.clone(), ());
-            let runtime = window.runtime.clone();
+            let runs = window.parts.runs.clone();
             firing.spawn(async move {
-                let fired = match timer_command(&timer.timer_id) {
-                    Some(command) => runtime.fire(&timer.org, &timer.run_id, command).await.is_ok(),
-                    None => false,
-                };
-                (key, fired)
+                let fired = runs.fire_timer(&timer.org, &timer.run_id, &timer.timer_id).await;
+                if let Err(error) = &fired {
+                    tracing::warn!(
+                        run_id = %timer.run_id, timer = %timer.timer_id, %error,
+                        "a timer could not be fired; it is held back and tried again"
+                    );
+                }
+                key
             });
         }
         if firing.is_empty() {
@@ -135,20 +138,18 @@ pub(crate) async fn run(
                 }
             }
             _ = jumps.changed() => {}
-            _ = window.runtime.signals().timers.notified() => {
-                let earliest = window.runtime.signals().take_earliest_timer();
+            earliest = window.parts.hints.next_timer_hint() => {
                 if window.complete || u64::try_from(earliest).unwrap_or(0) <= window.last_fire_at {
                     window.reload = true;
                 }
             }
             Some(done) = firing.join_next(), if !firing.is_empty() => {
-                if let Ok((key, fired)) = done {
+                if let Ok(key) = done {
                     window.in_flight.remove(&key);
                     let held = window.held_back.entry(key).or_insert(HeldBack { attempts: 0, not_before: Instant::now() });
                     held.attempts += 1;
                     let backoff = window.config.first_backoff.saturating_mul(1 << held.attempts.min(16));
                     held.not_before = Instant::now() + backoff.min(window.config.max_backoff);
-                    let _ = fired;
                 }
                 if window.timers.is_empty() && !window.complete {
                     window.reload = true;
@@ -165,8 +166,8 @@ pub(crate) async fn run(
 impl Window {
     /// Reloads the earliest timers, leaving out those in flight or held back.
     async fn load(&mut self) -> Result<(), agentprocess_store::StoreError> {
-        let keys = self.runtime.keys().clone();
-        let store = self.runtime.store().clone();
+        let keys = self.parts.keys.clone();
+        let store = self.parts.store.clone();
         let capacity = self.config.timer_window.max(1);
         let now = Instant::now();
         let mut timers = BTreeMap::new();

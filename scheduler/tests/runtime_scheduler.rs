@@ -5,12 +5,12 @@
 
 use agentprocess_run_actor::machine::{Caller, Decision, Mode, Timestamp};
 use agentprocess_run_actor::runtime::{
-    Clock, DeadLetterId, GetWork, LocalBlobs, Redelivery, RunService, Runtime, RuntimeConfig, ToolOutcome,
-    Write, redeliver_dead_letter,
+    Clock, DeadLetterId, GetWork, LocalBlobs, NoHints, Redelivery, RunService, Runtime, RuntimeConfig,
+    ToolOutcome, Write, redeliver_dead_letter,
 };
 use agentprocess_scheduler::{
-    HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, Webhook, configure_webhook, dead_letters,
-    sign,
+    HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerParts, StoreWatchHints, Webhook,
+    configure_webhook, dead_letters, sign,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, RangeRequest};
 use indexmap::IndexMap;
@@ -51,6 +51,18 @@ async fn open(dir: &Path, at: Timestamp) -> (EmbeddedStore, Runtime) {
         Clock::starting_at(at),
     );
     (store, runtime)
+}
+
+/// A scheduler's parts from an in-process runtime: its store, keys, clock and in-memory hints,
+/// and the runtime as the run service.
+fn parts(runtime: &Runtime) -> SchedulerParts {
+    SchedulerParts {
+        store: runtime.store().clone(),
+        keys: runtime.keys().clone(),
+        clock: runtime.clock().clone(),
+        runs: Arc::new(runtime.clone()),
+        hints: runtime.hints().clone(),
+    }
 }
 
 async fn publish(runtime: &Runtime, name: &str) {
@@ -176,7 +188,7 @@ async fn a_wait_fires_after_a_restart() {
     // A new process: same directory, time goes on from where it was.
     let (store, runtime) = open(dir.path(), now).await;
     let started = runtime.clock().now();
-    let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
+    let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
     eventually("every timer due at the start has fired", || async {
         scheduler.timers_settled_at() >= started
     })
@@ -201,7 +213,7 @@ async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
     publish(&runtime, "support-escalation").await;
-    let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
+    let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
     let run = start(
         &runtime,
         "support-escalation",
@@ -362,7 +374,7 @@ async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs
     )
     .await;
     let live = start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
-    let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
+    let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
 
     eventually("the third attempt succeeds", || async {
         receiver.requests().len() >= 3
@@ -418,7 +430,7 @@ async fn undeliverable_notifications_become_dead_letters() {
         max_attempts: 3,
         ..quick()
     };
-    let scheduler = Scheduler::start(runtime.clone(), transport(), config);
+    let scheduler = Scheduler::start(parts(&runtime), transport(), config);
     eventually("a dead letter appears", || async {
         !dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
             .await
@@ -460,7 +472,7 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
         outbox_poll: Duration::from_secs(3600),
         ..quick()
     };
-    let scheduler = Scheduler::start(runtime.clone(), transport(), config);
+    let scheduler = Scheduler::start(parts(&runtime), transport(), config);
     eventually("a dead letter appears", || async {
         !dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
             .await
@@ -478,7 +490,7 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
         .await
         .unwrap();
     assert_eq!(outcome, Redelivery::Redelivered);
-    runtime.signals().outbox.notify_one();
+    runtime.hints().outbox_written();
     eventually("the redelivered notification is taken", || async {
         receiver.requests().len() == 5
     })
@@ -510,7 +522,7 @@ async fn idempotency_records_go_after_their_retention() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
     publish(&runtime, "support-escalation").await;
-    let scheduler = Scheduler::start(runtime.clone(), transport(), quick());
+    let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
     start(
         &runtime,
         "support-escalation",
@@ -557,7 +569,7 @@ async fn a_small_window_fires_every_timer_in_turn() {
         timer_window: 4,
         ..quick()
     };
-    let scheduler = Scheduler::start(runtime.clone(), transport(), config);
+    let scheduler = Scheduler::start(parts(&runtime), transport(), config);
     eventually("the window is loaded", || async {
         scheduler.timers_in_memory() >= 4
     })
@@ -604,4 +616,97 @@ async fn a_small_window_fires_every_timer_in_turn() {
     assert_eq!(left, 0, "every due timer fired once and is gone");
     scheduler.stop().await;
     store.close().await;
+}
+
+/// A scheduler as a role of its own: built from a store and a run-service handle alone, with
+/// writers that send no hints (`NoHints`) and no periodic look at the outbox. A notification
+/// written after it started is still delivered, and a claim armed after it started still expires
+/// on time: the store watch is what tells it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = EmbeddedStore::open(dir.path().join("store"), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    let store: Arc<dyn agentprocess_store::Store> = Arc::new(store);
+    let clock = Clock::starting_at(START);
+    let runtime = Runtime::new(
+        store.clone(),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        RuntimeConfig {
+            hints: Arc::new(NoHints),
+            ..RuntimeConfig::default()
+        },
+        clock.clone(),
+    );
+    let keys = runtime.keys().clone();
+    let runs: Arc<dyn RunService> = Arc::new(runtime.clone());
+    let (receiver, url) = Receiver::start(0).await;
+    configure_webhook(
+        store.as_ref(),
+        &keys,
+        ORG,
+        "main",
+        &Webhook {
+            url,
+            secret: "s".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let config = SchedulerConfig {
+        outbox_poll: Duration::from_secs(3600),
+        ..quick()
+    };
+    let parts = SchedulerParts {
+        store: store.clone(),
+        keys: keys.clone(),
+        clock: clock.clone(),
+        runs: runs.clone(),
+        hints: StoreWatchHints::start(store.clone(), keys),
+    };
+    let scheduler = Scheduler::start(parts, transport(), config);
+    // Let the scheduler load its (empty) window first.
+    eventually("the first timer pass", || async {
+        scheduler.timers_settled_at() >= START
+    })
+    .await;
+
+    publish(&runtime, "customer-offboarding").await;
+    publish(&runtime, "support-escalation").await;
+    let inputs = json!({ "customerId": "C-9", "effectiveAt": "2027-01-01T00:00:00Z" });
+    start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-0").await;
+    eventually("the approval's work_item_opened is delivered", || async {
+        !receiver.requests().is_empty()
+    })
+    .await;
+    let run = start(
+        &runtime,
+        "support-escalation",
+        json!({ "ticketId": "T-9" }),
+        Mode::Live,
+        "s-1",
+    )
+    .await;
+    ok(runs
+        .execute(
+            &agent("a1"),
+            Write::Claim {
+                run_id: run,
+                step: "diagnose".into(),
+            },
+            "c-1",
+        )
+        .await
+        .unwrap());
+    assert!(ready_steps(&runtime).await.is_empty());
+    clock.advance(Duration::from_secs(601));
+    eventually("the expired claim makes diagnose claimable again", || async {
+        ready_steps(&runtime)
+            .await
+            .iter()
+            .any(|item| item["stepId"] == "diagnose")
+    })
+    .await;
+    scheduler.stop().await;
 }

@@ -560,11 +560,12 @@ impl Actor {
                 }
                 if let Some(fire_at) = new_timers {
                     inner
-                        .signals
+                        .config
+                        .hints
                         .timer_armed(i64::try_from(fire_at).unwrap_or(i64::MAX));
                 }
                 if notified {
-                    inner.signals.outbox.notify_one();
+                    inner.config.hints.outbox_written();
                 }
                 self.answer(batch, applied).await;
                 Attempt::Done

@@ -7,6 +7,7 @@
 //!   clock.rs         Clock: wall time read through tokio's clock
 //!   catalog.rs       published process versions, pinned processes cached by version
 //!   fingerprint.rs   what "the same arguments" means for idempotency
+//!   hints.rs         "look sooner" hints from writes to the scheduler
 //!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
 //!   uploads.rs       BlobStore over a local directory or object storage, upload records, lookups
 //!   webhooks.rs      an organization's notification webhooks and dead letters, as stored;
@@ -22,6 +23,7 @@
 mod catalog;
 mod clock;
 mod fingerprint;
+mod hints;
 mod reads;
 mod uploads;
 mod webhooks;
@@ -31,6 +33,7 @@ pub use catalog::{
     binding_issues, unbound_issues,
 };
 pub use clock::Clock;
+pub use hints::{Hints, LocalHints, NoHints};
 pub use reads::{GetWork, ListRuns};
 pub use uploads::{
     BlobStore, BlobUrlError, LocalBlobs, ObjectBlobs, Upload, UploadRecord, blob_store_from_url,
@@ -54,10 +57,10 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
 /// Settings of a runtime. [`RuntimeConfig::default`] suits a single machine.
 #[derive(Debug, Clone)]
@@ -80,6 +83,9 @@ pub struct RuntimeConfig {
     /// `check-1`: who answers check questions. Without one, every check ends in an evaluator
     /// error verdict.
     pub evaluator: Option<Arc<dyn Evaluator>>,
+    /// Where writes send their "look sooner" hints: in memory to a scheduler in this process
+    /// ([`LocalHints`], the default), or nowhere when the scheduler watches the store.
+    pub hints: Arc<dyn Hints>,
 }
 
 /// Answers the questions of a step's `check` (`check-1`): a model behind an API in production.
@@ -117,6 +123,7 @@ impl Default for RuntimeConfig {
             max_batch: 64,
             max_upload_bytes: 10 << 20,
             evaluator: None,
+            hints: Arc::new(LocalHints::new()),
         }
     }
 }
@@ -228,8 +235,11 @@ pub trait RunService: Send + Sync + std::fmt::Debug {
         request_id: &str,
     ) -> Result<ToolOutcome, RuntimeError>;
 
-    /// Sends a scheduler command (timer fired, claim expired) to a run.
-    async fn fire(&self, organization: &str, run_id: &str, command: Command) -> Result<(), RuntimeError>;
+    /// Fires the timer `timer_id` of the timer index (a wait, a `wait_for` timeout, a due date,
+    /// a claim's expiry) on its run. Idempotent: a timer names the generation or claim lease it
+    /// was armed for, and the run ignores one that no longer applies. A timer id this runtime
+    /// did not write is `Corrupt`.
+    async fn fire_timer(&self, organization: &str, run_id: &str, timer_id: &str) -> Result<(), RuntimeError>;
 
     async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError>;
 
@@ -252,35 +262,6 @@ pub trait RunService: Send + Sync + std::fmt::Debug {
     ) -> Result<ToolOutcome, RuntimeError>;
 }
 
-/// Hints from the runtime to the scheduler: something to look at sooner than it planned.
-#[derive(Debug)]
-pub struct Signals {
-    /// The earliest fire time (ms) of timers armed since the scheduler last looked.
-    earliest_timer: AtomicI64,
-    pub timers: Notify,
-    pub outbox: Notify,
-}
-
-impl Signals {
-    fn new() -> Self {
-        Signals {
-            earliest_timer: AtomicI64::new(i64::MAX),
-            timers: Notify::new(),
-            outbox: Notify::new(),
-        }
-    }
-
-    pub(crate) fn timer_armed(&self, fire_at_ms: i64) {
-        self.earliest_timer.fetch_min(fire_at_ms, Ordering::AcqRel);
-        self.timers.notify_one();
-    }
-
-    /// The earliest fire time armed since the last call (`i64::MAX`: none).
-    pub fn take_earliest_timer(&self) -> i64 {
-        self.earliest_timer.swap(i64::MAX, Ordering::AcqRel)
-    }
-}
-
 /// Counters of the runtime, for benchmarks and metrics.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -299,7 +280,6 @@ pub(crate) struct Inner {
     pub clock: Clock,
     pub catalog: Catalog,
     pub blobs: Arc<dyn BlobStore>,
-    pub signals: Signals,
     pub stats: Stats,
     pub actors: Mutex<HashMap<RunAddress, tokio::sync::mpsc::Sender<Box<Envelope>>>>,
 }
@@ -328,7 +308,6 @@ impl Runtime {
                 config,
                 clock,
                 blobs,
-                signals: Signals::new(),
                 stats: Stats::default(),
                 actors: Mutex::new(HashMap::new()),
             }),
@@ -355,8 +334,9 @@ impl Runtime {
         &self.inner.catalog
     }
 
-    pub fn signals(&self) -> &Signals {
-        &self.inner.signals
+    /// Where this runtime's writes send their hints (see [`RuntimeConfig::hints`]).
+    pub fn hints(&self) -> &Arc<dyn Hints> {
+        &self.inner.config.hints
     }
 
     pub fn stats(&self) -> &Stats {
@@ -578,7 +558,9 @@ impl RunService for Runtime {
         self.send(address, envelope).await
     }
 
-    async fn fire(&self, organization: &str, run_id: &str, command: Command) -> Result<(), RuntimeError> {
+    async fn fire_timer(&self, organization: &str, run_id: &str, timer_id: &str) -> Result<(), RuntimeError> {
+        let command = actor::timer_command(timer_id)
+            .ok_or_else(|| RuntimeError::Corrupt(format!("timer id {timer_id:?} names no command")))?;
         let address = RunAddress {
             organization: organization.to_string(),
             run_id: run_id.to_string(),

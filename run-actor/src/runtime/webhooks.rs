@@ -284,7 +284,7 @@ pub enum Redelivery {
 /// from, and deletes the dead letter, in ONE transaction that holds only while the dead letter
 /// is still the one read. The scheduler then delivers it as a new entry: first attempt, to the
 /// webhooks configured at that time. Callers holding the [`super::Runtime`] wake the scheduler
-/// (`signals().outbox`); others find it at the scheduler's next look at the outbox.
+/// (an outbox hint); others find it at the scheduler's next look at the outbox.
 pub async fn redeliver_dead_letter(
     store: &dyn Store,
     keys: &Keys,
