@@ -180,16 +180,15 @@ fn print_banner(settings: &Settings, local: SocketAddr) {
     println!("agentprocess {} listening on {local}", env!("CARGO_PKG_VERSION"));
     println!("MCP endpoint: {}/mcp", public_url.trim_end_matches('/'));
     if settings.auth.provider.is_none() {
+        // The token command finds this server's URL in the data folder.
         println!("dev mode (no identity provider configured). Get a token with:");
         println!(
-            "  agentprocess token --data {} --url {} --org ORG --agent AGENT_ID",
-            settings.data_dir.display(),
-            public_url
+            "  agentprocess token --data {} --org ORG --agent AGENT_ID",
+            settings.data_dir.display()
         );
         println!(
-            "  agentprocess token --data {} --url {} --org ORG --person EMAIL --group GROUP [--operator]",
-            settings.data_dir.display(),
-            public_url
+            "  agentprocess token --data {} --org ORG --person EMAIL --group GROUP [--operator]",
+            settings.data_dir.display()
         );
     }
 }

@@ -81,6 +81,8 @@ pub enum AuthConfigError {
     },
     #[error("dev signing key: {0}")]
     DevKey(std::io::Error),
+    #[error("cannot record the server's URL beside the dev signing key: {0}")]
+    DevServerUrl(std::io::Error),
 }
 
 /// Why a request was not authenticated. The HTTP layer turns this into a 401 (or a 503).
@@ -118,11 +120,13 @@ pub struct Authenticator {
 
 impl Authenticator {
     /// Builds the authenticator for the server whose resource URI is `resource`. In dev mode the
-    /// dev key is read from (or created in) `data_dir`, and `resource` is also the issuer.
+    /// dev key is read from (or created in) `data_dir`, `resource` is also the issuer, and it is
+    /// recorded beside the key for `agentprocess token` to find.
     pub fn new(config: &AuthConfig, resource: &str, data_dir: &Path) -> Result<Self, AuthConfigError> {
         let leeway_seconds = config.leeway_seconds.unwrap_or(60);
         let Some(provider) = &config.provider else {
             let dev_key = DevKey::load_or_create(data_dir).map_err(AuthConfigError::DevKey)?;
+            dev::record_server_url(data_dir, resource).map_err(AuthConfigError::DevServerUrl)?;
             let key = VerifyKey {
                 kid: Some(DEV_KEY_ID.to_owned()),
                 algorithm: Algorithm::HS256,
