@@ -12,6 +12,11 @@ use std::time::Duration;
 /// Exit code for a usage error, a folder without server data, or a key that cannot be read.
 const EXIT_FAILED: u8 = 2;
 
+/// What operator rights give an agent, and what they never do, as `--operator` explains.
+const AGENT_OPERATOR_RIGHTS: &str = "operator rights give this agent the admin API (import, bind \
+and publish processes; webhooks; dead letters); send_event needs none, every agent may send \
+events; and an agent can never decide or cancel, whatever its rights: those are for people";
+
 /// Print a dev bearer token, for a server running without an identity provider.
 ///
 /// The token is signed with the dev key in the data folder and names the server's URL as issuer
@@ -19,6 +24,10 @@ const EXIT_FAILED: u8 = 2;
 /// mode records its URL in its data folder, so `--data` is enough: run this after the server
 /// started. With `--url`, the token is minted for that URL instead, and a data folder without a
 /// key gets a new one (for a server started later with the same `--data` and URL).
+///
+/// `--operator` gives a person the operator's rights: the admin API, send_event, cancel, and the
+/// organization's escalations to decide. It gives an agent the admin API only: every agent may
+/// call send_event anyway, and no agent ever decides or cancels.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("actor").required(true).args(["agent", "person"])))]
 pub struct TokenArgs {
@@ -37,7 +46,7 @@ pub struct TokenArgs {
     /// A group the person belongs to (repeatable).
     #[arg(long = "group", value_name = "G", requires = "person")]
     groups: Vec<String>,
-    /// Give the caller operator rights.
+    /// Give the caller operator rights (for an agent: the admin API; never decide or cancel).
     #[arg(long)]
     operator: bool,
     /// How long the token lives: a number followed by m, h or d.
@@ -82,6 +91,9 @@ pub fn run(args: TokenArgs) -> ExitCode {
             Err(message) => return fail(&message),
         },
     };
+    if args.operator && matches!(actor, Actor::Agent { .. }) {
+        eprintln!("agentprocess token: {AGENT_OPERATOR_RIGHTS}");
+    }
     let token = key.mint(
         &url,
         &DevTokenRequest {

@@ -252,3 +252,31 @@ fn without_server_data_token_says_where_it_looked_and_creates_nothing() {
     let message = String::from_utf8(output.stderr).unwrap();
     assert!(message.contains("holds a dev signing key but no server URL"), "{message}");
 }
+
+#[test]
+fn an_agent_with_operator_rights_is_told_what_they_give() {
+    let data = tempfile::tempdir().unwrap();
+    let data_arg = data.path().display().to_string();
+    let mint = |actor: &[&str]| {
+        let mut args = vec!["token", "--data", &data_arg, "--org", "acme", "--url", "http://127.0.0.1:9"];
+        args.extend_from_slice(actor);
+        agentprocess(&args)
+    };
+    let agent = mint(&["--agent", "a1", "--operator"]);
+    assert!(agent.status.success());
+    let told = String::from_utf8(agent.stderr).unwrap();
+    assert!(told.contains("the admin API"), "{told}");
+    assert!(told.contains("never decide or cancel"), "{told}");
+    for quiet in [
+        mint(&["--agent", "a1"]),
+        mint(&["--person", "ops@acme.test", "--operator"]),
+    ] {
+        assert!(quiet.status.success());
+        assert!(
+            !String::from_utf8(quiet.stderr).unwrap().contains("operator rights"),
+            "only an agent with operator rights is told"
+        );
+    }
+    let help = String::from_utf8(agentprocess(&["token", "--help"]).stdout).unwrap();
+    assert!(help.contains("never decide or cancel"), "{help}");
+}
