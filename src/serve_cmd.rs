@@ -1,5 +1,6 @@
 //! `agentprocess serve`: every role in one process (gateway, run actors, scheduler) on the embedded store.
 
+use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::{ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend, admin_routes};
@@ -159,7 +160,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     }));
     let extra = ExtraRoutes {
         authenticated,
-        public: file_routes(runtime.clone(), signer),
+        public: file_routes(runtime.clone(), signer).merge(health_routes(store.clone(), scheduler.liveness())),
     };
     let app =
         agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;

@@ -28,7 +28,7 @@ use agentprocess_run_actor::runtime::Runtime;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 
 /// Settings of a scheduler. [`SchedulerConfig::default`] suits a single machine.
 #[derive(Debug, Clone)]
@@ -59,6 +59,19 @@ impl Default for SchedulerConfig {
             outbox_poll: Duration::from_secs(5),
             cleanup_every: Duration::from_secs(60),
         }
+    }
+}
+
+/// Whether a scheduler's tasks are all still running: none ended (by a panic, or after `stop`).
+#[derive(Debug, Clone)]
+pub struct SchedulerLiveness {
+    tasks: Arc<[AbortHandle]>,
+    stopped: watch::Receiver<bool>,
+}
+
+impl SchedulerLiveness {
+    pub fn is_running(&self) -> bool {
+        !*self.stopped.borrow() && self.tasks.iter().all(|task| !task.is_finished())
     }
 }
 
@@ -94,6 +107,14 @@ impl Scheduler {
             stop,
             tasks,
             timers: timer_stats,
+        }
+    }
+
+    /// A handle that tells whether this scheduler is still running, for readiness checks.
+    pub fn liveness(&self) -> SchedulerLiveness {
+        SchedulerLiveness {
+            tasks: self.tasks.iter().map(JoinHandle::abort_handle).collect(),
+            stopped: self.stop.subscribe(),
         }
     }
 

@@ -584,3 +584,14 @@ async fn a_small_window_fires_every_timer_in_turn() {
     scheduler.stop().await;
     store.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn liveness_is_running_until_the_scheduler_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, runtime) = open(dir.path(), START).await;
+    let scheduler = Scheduler::start(runtime, transport(), quick());
+    let liveness = scheduler.liveness();
+    assert!(liveness.is_running());
+    scheduler.stop().await;
+    assert!(!liveness.is_running());
+}
