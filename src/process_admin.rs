@@ -397,7 +397,10 @@ fn has_unpublished_draft(process: &Value) -> bool {
     if draft.is_null() {
         return false;
     }
-    match process["versions"].as_array().and_then(|versions| versions.last()) {
+    match process["versions"]
+        .as_array()
+        .and_then(|versions| versions.last())
+    {
         Some(latest) => latest["contentHash"] != draft["contentHash"] || latest["roles"] != draft["bindings"],
         None => true,
     }
@@ -428,7 +431,12 @@ pub fn list(args: ListArgs) -> ExitCode {
                     .as_u64()
                     .map_or_else(|| "-".to_owned(), |v| v.to_string()),
                 process["versions"].as_array().map_or(0, Vec::len).to_string(),
-                if has_unpublished_draft(process) { "yes" } else { "no" }.to_owned(),
+                if has_unpublished_draft(process) {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .to_owned(),
             ]
         })
         .collect();

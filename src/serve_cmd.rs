@@ -160,7 +160,8 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     }));
     let extra = ExtraRoutes {
         authenticated,
-        public: file_routes(runtime.clone(), signer).merge(health_routes(store.clone(), scheduler.liveness())),
+        public: file_routes(runtime.clone(), signer)
+            .merge(health_routes(store.clone(), scheduler.liveness())),
     };
     let app =
         agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;

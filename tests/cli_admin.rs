@@ -206,13 +206,21 @@ async fn import_bind_publish_then_list() {
 
     // A binding changed and not published: the draft differs from version 2 now.
     let output = agentprocess(
-        &["process", "import", &fixture("invoice-approval"), "--bind", "cfo=g_cfo_us"],
+        &[
+            "process",
+            "import",
+            &fixture("invoice-approval"),
+            "--bind",
+            "cfo=g_cfo_us",
+        ],
         &env,
     )
     .await;
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(
-        stdout(&output).contains("invoice-approval: imported as a draft, not published; to publish it, run again with --publish"),
+        stdout(&output).contains(
+            "invoice-approval: imported as a draft, not published; to publish it, run again with --publish"
+        ),
         "{}",
         stdout(&output)
     );

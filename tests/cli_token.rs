@@ -224,11 +224,18 @@ fn without_server_data_token_says_where_it_looked_and_creates_nothing() {
         assert_eq!(output.status.code(), Some(2), "{data_arg}");
         assert!(output.stdout.is_empty(), "{data_arg}: printed a token");
         let message = String::from_utf8(output.stderr).unwrap();
-        assert!(message.contains(&format!("no server data in {data_arg}")), "{message}");
+        assert!(
+            message.contains(&format!("no server data in {data_arg}")),
+            "{message}"
+        );
         assert!(message.contains("pass --data"), "{message}");
         assert!(message.contains("--url"), "{message}");
     }
-    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "a file was created");
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "a file was created"
+    );
     assert!(!missing.exists(), "the folder was created");
 
     // A key with no server URL: a token was minted with --url before any server started.
@@ -250,7 +257,10 @@ fn without_server_data_token_says_where_it_looked_and_creates_nothing() {
     let output = agentprocess(&["token", "--data", &data_arg, "--org", "acme", "--agent", "a1"]);
     assert_eq!(output.status.code(), Some(2));
     let message = String::from_utf8(output.stderr).unwrap();
-    assert!(message.contains("holds a dev signing key but no server URL"), "{message}");
+    assert!(
+        message.contains("holds a dev signing key but no server URL"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -258,7 +268,15 @@ fn an_agent_with_operator_rights_is_told_what_they_give() {
     let data = tempfile::tempdir().unwrap();
     let data_arg = data.path().display().to_string();
     let mint = |actor: &[&str]| {
-        let mut args = vec!["token", "--data", &data_arg, "--org", "acme", "--url", "http://127.0.0.1:9"];
+        let mut args = vec![
+            "token",
+            "--data",
+            &data_arg,
+            "--org",
+            "acme",
+            "--url",
+            "http://127.0.0.1:9",
+        ];
         args.extend_from_slice(actor);
         agentprocess(&args)
     };
@@ -273,7 +291,9 @@ fn an_agent_with_operator_rights_is_told_what_they_give() {
     ] {
         assert!(quiet.status.success());
         assert!(
-            !String::from_utf8(quiet.stderr).unwrap().contains("operator rights"),
+            !String::from_utf8(quiet.stderr)
+                .unwrap()
+                .contains("operator rights"),
             "only an agent with operator rights is told"
         );
     }

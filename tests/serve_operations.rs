@@ -15,7 +15,8 @@ const OPS: Who = Who::Operator("ops@acme.test", &["ops"]);
 async fn health_and_readiness_answer_without_a_token() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    let (status, body) = status_and_json(reqwest::get(format!("{}/healthz", server.url)).await.unwrap()).await;
+    let (status, body) =
+        status_and_json(reqwest::get(format!("{}/healthz", server.url)).await.unwrap()).await;
     assert_eq!((status, body), (200, json!({ "status": "alive" })));
     let (status, body) = status_and_json(reqwest::get(format!("{}/readyz", server.url)).await.unwrap()).await;
     assert_eq!(
@@ -38,10 +39,7 @@ async fn logged(server: &Server, parts: &[&str]) -> String {
         {
             return line.to_owned();
         }
-        assert!(
-            Instant::now() < deadline,
-            "no log line with {parts:?} in:\n{log}"
-        );
+        assert!(Instant::now() < deadline, "no log line with {parts:?} in:\n{log}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -57,7 +55,13 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
     server.publish_fixture("invoice-approval");
     logged(
         &server,
-        &[" INFO ", "process published", "process=invoice-approval", "version=1", "by=ops@acme.test"],
+        &[
+            " INFO ",
+            "process published",
+            "process=invoice-approval",
+            "version=1",
+            "by=ops@acme.test",
+        ],
     )
     .await;
     // Port 9 (discard) refuses connections on a test machine: every delivery fails.
@@ -76,7 +80,17 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
     let agent = server.client(&AGENT).await;
     let lapsing = agent.start_invoice("INV-LAPSE").await;
     let lapsing = lapsing["run"]["id"].as_str().unwrap().to_owned();
-    logged(&server, &[" INFO ", "run started", &lapsing, "process=invoice-approval", "by=a_ap"]).await;
+    logged(
+        &server,
+        &[
+            " INFO ",
+            "run started",
+            &lapsing,
+            "process=invoice-approval",
+            "by=a_ap",
+        ],
+    )
+    .await;
     agent
         .ok(
             "claim",
@@ -86,7 +100,13 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
     server.advance(61).await;
     logged(
         &server,
-        &[" INFO ", "claim lease expired", &lapsing, "step=validate", "holder=a_ap"],
+        &[
+            " INFO ",
+            "claim lease expired",
+            &lapsing,
+            "step=validate",
+            "holder=a_ap",
+        ],
     )
     .await;
 
@@ -97,7 +117,16 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
             "conflict",
         )
         .await;
-    logged(&server, &["DEBUG", "tool call refused", "code=\"conflict\"", "tool=\"claim\""]).await;
+    logged(
+        &server,
+        &[
+            "DEBUG",
+            "tool call refused",
+            "code=\"conflict\"",
+            "tool=\"claim\"",
+        ],
+    )
+    .await;
 
     let escalated = agent.start_invoice("INV-ESCALATE").await;
     let escalated = escalated["run"]["id"].as_str().unwrap().to_owned();
@@ -113,8 +142,22 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
             json!({ "token": claimed["token"], "note": "The invoice is in EUR.", "requestId": request_id() }),
         )
         .await;
-    logged(&server, &[" INFO ", "step escalated", &escalated, "step=validate"]).await;
-    logged(&server, &[" INFO ", "webhook delivery failed", "kind=escalation", "attempt=1", "Connection refused"]).await;
+    logged(
+        &server,
+        &[" INFO ", "step escalated", &escalated, "step=validate"],
+    )
+    .await;
+    logged(
+        &server,
+        &[
+            " INFO ",
+            "webhook delivery failed",
+            "kind=escalation",
+            "attempt=1",
+            "Connection refused",
+        ],
+    )
+    .await;
 
     let ops = server.client(&OPS).await;
     ops.ok(
@@ -124,7 +167,13 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
     .await;
     logged(
         &server,
-        &[" INFO ", "run ended", &escalated, "state=cancelled", "by=ops@acme.test"],
+        &[
+            " INFO ",
+            "run ended",
+            &escalated,
+            "state=cancelled",
+            "by=ops@acme.test",
+        ],
     )
     .await;
     agent.close().await;

@@ -68,7 +68,10 @@ impl FirstRun {
     fn start() -> FirstRun {
         let folder = tempfile::tempdir().unwrap();
         let server = Server::start_in_folder(folder.path(), &[]);
-        assert_ne!(server.url, README_URL, "the test runs on another port than the README's");
+        assert_ne!(
+            server.url, README_URL,
+            "the test runs on another port than the README's"
+        );
         let mut run = FirstRun {
             folder,
             server,
@@ -90,7 +93,8 @@ impl FirstRun {
         assert!(
             lines
                 .iter()
-                .any(|line| line.split_whitespace().collect::<Vec<_>>() == ["invoice-approval", "1", "1", "no"]),
+                .any(|line| line.split_whitespace().collect::<Vec<_>>()
+                    == ["invoice-approval", "1", "1", "no"]),
             "process list: {text}"
         );
         let [ops, agent, mira] = lines[lines.len() - 3..] else {
@@ -123,7 +127,9 @@ impl FirstRun {
             [binary.parent().unwrap(), python.parent().unwrap()]
                 .into_iter()
                 .map(Path::to_path_buf)
-                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+                .chain(std::env::split_paths(
+                    &std::env::var_os("PATH").unwrap_or_default(),
+                )),
         )
         .unwrap();
         let output = Command::new("sh")
@@ -315,7 +321,10 @@ async fn the_readme_first_run_works_as_written() {
     assert_eq!(run["data"]["steps"]["validate"]["by"], "ap-bot");
     assert_eq!(run["data"]["steps"]["manager_review"]["decision"], "approved");
     assert_eq!(run["data"]["steps"]["manager_review"]["by"], "mira@example.com");
-    assert_eq!(run["data"]["steps"]["record"]["output"]["approvalRecord"], "APR-1");
+    assert_eq!(
+        run["data"]["steps"]["record"]["output"]["approvalRecord"],
+        "APR-1"
+    );
     agent.close().await;
     mira.close().await;
 }

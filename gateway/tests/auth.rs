@@ -262,7 +262,13 @@ async fn refusals_say_what_was_expected_and_how_to_get_a_matching_token() {
         "iss": elsewhere, "aud": elsewhere, "sub": "a", "org": "acme", "kind": "agent", "exp": now() + 600
     });
     let text = description(&post_mcp(&dev, Some(&dev.dev_key().sign(&dev_claims)), initialize()).await);
-    assert!(text.contains(&format!("minted for {elsewhere}, not for this server, {}", dev.url)), "{text}");
+    assert!(
+        text.contains(&format!(
+            "minted for {elsewhere}, not for this server, {}",
+            dev.url
+        )),
+        "{text}"
+    );
     assert!(text.contains(&mint), "{text}");
 
     let mut expired = dev_claims.clone();
@@ -279,7 +285,10 @@ async fn refusals_say_what_was_expected_and_how_to_get_a_matching_token() {
     current["exp"] = json!(now() + 600);
     let token = sign(Algorithm::HS256, "agentprocess-dev", &foreign, &current);
     let text = description(&post_mcp(&dev, Some(&token), initialize()).await);
-    assert!(text.contains("does not verify with this server's dev key"), "{text}");
+    assert!(
+        text.contains("does not verify with this server's dev key"),
+        "{text}"
+    );
     assert!(text.contains(&data), "{text}");
 
     let provider = start_with(provider_with_key_files(), DescribeConfig::default(), None).await;
@@ -288,11 +297,17 @@ async fn refusals_say_what_was_expected_and_how_to_get_a_matching_token() {
     other_audience["aud"] = json!("https://other.example.test");
     let text = description(&post_mcp(&provider, Some(&rsa_token(&other_audience)), initialize()).await);
     assert!(
-        text.contains(&format!("for https://other.example.test (aud), not for this server, {}", provider.url)),
+        text.contains(&format!(
+            "for https://other.example.test (aud), not for this server, {}",
+            provider.url
+        )),
         "{text}"
     );
     assert!(
-        text.contains(&format!("from the identity provider {ISSUER} with audience {}", provider.url)),
+        text.contains(&format!(
+            "from the identity provider {ISSUER} with audience {}",
+            provider.url
+        )),
         "{text}"
     );
     let mut other_issuer = good.clone();
@@ -303,7 +318,10 @@ async fn refusals_say_what_was_expected_and_how_to_get_a_matching_token() {
         "{text}"
     );
     let text = description(&post_mcp(&provider, Some(&provider.agent_token()), initialize()).await);
-    assert!(text.contains("no key of this server verifies HS256 tokens"), "{text}");
+    assert!(
+        text.contains("no key of this server verifies HS256 tokens"),
+        "{text}"
+    );
     assert!(text.contains(ISSUER), "{text}");
 }
 

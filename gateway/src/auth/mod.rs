@@ -265,13 +265,15 @@ impl Authenticator {
         let leeway = self.leeway_seconds;
         match error.kind() {
             ErrorKind::ExpiredSignature => {
-                let ago = seconds_from_now("exp").map(|s| format!(" {} s ago", -s)).unwrap_or_default();
-                format!(
-                    "the token expired{ago}, beyond the {leeway} s allowed for clock skew: {remedy}"
-                )
+                let ago = seconds_from_now("exp")
+                    .map(|s| format!(" {} s ago", -s))
+                    .unwrap_or_default();
+                format!("the token expired{ago}, beyond the {leeway} s allowed for clock skew: {remedy}")
             }
             ErrorKind::ImmatureSignature => {
-                let until = seconds_from_now("nbf").map(|s| format!(" for another {s} s")).unwrap_or_default();
+                let until = seconds_from_now("nbf")
+                    .map(|s| format!(" for another {s} s"))
+                    .unwrap_or_default();
                 format!(
                     "the token is not valid yet (nbf){until}, beyond the {leeway} s allowed for clock \
                      skew: check the clocks of the machine that minted it and of this server"
@@ -296,7 +298,10 @@ impl Authenticator {
             ErrorKind::InvalidSignature => format!(
                 "the token's signature does not verify with {}: {remedy}",
                 match &self.dev_data_dir {
-                    Some(dir) => format!("this server's dev key ({})", dir.join(dev::DEV_KEY_FILE).display()),
+                    Some(dir) => format!(
+                        "this server's dev key ({})",
+                        dir.join(dev::DEV_KEY_FILE).display()
+                    ),
                     None => format!("the keys of {}", self.issuer),
                 }
             ),

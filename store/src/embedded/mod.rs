@@ -114,7 +114,7 @@ struct Shared {
     writes_failed: AtomicBool,
     /// Tests set this to make log writes fail.
     #[cfg(test)]
-    fail_writes: std::sync::atomic::AtomicBool,
+    fail_writes: AtomicBool,
 }
 
 /// Counters the writer keeps, read through [`EmbeddedStore::stats`].
@@ -285,7 +285,7 @@ impl EmbeddedStore {
             stats: Counters::default(),
             writes_failed: AtomicBool::new(false),
             #[cfg(test)]
-            fail_writes: std::sync::atomic::AtomicBool::new(false),
+            fail_writes: AtomicBool::new(false),
         });
         let dir = disk.as_ref().map(|d| Arc::new(d.dir.clone()));
         let (requests, receiver) = mpsc::channel(options.max_batch.max(1) * 2);
