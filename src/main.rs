@@ -1,5 +1,6 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
+mod health;
 mod load_cmd;
 mod process_admin;
 mod process_cmd;

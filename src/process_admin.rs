@@ -63,6 +63,9 @@ pub struct ImportArgs {
 
 /// List the organization's processes on a server: latest version, versions, and drafts.
 ///
+/// DRAFT is `yes` when the process has a draft that differs from its latest version (in content
+/// or bindings), that is, one that publishing would make a new version of.
+///
 /// Exit status: 0 when listed, 1 when the server refused, 2 on a usage error, a refused token, or
 /// a server that cannot be reached.
 #[derive(Debug, Args)]
@@ -104,6 +107,13 @@ pub(crate) enum Failure {
     },
     /// 5xx: the server failed; a retry may work.
     ServerFailed(String),
+    /// The file was imported as a draft, and binding or publishing it failed: the draft stays,
+    /// unpublished. `unbound` are the roles still without a group.
+    DraftOnly {
+        name: String,
+        unbound: Vec<String>,
+        cause: Box<Failure>,
+    },
 }
 
 impl std::fmt::Display for Failure {
@@ -123,6 +133,13 @@ impl std::fmt::Display for Failure {
                 issues.iter().try_for_each(|issue| write!(f, "\n{issue}"))
             }
             Failure::ServerFailed(message) => write!(f, "the server failed: {message}"),
+            Failure::DraftOnly { name, unbound, cause } => {
+                write!(f, "{cause}\n{name} is imported as a draft, not published")?;
+                if !unbound.is_empty() {
+                    write!(f, "; bind every role first: {}", missing_bind_flags(unbound))?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -130,13 +147,18 @@ impl std::fmt::Display for Failure {
 impl Failure {
     fn report(&self, what: &str) -> ExitCode {
         eprintln!("agentprocess process {what}: {self}");
-        ExitCode::from(match self {
+        ExitCode::from(self.exit_code())
+    }
+
+    fn exit_code(&self) -> u8 {
+        match self {
             Failure::Forbidden(_) | Failure::Refused { .. } => EXIT_REFUSED,
             Failure::Usage(_)
             | Failure::Unreachable { .. }
             | Failure::Unauthenticated(_)
             | Failure::ServerFailed(_) => EXIT_USAGE,
-        })
+            Failure::DraftOnly { cause, .. } => cause.exit_code(),
+        }
     }
 }
 
@@ -233,6 +255,25 @@ impl AdminClient {
     }
 }
 
+/// The `--bind` flags that would bind `roles`, with `GROUP` for the group to choose.
+fn missing_bind_flags(roles: &[String]) -> String {
+    roles
+        .iter()
+        .map(|role| format!("--bind {role}=GROUP"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The roles a draft view (`{ roles, bindings, unbound }`) lists as unbound.
+fn unbound_roles(draft: &Value) -> Vec<String> {
+    draft["unbound"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|role| role.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// Reads the file, or the PROCESS.md of a folder whose name must equal the process name.
 fn read_process(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
     let crate::process_cmd::Input {
@@ -271,6 +312,15 @@ fn try_import(args: &ImportArgs) -> Result<(), Failure> {
     let imported = client.call(reqwest::Method::POST, "/admin/v1/processes", source)?;
     let name = imported["name"].as_str().unwrap_or_default().to_owned();
     let mut draft = imported.clone();
+    let draft_only = |draft: &Value| {
+        let name = name.clone();
+        let unbound = unbound_roles(&draft["draft"]);
+        move |cause: Failure| Failure::DraftOnly {
+            name,
+            unbound,
+            cause: Box::new(cause),
+        }
+    };
     let bound = if args.bindings.is_empty() {
         None
     } else {
@@ -286,7 +336,7 @@ fn try_import(args: &ImportArgs) -> Result<(), Failure> {
                 &format!("/admin/v1/processes/{name}/bindings"),
                 body,
             )
-            .inspect_err(|_| eprintln!("the draft of {name} is imported; binding its roles failed:"))?;
+            .map_err(draft_only(&draft))?;
         draft = bound.clone();
         Some(bound)
     };
@@ -297,7 +347,7 @@ fn try_import(args: &ImportArgs) -> Result<(), Failure> {
                 &format!("/admin/v1/processes/{name}/publish"),
                 Vec::new(),
             )
-            .inspect_err(|_| eprintln!("the draft of {name} is imported; publishing it failed:"))?;
+            .map_err(draft_only(&draft))?;
         Some(published)
     } else {
         None
@@ -327,12 +377,33 @@ fn try_import(args: &ImportArgs) -> Result<(), Failure> {
             published["version"],
             published["publishedAt"].as_str().unwrap_or_default()
         ),
-        None if view["unbound"].as_array().is_some_and(|u| !u.is_empty()) => {
-            println!("bind every role with --bind ROLE=GROUP, then publish with --publish")
+        None => {
+            let unbound = unbound_roles(view);
+            let flags = if unbound.is_empty() {
+                "--publish".to_owned()
+            } else {
+                format!("{} --publish", missing_bind_flags(&unbound))
+            };
+            println!("{name}: imported as a draft, not published; to publish it, run again with {flags}")
         }
-        None => println!("not published: run again with --publish to publish it"),
     }
     Ok(())
+}
+
+/// Whether a process entry's draft differs from its latest version, in content or bindings
+/// (the draft stays after publication, so most published processes have one).
+fn has_unpublished_draft(process: &Value) -> bool {
+    let draft = &process["draft"];
+    if draft.is_null() {
+        return false;
+    }
+    match process["versions"]
+        .as_array()
+        .and_then(|versions| versions.last())
+    {
+        Some(latest) => latest["contentHash"] != draft["contentHash"] || latest["roles"] != draft["bindings"],
+        None => true,
+    }
 }
 
 pub fn list(args: ListArgs) -> ExitCode {
@@ -360,7 +431,12 @@ pub fn list(args: ListArgs) -> ExitCode {
                     .as_u64()
                     .map_or_else(|| "-".to_owned(), |v| v.to_string()),
                 process["versions"].as_array().map_or(0, Vec::len).to_string(),
-                if process["draft"].is_null() { "no" } else { "yes" }.to_owned(),
+                if has_unpublished_draft(process) {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .to_owned(),
             ]
         })
         .collect();

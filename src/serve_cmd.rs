@@ -1,5 +1,6 @@
 //! `agentprocess serve`: every role in one process (gateway, run actors, scheduler) on the embedded store.
 
+use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::{ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend, admin_routes};
@@ -166,7 +167,8 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     }));
     let extra = ExtraRoutes {
         authenticated,
-        public: file_routes(runtime.clone(), signer),
+        public: file_routes(runtime.clone(), signer)
+            .merge(health_routes(store.clone(), scheduler.liveness())),
     };
     let app =
         agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;
@@ -187,16 +189,15 @@ fn print_banner(settings: &Settings, local: SocketAddr) {
     println!("agentprocess {} listening on {local}", env!("CARGO_PKG_VERSION"));
     println!("MCP endpoint: {}/mcp", public_url.trim_end_matches('/'));
     if settings.auth.provider.is_none() {
+        // The token command finds this server's URL in the data folder.
         println!("dev mode (no identity provider configured). Get a token with:");
         println!(
-            "  agentprocess token --data {} --url {} --org ORG --agent AGENT_ID",
-            settings.data_dir.display(),
-            public_url
+            "  agentprocess token --data {} --org ORG --agent AGENT_ID",
+            settings.data_dir.display()
         );
         println!(
-            "  agentprocess token --data {} --url {} --org ORG --person EMAIL --group GROUP [--operator]",
-            settings.data_dir.display(),
-            public_url
+            "  agentprocess token --data {} --org ORG --person EMAIL --group GROUP [--operator]",
+            settings.data_dir.display()
         );
     }
 }

@@ -150,7 +150,13 @@ async fn import_bind_publish_then_list() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = stdout(&output);
     assert!(text.contains("role editor: unbound"), "{text}");
-    assert!(text.contains("bind every role with --bind ROLE=GROUP"), "{text}");
+    assert!(
+        text.contains(
+            "blog-publication: imported as a draft, not published; to publish it, run again with \
+             --bind editor=GROUP --publish"
+        ),
+        "{text}"
+    );
 
     let output = agentprocess(&["process", "list"], &env).await;
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -163,7 +169,8 @@ async fn import_bind_publish_then_list() {
         [
             "NAME LATEST VERSIONS DRAFT",
             "blog-publication - 0 yes",
-            "invoice-approval 1 1 yes"
+            // The draft stays after publication; it is what version 1 is.
+            "invoice-approval 1 1 no"
         ]
     );
 
@@ -196,6 +203,34 @@ async fn import_bind_publish_then_list() {
     );
     assert_eq!(answers["bindings"]["draft"]["bindings"]["cfo"], "g_cfo_eu");
     assert_eq!(answers["publish"]["version"], 2);
+
+    // A binding changed and not published: the draft differs from version 2 now.
+    let output = agentprocess(
+        &[
+            "process",
+            "import",
+            &fixture("invoice-approval"),
+            "--bind",
+            "cfo=g_cfo_us",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains(
+            "invoice-approval: imported as a draft, not published; to publish it, run again with --publish"
+        ),
+        "{}",
+        stdout(&output)
+    );
+    let output = agentprocess(&["process", "list"], &env).await;
+    let text = stdout(&output);
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["invoice-approval", "2", "2", "yes"]),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,7 +274,13 @@ async fn refusals_print_every_issue_and_exit_1() {
             "{errors}"
         );
     }
-    assert!(errors.contains("publishing it failed"), "{errors}");
+    assert!(
+        errors.contains("contract-review is imported as a draft, not published; bind every role first:"),
+        "{errors}"
+    );
+    for role in ["authorized-signatory", "finance-reviewer", "legal-reviewer"] {
+        assert!(errors.contains(&format!("--bind {role}=GROUP")), "{errors}");
+    }
 
     // A role the process does not have.
     let output = agentprocess(

@@ -166,3 +166,137 @@ fn bad_input_is_refused_with_a_message() {
         assert!(text.contains(flag), "--help mentions {flag}");
     }
 }
+
+/// Starts a dev-mode gateway with its data in `data` on a free port; returns its address.
+async fn start_gateway(data: &std::path::Path) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let config = GatewayConfig {
+        public_url: format!("http://{address}"),
+        data_dir: data.to_owned(),
+        ..GatewayConfig::default()
+    };
+    let app = agentprocess_gateway::router(&config, NoTools).unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+#[tokio::test]
+async fn without_url_a_token_names_the_url_its_server_recorded() {
+    let data = tempfile::tempdir().unwrap();
+    let data_arg = data.path().display().to_string();
+    let address = start_gateway(data.path()).await;
+
+    let output = agentprocess(&["token", "--data", &data_arg, "--org", "acme", "--agent", "a1"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let token = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    assert_eq!(initialize_status(address, &token).await, 200);
+
+    // An explicit --url still wins.
+    let output = agentprocess(&[
+        "token",
+        "--data",
+        &data_arg,
+        "--org",
+        "acme",
+        "--agent",
+        "a1",
+        "--url",
+        "http://127.0.0.1:9",
+    ]);
+    let elsewhere = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    assert_eq!(initialize_status(address, &elsewhere).await, 401);
+}
+
+#[test]
+fn without_server_data_token_says_where_it_looked_and_creates_nothing() {
+    let parent = tempfile::tempdir().unwrap();
+    let empty = parent.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let missing = parent.path().join("missing");
+    for data in [&empty, &missing] {
+        let data_arg = data.display().to_string();
+        let output = agentprocess(&["token", "--data", &data_arg, "--org", "acme", "--agent", "a1"]);
+        assert_eq!(output.status.code(), Some(2), "{data_arg}");
+        assert!(output.stdout.is_empty(), "{data_arg}: printed a token");
+        let message = String::from_utf8(output.stderr).unwrap();
+        assert!(
+            message.contains(&format!("no server data in {data_arg}")),
+            "{message}"
+        );
+        assert!(message.contains("pass --data"), "{message}");
+        assert!(message.contains("--url"), "{message}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "a file was created"
+    );
+    assert!(!missing.exists(), "the folder was created");
+
+    // A key with no server URL: a token was minted with --url before any server started.
+    let data_arg = empty.display().to_string();
+    let output = agentprocess(&[
+        "token",
+        "--data",
+        &data_arg,
+        "--org",
+        "acme",
+        "--agent",
+        "a1",
+        "--url",
+        "http://127.0.0.1:9",
+    ]);
+    assert!(output.status.success());
+    let note = String::from_utf8(output.stderr).unwrap();
+    assert!(note.contains("created a new dev signing key"), "{note}");
+    let output = agentprocess(&["token", "--data", &data_arg, "--org", "acme", "--agent", "a1"]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        message.contains("holds a dev signing key but no server URL"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_agent_with_operator_rights_is_told_what_they_give() {
+    let data = tempfile::tempdir().unwrap();
+    let data_arg = data.path().display().to_string();
+    let mint = |actor: &[&str]| {
+        let mut args = vec![
+            "token",
+            "--data",
+            &data_arg,
+            "--org",
+            "acme",
+            "--url",
+            "http://127.0.0.1:9",
+        ];
+        args.extend_from_slice(actor);
+        agentprocess(&args)
+    };
+    let agent = mint(&["--agent", "a1", "--operator"]);
+    assert!(agent.status.success());
+    let told = String::from_utf8(agent.stderr).unwrap();
+    assert!(told.contains("the admin API"), "{told}");
+    assert!(told.contains("never decide or cancel"), "{told}");
+    for quiet in [
+        mint(&["--agent", "a1"]),
+        mint(&["--person", "ops@acme.test", "--operator"]),
+    ] {
+        assert!(quiet.status.success());
+        assert!(
+            !String::from_utf8(quiet.stderr)
+                .unwrap()
+                .contains("operator rights"),
+            "only an agent with operator rights is told"
+        );
+    }
+    let help = String::from_utf8(agentprocess(&["token", "--help"]).stdout).unwrap();
+    assert!(help.contains("never decide or cancel"), "{help}");
+}

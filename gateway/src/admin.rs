@@ -252,6 +252,14 @@ impl IntoResponse for AdminError {
                 )
             }
         };
+        if status != StatusCode::SERVICE_UNAVAILABLE {
+            tracing::debug!(
+                status = status.as_u16(),
+                code = body["error"]["code"].as_str().unwrap_or_default(),
+                detail = body["error"]["message"].as_str().unwrap_or_default(),
+                "admin request refused"
+            );
+        }
         (status, Json(body)).into_response()
     }
 }
@@ -320,6 +328,14 @@ async fn publish(
         .catalog()
         .publish_draft(&identity.organization, &name, &admin.offer, who(&identity))
         .await?;
+    tracing::info!(
+        organization = %identity.organization,
+        process = %published.name,
+        version = published.version.version,
+        content_hash = %published.version.content_hash,
+        by = %who(&identity),
+        "process published"
+    );
     Ok((StatusCode::CREATED, Json(json!(published))))
 }
 

@@ -7,10 +7,8 @@ use std::path::Path;
 /// (mode 0600) when there is none. Two processes racing to create it end up sharing one. `what`
 /// names the secret in errors ("a dev signing key").
 pub(crate) fn load_or_create(path: &Path, bytes: usize, what: &str) -> io::Result<Vec<u8>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => return parse(path, &text, bytes, what),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    if let Some(secret) = load(path, bytes, what)? {
+        return Ok(secret);
     }
     if let Some(folder) = path.parent() {
         std::fs::create_dir_all(folder)
@@ -29,6 +27,15 @@ pub(crate) fn load_or_create(path: &Path, bytes: usize, what: &str) -> io::Resul
             let text = std::fs::read_to_string(path)?;
             parse(path, &text, bytes, what)
         }
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Reads the secret at `path`; `None` when there is no such file. Never creates one.
+pub(crate) fn load(path: &Path, bytes: usize, what: &str) -> io::Result<Option<Vec<u8>>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse(path, &text, bytes, what).map(Some),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
 }
@@ -96,6 +103,8 @@ mod tests {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+        assert_eq!(load(&path, 32, "a test secret").unwrap(), Some(first));
+        assert_eq!(load(&dir.path().join("none"), 32, "a test secret").unwrap(), None);
         std::fs::write(&path, "abcd\n").unwrap();
         let short = load_or_create(&path, 32, "a test secret").unwrap_err();
         assert!(short.to_string().contains("not a test secret"), "{short}");

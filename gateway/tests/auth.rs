@@ -246,6 +246,90 @@ async fn dev_mode_accepts_its_own_tokens_only() {
     assert_challenge(&server, &answer, true);
 }
 
+/// A refused token's description (`error_description` and the JSON body) says what this server
+/// expected and where a token it accepts comes from.
+#[tokio::test]
+async fn refusals_say_what_was_expected_and_how_to_get_a_matching_token() {
+    let dev = start_dev().await;
+    let data = dev.data_dir.path().display().to_string();
+    let mint = format!("agentprocess token --data {data} --url {}", dev.url);
+    let description = |answer: &common::Answer| {
+        assert_challenge_status(answer);
+        answer.json()["error_description"].as_str().unwrap().to_owned()
+    };
+    let elsewhere = "http://127.0.0.1:9";
+    let dev_claims = json!({
+        "iss": elsewhere, "aud": elsewhere, "sub": "a", "org": "acme", "kind": "agent", "exp": now() + 600
+    });
+    let text = description(&post_mcp(&dev, Some(&dev.dev_key().sign(&dev_claims)), initialize()).await);
+    assert!(
+        text.contains(&format!(
+            "minted for {elsewhere}, not for this server, {}",
+            dev.url
+        )),
+        "{text}"
+    );
+    assert!(text.contains(&mint), "{text}");
+
+    let mut expired = dev_claims.clone();
+    expired["iss"] = json!(dev.url);
+    expired["aud"] = json!(dev.url);
+    expired["exp"] = json!(now() - 3600);
+    let text = description(&post_mcp(&dev, Some(&dev.dev_key().sign(&expired)), initialize()).await);
+    assert!(text.contains("expired"), "{text}");
+    assert!(text.contains("60 s allowed for clock skew"), "{text}");
+    assert!(text.contains(&mint), "{text}");
+
+    let foreign = EncodingKey::from_secret(b"some other secret of enough length!!").unwrap();
+    let mut current = expired.clone();
+    current["exp"] = json!(now() + 600);
+    let token = sign(Algorithm::HS256, "agentprocess-dev", &foreign, &current);
+    let text = description(&post_mcp(&dev, Some(&token), initialize()).await);
+    assert!(
+        text.contains("does not verify with this server's dev key"),
+        "{text}"
+    );
+    assert!(text.contains(&data), "{text}");
+
+    let provider = start_with(provider_with_key_files(), DescribeConfig::default(), None).await;
+    let good = claims(&provider);
+    let mut other_audience = good.clone();
+    other_audience["aud"] = json!("https://other.example.test");
+    let text = description(&post_mcp(&provider, Some(&rsa_token(&other_audience)), initialize()).await);
+    assert!(
+        text.contains(&format!(
+            "for https://other.example.test (aud), not for this server, {}",
+            provider.url
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "from the identity provider {ISSUER} with audience {}",
+            provider.url
+        )),
+        "{text}"
+    );
+    let mut other_issuer = good.clone();
+    other_issuer["iss"] = json!("https://evil.example.test");
+    let text = description(&post_mcp(&provider, Some(&rsa_token(&other_issuer)), initialize()).await);
+    assert!(
+        text.contains(&format!("issued by https://evil.example.test, not by {ISSUER}")),
+        "{text}"
+    );
+    let text = description(&post_mcp(&provider, Some(&provider.agent_token()), initialize()).await);
+    assert!(
+        text.contains("no key of this server verifies HS256 tokens"),
+        "{text}"
+    );
+    assert!(text.contains(ISSUER), "{text}");
+}
+
+fn assert_challenge_status(answer: &common::Answer) {
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert_eq!(answer.json()["error"], json!("invalid_token"), "{answer:?}");
+}
+
 #[tokio::test]
 async fn protected_resource_metadata() {
     let server = start_with(provider_with_key_files(), DescribeConfig::default(), None).await;

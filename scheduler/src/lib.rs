@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 
 /// Settings of a scheduler. [`SchedulerConfig::default`] suits a single machine.
 #[derive(Debug, Clone)]
@@ -87,6 +87,19 @@ pub struct SchedulerParts {
     pub hints: Arc<dyn Hints>,
 }
 
+/// Whether a scheduler's tasks are all still running: none ended (by a panic, or after `stop`).
+#[derive(Debug, Clone)]
+pub struct SchedulerLiveness {
+    tasks: Arc<[AbortHandle]>,
+    stopped: watch::Receiver<bool>,
+}
+
+impl SchedulerLiveness {
+    pub fn is_running(&self) -> bool {
+        !*self.stopped.borrow() && self.tasks.iter().all(|task| !task.is_finished())
+    }
+}
+
 /// A running scheduler: its timer, outbox and cleanup tasks.
 #[derive(Debug)]
 pub struct Scheduler {
@@ -123,6 +136,14 @@ impl Scheduler {
             tasks,
             timers: timer_stats,
             swept_at_ms,
+        }
+    }
+
+    /// A handle that tells whether this scheduler is still running, for readiness checks.
+    pub fn liveness(&self) -> SchedulerLiveness {
+        SchedulerLiveness {
+            tasks: self.tasks.iter().map(JoinHandle::abort_handle).collect(),
+            stopped: self.stop.subscribe(),
         }
     }
 

@@ -71,7 +71,7 @@ impl Transport for HttpTransport {
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let response = request.send().await.map_err(|e| DeliveryError(e.to_string()))?;
+        let response = request.send().await.map_err(|e| DeliveryError(with_causes(&e)))?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -89,11 +89,41 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     format!("sha256={hex}")
 }
 
+/// An error and its sources, joined with `: `: reqwest's own message alone ("error sending
+/// request") does not say that the connection was refused or timed out.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Delivery state of an entry that failed, kept in memory (a restart starts it again).
 #[derive(Debug)]
 struct Retry {
     attempts: u32,
     not_before: Instant,
+}
+
+/// What a log line says about the notification an outbox entry holds.
+struct Delivery<'a> {
+    organization: &'a str,
+    id: &'a str,
+    kind: &'a str,
+}
+
+impl<'a> Delivery<'a> {
+    fn of(entry: &'a Value) -> Self {
+        Delivery {
+            organization: entry["organization"].as_str().unwrap_or_default(),
+            id: entry["id"].as_str().unwrap_or_default(),
+            kind: entry["type"].as_str().unwrap_or_default(),
+        }
+    }
 }
 
 enum Delivered {
@@ -162,20 +192,40 @@ pub(crate) async fn run(
                     Ok(Delivered::Failed(error)) => {
                         let retry = retries.entry(raw_key.clone()).or_insert(Retry { attempts: 0, not_before: Instant::now() });
                         retry.attempts += 1;
+                        let notification = Delivery::of(&entry);
                         if retry.attempts >= config.max_attempts {
                             match bury(&parts, &raw_key, &entry, retry.attempts, &error).await {
                                 Ok(()) => {
-                                    tracing::warn!(attempts = retry.attempts, %error, "a notification became a dead letter");
+                                    tracing::warn!(
+                                        organization = %notification.organization, id = %notification.id,
+                                        kind = %notification.kind, attempts = retry.attempts, %error,
+                                        "webhook delivery failed for the last time; the notification is a dead letter now"
+                                    );
                                     retries.remove(&raw_key);
                                 }
-                                Err(error) => tracing::warn!(%error, "a dead letter cannot be stored; trying again later"),
+                                Err(store_error) => tracing::warn!(
+                                    id = %notification.id, error = %store_error,
+                                    "cannot move an undeliverable notification to the dead letters; will try again"
+                                ),
                             }
                         } else {
                             let backoff = config.first_backoff.saturating_mul(1 << (retry.attempts - 1).min(16));
-                            retry.not_before = Instant::now() + backoff.min(config.max_backoff);
+                            let backoff = backoff.min(config.max_backoff);
+                            retry.not_before = Instant::now() + backoff;
+                            tracing::info!(
+                                organization = %notification.organization, id = %notification.id,
+                                kind = %notification.kind, attempt = retry.attempts,
+                                max_attempts = config.max_attempts, retry_in = ?backoff, %error,
+                                "webhook delivery failed"
+                            );
                         }
                     }
-                    Err(_) => {
+                    Err(store_error) => {
+                        let notification = Delivery::of(&entry);
+                        tracing::warn!(
+                            id = %notification.id, error = %store_error,
+                            "cannot deliver a notification: the store failed; will try again"
+                        );
                         let retry = retries.entry(raw_key).or_insert(Retry { attempts: 0, not_before: Instant::now() });
                         retry.not_before = Instant::now() + config.first_backoff;
                     }

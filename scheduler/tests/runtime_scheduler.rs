@@ -710,3 +710,14 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
     .await;
     scheduler.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn liveness_is_running_until_the_scheduler_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, runtime) = open(dir.path(), START).await;
+    let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
+    let liveness = scheduler.liveness();
+    assert!(liveness.is_running());
+    scheduler.stop().await;
+    assert!(!liveness.is_running());
+}

@@ -30,10 +30,22 @@ pub struct Server {
     pub url: String,
     pub listen: SocketAddr,
     pub data: PathBuf,
+    /// The folder `serve` runs in when it was started without `--data` (its data is then the
+    /// default `.agentprocess` there).
+    pub folder: Option<PathBuf>,
     pub args: Vec<String>,
     /// Environment variables added to the server's, kept for restarts.
     pub env: Vec<(String, String)>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// Where a started `serve` keeps its data.
+#[derive(Debug, Clone, Copy)]
+enum Data<'a> {
+    /// `--data` this folder.
+    Flag(&'a Path),
+    /// No `--data`: the default `.agentprocess` in this folder, which `serve` runs in.
+    DefaultIn(&'a Path),
 }
 
 /// Who a token is for.
@@ -50,21 +62,36 @@ impl Server {
     /// Starts `serve` on a free loopback port with its data in `data`, clock control on, and
     /// `args` added.
     pub fn start(data: &Path, args: &[&str]) -> Server {
-        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args, &[])
+        Server::start_at(Data::Flag(data), "127.0.0.1:0".parse().unwrap(), args, &[])
+    }
+
+    /// Starts `serve` in `folder` without `--data`, as a newcomer types it: its data is
+    /// `.agentprocess` in `folder`. On a free loopback port, with `args` added.
+    pub fn start_in_folder(folder: &Path, args: &[&str]) -> Server {
+        Server::start_at(Data::DefaultIn(folder), "127.0.0.1:0".parse().unwrap(), args, &[])
     }
 
     /// As [`Server::start`], with `env` added to the server's environment (settings such as
     /// `AGENTPROCESS_EVALUATOR__URL` or `AGENTPROCESS_LIMITS__MAX_UPLOAD_BYTES`).
     pub fn start_with_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Server::start_at(data, "127.0.0.1:0".parse().unwrap(), args, &env)
+        Server::start_at(Data::Flag(data), "127.0.0.1:0".parse().unwrap(), args, &env)
     }
 
-    fn start_at(data: &Path, listen: SocketAddr, args: &[&str], env: &[(String, String)]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
-            .arg("serve")
-            .arg("--data")
-            .arg(data)
+    fn start_at(data: Data<'_>, listen: SocketAddr, args: &[&str], env: &[(String, String)]) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentprocess"));
+        command.arg("serve");
+        let (data, folder) = match data {
+            Data::Flag(data) => {
+                command.arg("--data").arg(data);
+                (data.to_owned(), None)
+            }
+            Data::DefaultIn(folder) => {
+                command.current_dir(folder);
+                (folder.join(".agentprocess"), Some(folder.to_owned()))
+            }
+        };
+        let mut child = command
             .arg("--listen")
             .arg(listen.to_string())
             .args(args)
@@ -119,7 +146,8 @@ impl Server {
             child: Some(child),
             url,
             listen,
-            data: data.to_owned(),
+            data,
+            folder,
             args: args.iter().map(|a| a.to_string()).collect(),
             env: env.to_vec(),
             stderr,
@@ -134,7 +162,11 @@ impl Server {
         // The port may take a moment to be free again.
         for _ in 0..50 {
             if std::net::TcpListener::bind(self.listen).is_ok() {
-                again = Some(Server::start_at(&self.data, self.listen, &args, &self.env));
+                let data = match &self.folder {
+                    Some(folder) => Data::DefaultIn(folder),
+                    None => Data::Flag(&self.data),
+                };
+                again = Some(Server::start_at(data, self.listen, &args, &self.env));
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));

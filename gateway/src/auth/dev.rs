@@ -2,6 +2,8 @@
 //!
 //! Used only when no identity provider is configured. The key is an HMAC secret created on first
 //! use with file mode 0600; tokens signed with it name the server's own URL as issuer and audience.
+//! A dev-mode server records that URL beside the key, so that `agentprocess token --data DIR`
+//! mints for the server that uses DIR, whatever port it listens on.
 
 use super::identity::Actor;
 use crate::secret_file;
@@ -14,6 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The dev key's file name inside the data folder.
 pub const DEV_KEY_FILE: &str = "dev-signing-key";
+/// The file beside the dev key holding the public URL of the server that uses it (one line).
+pub const SERVER_URL_FILE: &str = "dev-server-url";
 /// The `kid` header of dev tokens.
 pub const DEV_KEY_ID: &str = "agentprocess-dev";
 /// Bytes of randomness in a dev key.
@@ -48,6 +52,13 @@ impl DevKey {
         let path = data_dir.join(DEV_KEY_FILE);
         let secret = secret_file::load_or_create(&path, KEY_BYTES, "a dev signing key")?;
         Ok(DevKey { path, secret })
+    }
+
+    /// Reads the key from `data_dir`; `None` when the folder holds none. Never creates one.
+    pub fn load(data_dir: &Path) -> io::Result<Option<DevKey>> {
+        let path = data_dir.join(DEV_KEY_FILE);
+        let secret = secret_file::load(&path, KEY_BYTES, "a dev signing key")?;
+        Ok(secret.map(|secret| DevKey { path, secret }))
     }
 
     /// Where the key lives.
@@ -95,6 +106,28 @@ impl DevKey {
 
     pub(crate) fn decoding_key(&self) -> DecodingKey {
         DecodingKey::from_secret(&self.secret).expect("an HMAC key of any length")
+    }
+}
+
+/// Records `server_url` as the URL of the dev-mode server whose data folder is `data_dir`,
+/// replacing what an earlier start recorded. Written to a temporary file and renamed, so a reader
+/// sees the old URL or the new one, never a part.
+pub fn record_server_url(data_dir: &Path, server_url: &str) -> io::Result<()> {
+    let path = data_dir.join(SERVER_URL_FILE);
+    let partial = data_dir.join(format!("{SERVER_URL_FILE}.partial"));
+    let context = |e: io::Error, at: &Path| io::Error::new(e.kind(), format!("{}: {e}", at.display()));
+    std::fs::write(&partial, format!("{server_url}\n")).map_err(|e| context(e, &partial))?;
+    std::fs::rename(&partial, &path).map_err(|e| context(e, &path))
+}
+
+/// The URL the dev-mode server using `data_dir` recorded; `None` when no server recorded one.
+pub fn recorded_server_url(data_dir: &Path) -> io::Result<Option<String>> {
+    let path = data_dir.join(SERVER_URL_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => Ok(Some(text.trim().to_owned())),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
 }
 
@@ -161,7 +194,25 @@ mod tests {
             let mode = std::fs::metadata(first.path()).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+        assert_eq!(DevKey::load(&data).unwrap().unwrap().secret, first.secret);
+        assert!(DevKey::load(dir.path()).unwrap().is_none());
         std::fs::write(first.path(), "not hex\n").unwrap();
         assert!(DevKey::load_or_create(&data).is_err());
+    }
+
+    #[test]
+    fn the_server_url_is_recorded_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(recorded_server_url(dir.path()).unwrap(), None);
+        record_server_url(dir.path(), "http://127.0.0.1:9001").unwrap();
+        assert_eq!(
+            recorded_server_url(dir.path()).unwrap().as_deref(),
+            Some("http://127.0.0.1:9001")
+        );
+        record_server_url(dir.path(), "https://ap.example.com").unwrap();
+        assert_eq!(
+            recorded_server_url(dir.path()).unwrap().as_deref(),
+            Some("https://ap.example.com")
+        );
     }
 }

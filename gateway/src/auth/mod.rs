@@ -20,6 +20,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
+/// Seconds of clock skew allowed on `exp` and `nbf` unless configured.
+pub const DEFAULT_LEEWAY_SECONDS: u64 = 60;
+
 /// How callers are authenticated.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -28,7 +31,8 @@ pub struct AuthConfig {
     pub provider: Option<ProviderConfig>,
     /// Which claims give the identity.
     pub claims: ClaimNames,
-    /// Seconds of clock skew allowed on `exp` and `nbf`. Default 60.
+    /// Seconds of clock skew allowed on `exp` and `nbf`: a token is accepted until this long
+    /// after it expired, and from this long before its `nbf`. Default [`DEFAULT_LEEWAY_SECONDS`].
     pub leeway_seconds: Option<u64>,
 }
 
@@ -81,6 +85,8 @@ pub enum AuthConfigError {
     },
     #[error("dev signing key: {0}")]
     DevKey(std::io::Error),
+    #[error("cannot record the server's URL beside the dev signing key: {0}")]
+    DevServerUrl(std::io::Error),
 }
 
 /// Why a request was not authenticated. The HTTP layer turns this into a 401 (or a 503).
@@ -114,15 +120,20 @@ pub struct Authenticator {
     keys: Keys,
     claims: ClaimNames,
     leeway_seconds: u64,
+    /// Dev mode: the data folder whose key signs the accepted tokens, named in refusals so the
+    /// caller knows which `agentprocess token --data` mints a token this server takes.
+    dev_data_dir: Option<PathBuf>,
 }
 
 impl Authenticator {
     /// Builds the authenticator for the server whose resource URI is `resource`. In dev mode the
-    /// dev key is read from (or created in) `data_dir`, and `resource` is also the issuer.
+    /// dev key is read from (or created in) `data_dir`, `resource` is also the issuer, and it is
+    /// recorded beside the key for `agentprocess token` to find.
     pub fn new(config: &AuthConfig, resource: &str, data_dir: &Path) -> Result<Self, AuthConfigError> {
-        let leeway_seconds = config.leeway_seconds.unwrap_or(60);
+        let leeway_seconds = config.leeway_seconds.unwrap_or(DEFAULT_LEEWAY_SECONDS);
         let Some(provider) = &config.provider else {
             let dev_key = DevKey::load_or_create(data_dir).map_err(AuthConfigError::DevKey)?;
+            dev::record_server_url(data_dir, resource).map_err(AuthConfigError::DevServerUrl)?;
             let key = VerifyKey {
                 kid: Some(DEV_KEY_ID.to_owned()),
                 algorithm: Algorithm::HS256,
@@ -136,6 +147,7 @@ impl Authenticator {
                 keys: Keys::Fixed(vec![key]),
                 claims: config.claims.clone(),
                 leeway_seconds,
+                dev_data_dir: Some(data_dir.to_owned()),
             });
         };
         let mut fixed = Vec::new();
@@ -183,6 +195,7 @@ impl Authenticator {
             keys,
             claims: config.claims.clone(),
             leeway_seconds,
+            dev_data_dir: None,
         })
     }
 
@@ -209,12 +222,13 @@ impl Authenticator {
         };
         if candidates.is_empty() {
             return Err(invalid(format!(
-                "no key of this server verifies {:?} tokens{}",
+                "no key of this server verifies {:?} tokens{}: {}",
                 header.alg,
                 header
                     .kid
                     .map(|kid| format!(" with kid {kid:?}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                self.where_tokens_come_from()
             )));
         }
         let mut last_error = None;
@@ -231,7 +245,84 @@ impl Authenticator {
             }
         }
         let error = last_error.expect("at least one key was tried");
-        Err(invalid(describe_jwt_error(&error)))
+        Err(invalid(self.describe_refusal(&error, token)))
+    }
+
+    /// A token refusal in words a caller can act on: what was expected, and where a token that
+    /// meets it comes from. Claims are quoted only for refusals found after the signature
+    /// verified (expiry, issuer, audience), so they are the issuer's words, not a forger's; the
+    /// token itself is never echoed.
+    fn describe_refusal(&self, error: &jsonwebtoken::errors::Error, token: &str) -> String {
+        use jsonwebtoken::errors::ErrorKind;
+        let claims = || {
+            jsonwebtoken::dangerous::insecure_decode_claims::<Map<String, Value>>(token).unwrap_or_default()
+        };
+        let seconds_from_now = |claim: &str| {
+            let now = i64::try_from(jsonwebtoken::get_current_timestamp()).unwrap_or(i64::MAX);
+            claims().get(claim).and_then(Value::as_i64).map(|at| at - now)
+        };
+        let remedy = self.where_tokens_come_from();
+        let leeway = self.leeway_seconds;
+        match error.kind() {
+            ErrorKind::ExpiredSignature => {
+                let ago = seconds_from_now("exp")
+                    .map(|s| format!(" {} s ago", -s))
+                    .unwrap_or_default();
+                format!("the token expired{ago}, beyond the {leeway} s allowed for clock skew: {remedy}")
+            }
+            ErrorKind::ImmatureSignature => {
+                let until = seconds_from_now("nbf")
+                    .map(|s| format!(" for another {s} s"))
+                    .unwrap_or_default();
+                format!(
+                    "the token is not valid yet (nbf){until}, beyond the {leeway} s allowed for clock \
+                     skew: check the clocks of the machine that minted it and of this server"
+                )
+            }
+            // In dev mode the issuer is the server's own URL: a token for another server.
+            ErrorKind::InvalidIssuer if self.dev_data_dir.is_some() => format!(
+                "the token was minted for {}, not for this server, {}: {remedy}",
+                claim_text(&claims(), "iss"),
+                self.resource
+            ),
+            ErrorKind::InvalidIssuer => format!(
+                "the token was issued by {}, not by {}, whose tokens this server accepts: {remedy}",
+                claim_text(&claims(), "iss"),
+                self.issuer
+            ),
+            ErrorKind::InvalidAudience => format!(
+                "the token is for {} (aud), not for this server, {}: {remedy}",
+                claim_text(&claims(), "aud"),
+                self.resource
+            ),
+            ErrorKind::InvalidSignature => format!(
+                "the token's signature does not verify with {}: {remedy}",
+                match &self.dev_data_dir {
+                    Some(dir) => format!(
+                        "this server's dev key ({})",
+                        dir.join(dev::DEV_KEY_FILE).display()
+                    ),
+                    None => format!("the keys of {}", self.issuer),
+                }
+            ),
+            _ => describe_jwt_error(error),
+        }
+    }
+
+    /// Where a token this server accepts comes from: in dev mode the exact `agentprocess token`
+    /// command, else the identity provider and the audience to ask it for.
+    fn where_tokens_come_from(&self) -> String {
+        match &self.dev_data_dir {
+            Some(dir) => format!(
+                "this server is in dev mode; mint a token with `agentprocess token --data {} --url {} ...`",
+                dir.display(),
+                self.resource
+            ),
+            None => format!(
+                "get a token from the identity provider {} with audience {}",
+                self.issuer, self.resource
+            ),
+        }
     }
 
     /// The checks every token passes. Bound to the KEY's algorithm, never the token's say-so.
@@ -251,6 +342,15 @@ fn fitting(keys: &[VerifyKey], algorithm: Algorithm, kid: Option<&str>) -> Vec<V
         .filter(|key| key.fits(algorithm, kid))
         .cloned()
         .collect()
+}
+
+/// A claim's value for a message: a string as it is, anything else as JSON, absence said so.
+fn claim_text(claims: &Map<String, Value>, claim: &str) -> String {
+    match claims.get(claim) {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => "nothing".to_owned(),
+    }
 }
 
 /// A token refusal in words a caller can act on, without echoing the token.

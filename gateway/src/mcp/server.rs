@@ -138,8 +138,19 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
         }
         let result = self
             .call(&identity, tool, request.arguments)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
+        // A refusal is the caller's answer, not the server's trouble: debug level, by code.
+        if let Err(refusal) = &result {
+            span.in_scope(|| {
+                tracing::debug!(
+                    code = refusal.code.as_str(),
+                    detail = %refusal.message,
+                    issues = ?refusal.issues,
+                    "tool call refused"
+                )
+            });
+        }
         let body = envelope(&result);
         let result = match result {
             Ok(_) => CallToolResult::structured(body),

@@ -16,6 +16,7 @@
 //! A refusal is never recorded; when it comes with a state to remember, that state is
 //! committed with the batch.
 
+mod events;
 mod records;
 
 pub use records::timer_command;
@@ -384,6 +385,7 @@ impl Actor {
         let mut work = loaded.run.clone();
         let mut pinned = loaded.pinned.clone();
         let mut applied = Vec::with_capacity(batch.len());
+        let mut events = Vec::new();
         for envelope in &batch {
             let Some(process) = pinned.clone().or_else(|| envelope.pinned.clone()) else {
                 applied.push(Applied::Refused(machine::no_such_run(&envelope.command)));
@@ -414,6 +416,12 @@ impl Actor {
             }
             match result {
                 Ok(transition) => {
+                    events.extend(events::events_of(
+                        &envelope.command,
+                        work.as_ref(),
+                        &transition.state,
+                        &transition.effects,
+                    ));
                     let notifications = transition
                         .effects
                         .into_iter()
@@ -567,6 +575,7 @@ impl Actor {
                 if notified {
                     inner.config.hints.outbox_written();
                 }
+                events::log(&self.address, &events);
                 self.answer(batch, applied).await;
                 Attempt::Done
             }

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
@@ -110,9 +110,11 @@ struct Shared {
     limits: Limits,
     watch_channel: usize,
     stats: Counters,
+    /// Set by the writer at its first failed write or sync: every later write fails.
+    writes_failed: AtomicBool,
     /// Tests set this to make log writes fail.
     #[cfg(test)]
-    fail_writes: std::sync::atomic::AtomicBool,
+    fail_writes: AtomicBool,
 }
 
 /// Counters the writer keeps, read through [`EmbeddedStore::stats`].
@@ -281,8 +283,9 @@ impl EmbeddedStore {
             },
             watch_channel: options.watch_channel.max(1),
             stats: Counters::default(),
+            writes_failed: AtomicBool::new(false),
             #[cfg(test)]
-            fail_writes: std::sync::atomic::AtomicBool::new(false),
+            fail_writes: AtomicBool::new(false),
         });
         let dir = disk.as_ref().map(|d| Arc::new(d.dir.clone()));
         let (requests, receiver) = mpsc::channel(options.max_batch.max(1) * 2);
@@ -316,6 +319,12 @@ impl EmbeddedStore {
             log_bytes: c.log_bytes.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether the store takes writes: it was not closed, and no write or sync has failed (after
+    /// one, every write fails until the store is opened again).
+    pub fn is_open(&self) -> bool {
+        !self.requests.is_closed() && !self.shared.writes_failed.load(Ordering::Relaxed)
     }
 
     /// Stops the writer after the requests already queued and releases the directory lock.
@@ -715,7 +724,7 @@ impl Writer {
             let (file, result) = written.expect("log write task does not panic");
             let disk = self.disk.as_mut().expect("a write means a disk");
             if let Err(error) = disk.complete_append(file, result, len, &self.shared) {
-                self.failed.get_or_insert(error);
+                self.stop_writes(error);
             }
         }
         if let Some(failed) = &self.failed {
@@ -751,8 +760,14 @@ impl Writer {
         if let Some(disk) = &mut self.disk
             && let Err(error) = disk.maintain(&shared, &self.options).await
         {
-            self.failed = Some(error);
+            self.stop_writes(error);
         }
+    }
+
+    /// Fails every later write with `error`, keeping the first failure.
+    fn stop_writes(&mut self, error: StoreError) {
+        self.failed.get_or_insert(error);
+        self.shared.writes_failed.store(true, Ordering::Relaxed);
     }
 }
 
@@ -907,8 +922,10 @@ mod tests {
             .await
             .unwrap();
         put(&store, "acknowledged").await.unwrap();
+        assert!(store.is_open());
         store.shared.fail_writes.store(true, Ordering::Relaxed);
         assert!(matches!(put(&store, "failed").await, Err(StoreError::Io { .. })));
+        assert!(!store.is_open());
         store.shared.fail_writes.store(false, Ordering::Relaxed);
         assert!(matches!(put(&store, "later").await, Err(StoreError::Io { .. })));
         assert!(matches!(store.lease_grant(10).await, Err(StoreError::Io { .. })));
@@ -922,5 +939,8 @@ mod tests {
         assert!(store.get(b"acknowledged").await.unwrap().0.is_some());
         assert_eq!(store.get(b"failed").await.unwrap().0, None);
         put(&store, "after reopening").await.unwrap();
+        assert!(store.is_open());
+        store.close().await;
+        assert!(!store.is_open());
     }
 }

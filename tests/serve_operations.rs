@@ -1,0 +1,181 @@
+//! What whoever runs `agentprocess serve` watches: `/healthz` and `/readyz`, answered without a
+//! token, and the log: info lines for publishes, runs started and ended, escalations, lapsed
+//! claims and failed webhook deliveries; tool refusals, by code, at debug.
+
+mod common;
+
+use common::{Server, Who, request_id, status_and_json};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const AGENT: Who = Who::Agent("a_ap");
+const OPS: Who = Who::Operator("ops@acme.test", &["ops"]);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_and_readiness_answer_without_a_token() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let (status, body) =
+        status_and_json(reqwest::get(format!("{}/healthz", server.url)).await.unwrap()).await;
+    assert_eq!((status, body), (200, json!({ "status": "alive" })));
+    let (status, body) = status_and_json(reqwest::get(format!("{}/readyz", server.url)).await.unwrap()).await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({ "status": "ready", "store": "open", "scheduler": "running" })
+        )
+    );
+}
+
+/// Waits until the server's log has a line holding every one of `parts`; returns that line.
+async fn logged(server: &Server, parts: &[&str]) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = server.stderr();
+        if let Some(line) = log
+            .lines()
+            .find(|line| parts.iter().all(|part| line.contains(part)))
+        {
+            return line.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no log line with {parts:?} in:\n{log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with_env(
+        data.path(),
+        &["--lease-seconds", "60"],
+        &[("RUST_LOG", "info,rmcp=warn,agentprocess_gateway::mcp=debug")],
+    );
+    server.publish_fixture("invoice-approval");
+    logged(
+        &server,
+        &[
+            " INFO ",
+            "process published",
+            "process=invoice-approval",
+            "version=1",
+            "by=ops@acme.test",
+        ],
+    )
+    .await;
+    // Port 9 (discard) refuses connections on a test machine: every delivery fails.
+    let (status, body) = status_and_json(
+        reqwest::Client::new()
+            .put(format!("{}/admin/v1/webhooks/unreachable", server.url))
+            .bearer_auth(server.token(&OPS))
+            .json(&json!({ "url": "http://127.0.0.1:9/hook", "secret": "s3cret" }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    let agent = server.client(&AGENT).await;
+    let lapsing = agent.start_invoice("INV-LAPSE").await;
+    let lapsing = lapsing["run"]["id"].as_str().unwrap().to_owned();
+    logged(
+        &server,
+        &[
+            " INFO ",
+            "run started",
+            &lapsing,
+            "process=invoice-approval",
+            "by=a_ap",
+        ],
+    )
+    .await;
+    agent
+        .ok(
+            "claim",
+            json!({ "runId": lapsing, "stepId": "validate", "requestId": request_id() }),
+        )
+        .await;
+    server.advance(61).await;
+    logged(
+        &server,
+        &[
+            " INFO ",
+            "claim lease expired",
+            &lapsing,
+            "step=validate",
+            "holder=a_ap",
+        ],
+    )
+    .await;
+
+    agent
+        .refused(
+            "claim",
+            json!({ "runId": lapsing, "stepId": "record", "requestId": request_id() }),
+            "conflict",
+        )
+        .await;
+    logged(
+        &server,
+        &[
+            "DEBUG",
+            "tool call refused",
+            "code=\"conflict\"",
+            "tool=\"claim\"",
+        ],
+    )
+    .await;
+
+    let escalated = agent.start_invoice("INV-ESCALATE").await;
+    let escalated = escalated["run"]["id"].as_str().unwrap().to_owned();
+    let claimed = agent
+        .ok(
+            "claim",
+            json!({ "runId": escalated, "stepId": "validate", "requestId": request_id() }),
+        )
+        .await;
+    agent
+        .ok(
+            "escalate",
+            json!({ "token": claimed["token"], "note": "The invoice is in EUR.", "requestId": request_id() }),
+        )
+        .await;
+    logged(
+        &server,
+        &[" INFO ", "step escalated", &escalated, "step=validate"],
+    )
+    .await;
+    logged(
+        &server,
+        &[
+            " INFO ",
+            "webhook delivery failed",
+            "kind=escalation",
+            "attempt=1",
+            "Connection refused",
+        ],
+    )
+    .await;
+
+    let ops = server.client(&OPS).await;
+    ops.ok(
+        "cancel",
+        json!({ "runId": escalated, "reason": "Duplicate invoice.", "requestId": request_id() }),
+    )
+    .await;
+    logged(
+        &server,
+        &[
+            " INFO ",
+            "run ended",
+            &escalated,
+            "state=cancelled",
+            "by=ops@acme.test",
+        ],
+    )
+    .await;
+    agent.close().await;
+    ops.close().await;
+}
