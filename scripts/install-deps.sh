@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test agentprocess: the protobuf compiler
-# (gRPC code generation), the Rust components the checks use, cargo-fuzz, and a Python venv at
-# target/py-venv with tests/python/requirements.txt (the official MCP Python SDK the tests drive).
+# (gRPC code generation), the Rust components the checks use, cargo-fuzz, a Python venv at
+# target/py-venv with tests/python/requirements.txt (the official MCP Python SDK the tests drive),
+# and Node with the MCP Inspector the README's recipe names, in npx's cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,6 +11,8 @@ venv="$root/target/py-venv"
 need_apt=()
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# The README's MCP Inspector recipe is tested as written, through npx.
+command -v npx >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # `python3 -m venv` needs Debian's python3-venv (ensurepip) on some systems.
 if [ ! -x "$venv/bin/python" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     need_apt+=(python3-venv)
@@ -37,3 +40,6 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/tests/python/requirements.txt"
+
+# The Inspector version the README pins, fetched once so the test that runs the recipe does not.
+npm exec --yes --package=@modelcontextprotocol/inspector@2.12.0 -- node -e 0

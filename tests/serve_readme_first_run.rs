@@ -413,10 +413,9 @@ async fn the_readme_escalation_path_works_as_written() {
 }
 
 /// Step 4's MCP Inspector commands as written (with the header, and with the configuration
-/// file). Needs Node, `npx` and the npm registry: `cargo test --test serve_readme_first_run --
-/// --ignored`.
+/// file), through `npx` as the README runs them (`scripts/install-deps.sh` installs Node when
+/// missing and fetches the pinned Inspector).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs Node, npx and the npm registry"]
 async fn the_readme_inspector_commands_work_as_written() {
     let first_run = FirstRun::start();
     first_run.sh(&block_after("*A configuration file*", "sh"));
