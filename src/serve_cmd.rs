@@ -3,7 +3,9 @@
 use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
-use agentprocess_gateway::{ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend, admin_routes};
+use agentprocess_gateway::{
+    AdminParts, ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend, admin_routes,
+};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{
     BlobStore, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
@@ -151,7 +153,13 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         upload: true,
         send_event: true,
     };
-    let mut authenticated = admin_routes(runtime.clone(), offer);
+    let admin = AdminParts {
+        catalog: runtime.catalog().clone(),
+        store: store.clone(),
+        keys: runtime.keys().clone(),
+        hints: runtime.hints().clone(),
+    };
+    let mut authenticated = admin_routes(admin, offer);
     if settings.testing.clock_control {
         tracing::warn!("testing.clock_control is on: operators can move the server's clock");
         authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(clock.clone()));
@@ -167,7 +175,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     }));
     let extra = ExtraRoutes {
         authenticated,
-        public: file_routes(runtime.clone(), signer)
+        public: file_routes(runtime.uploads().clone(), clock.clone(), signer)
             .merge(health_routes(store.clone(), scheduler.liveness())),
     };
     let app =

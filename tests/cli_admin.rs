@@ -4,7 +4,7 @@
 //! can fail.
 
 use agentprocess_gateway::auth::require_bearer;
-use agentprocess_gateway::{AuthConfig, Authenticator, admin_routes};
+use agentprocess_gateway::{AdminParts, AuthConfig, Authenticator, admin_routes};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
@@ -37,7 +37,13 @@ async fn start() -> Server {
         check: false,
         ..Offer::EVERYTHING
     };
-    let app = admin_routes(runtime, offer).route_layer(from_fn_with_state(authenticator, require_bearer));
+    let parts = AdminParts {
+        catalog: runtime.catalog().clone(),
+        store: runtime.store().clone(),
+        keys: runtime.keys().clone(),
+        hints: runtime.hints().clone(),
+    };
+    let app = admin_routes(parts, offer).route_layer(from_fn_with_state(authenticator, require_bearer));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     Server {
         url,

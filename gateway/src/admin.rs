@@ -31,13 +31,15 @@
 
 use crate::Identity;
 use crate::auth::Actor;
-use agentprocess_process::Offer;
-use agentprocess_run_actor::runtime::{
-    CatalogError, CatalogRefusal, DeadLetterId, Draft, Redelivery, Runtime, RuntimeError, WebhookView,
+use agentprocess_org::{
+    Catalog, CatalogError, CatalogRefusal, DeadLetterId, Draft, OrgError, Redelivery, WebhookView,
     configure_webhook, dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook,
     webhook_from_request, webhooks,
 };
-use agentprocess_store::StoreError;
+use agentprocess_process::Offer;
+use agentprocess_run_actor::runtime::Hints;
+use agentprocess_store::keys::Keys;
+use agentprocess_store::{Store, StoreError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Extension, Path, RawQuery, Request, State};
@@ -59,10 +61,22 @@ pub const DEFAULT_DEAD_LETTERS: usize = 50;
 /// The largest `limit` of `GET /admin/v1/dead-letters`.
 pub const MAX_DEAD_LETTERS: usize = 500;
 
+/// What the admin API works with: organization-level state in the store and the scheduler's
+/// hints. No runtime: the admin API runs wherever a gateway runs.
+#[derive(Debug, Clone)]
+pub struct AdminParts {
+    pub catalog: Catalog,
+    /// The store that holds webhooks and dead letters.
+    pub store: Arc<dyn Store>,
+    pub keys: Keys,
+    /// Told when a redelivered dead letter is back in the outbox.
+    pub hints: Arc<dyn Hints>,
+}
+
 /// What the handlers share.
 #[derive(Debug)]
 struct Admin {
-    runtime: Runtime,
+    parts: AdminParts,
     /// What this server offers (profiles, optional tools): imports and publications are
     /// validated against it.
     offer: Offer,
@@ -74,10 +88,10 @@ struct Admin {
 /// validated against: `check-1` only while an evaluator is configured, `parallel-1` always.
 ///
 /// ```text
-/// let app = admin_routes(runtime, offer).route_layer(from_fn_with_state(authenticator, require_bearer));
+/// let app = admin_routes(parts, offer).route_layer(from_fn_with_state(authenticator, require_bearer));
 /// ```
-pub fn admin_routes(runtime: Runtime, offer: Offer) -> Router {
-    let admin = Arc::new(Admin { runtime, offer });
+pub fn admin_routes(parts: AdminParts, offer: Offer) -> Router {
+    let admin = Arc::new(Admin { parts, offer });
     Router::new()
         .route("/admin/v1/processes", post(import).get(list))
         .route("/admin/v1/processes/{name}", get(show))
@@ -123,7 +137,7 @@ enum AdminError {
     /// A dead letter that holds no notification cannot be delivered, only discarded (409).
     UnreadableDeadLetter(String),
     /// The store failed: nothing is known to have changed; retry.
-    Unavailable(RuntimeError),
+    Unavailable(OrgError),
 }
 
 impl From<CatalogError> for AdminError {
@@ -135,15 +149,15 @@ impl From<CatalogError> for AdminError {
     }
 }
 
-impl From<RuntimeError> for AdminError {
-    fn from(error: RuntimeError) -> Self {
+impl From<OrgError> for AdminError {
+    fn from(error: OrgError) -> Self {
         AdminError::Unavailable(error)
     }
 }
 
 impl From<StoreError> for AdminError {
     fn from(error: StoreError) -> Self {
-        AdminError::Unavailable(RuntimeError::Store(error))
+        AdminError::Unavailable(OrgError::Store(error))
     }
 }
 
@@ -284,8 +298,8 @@ async fn import(
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
     let source = body?;
     let draft = admin
-        .runtime
-        .catalog()
+        .parts
+        .catalog
         .import_draft(&identity.organization, &source, &admin.offer, who(&identity))
         .await?;
     Ok((StatusCode::CREATED, Json(draft_response(&draft))))
@@ -310,8 +324,8 @@ async fn bind(
         message: format!("the body must be JSON like {{\"bindings\": {{\"role\": \"group\"}}}}: {e}"),
     })?;
     let draft = admin
-        .runtime
-        .catalog()
+        .parts
+        .catalog
         .bind_roles(&identity.organization, &name, &request.bindings)
         .await?;
     Ok(Json(draft_response(&draft)))
@@ -324,8 +338,8 @@ async fn publish(
     Path(name): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
     let published = admin
-        .runtime
-        .catalog()
+        .parts
+        .catalog
         .publish_draft(&identity.organization, &name, &admin.offer, who(&identity))
         .await?;
     tracing::info!(
@@ -344,7 +358,7 @@ async fn list(
     State(admin): State<Arc<Admin>>,
     Extension(identity): Extension<Identity>,
 ) -> Result<Json<Value>, AdminError> {
-    let processes = admin.runtime.catalog().processes(&identity.organization).await?;
+    let processes = admin.parts.catalog.processes(&identity.organization).await?;
     Ok(Json(json!({ "processes": processes })))
 }
 
@@ -354,12 +368,7 @@ async fn show(
     Extension(identity): Extension<Identity>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, AdminError> {
-    match admin
-        .runtime
-        .catalog()
-        .process(&identity.organization, &name)
-        .await?
-    {
+    match admin.parts.catalog.process(&identity.organization, &name).await? {
         Some(entry) => Ok(Json(json!(entry))),
         None => Err(AdminError::NoProcess(name)),
     }
@@ -378,10 +387,10 @@ async fn put_webhook(
         message: format!("the body must be JSON like {{\"url\": \"https://…\", \"secret\": \"…\"}}: {e}"),
     })?;
     let webhook = webhook_from_request(&id, &request).map_err(AdminError::InvalidWebhook)?;
-    let runtime = &admin.runtime;
+    let parts = &admin.parts;
     configure_webhook(
-        runtime.store().as_ref(),
-        runtime.keys(),
+        parts.store.as_ref(),
+        &parts.keys,
         &identity.organization,
         &id,
         &webhook,
@@ -395,8 +404,8 @@ async fn list_webhooks(
     State(admin): State<Arc<Admin>>,
     Extension(identity): Extension<Identity>,
 ) -> Result<Json<Value>, AdminError> {
-    let runtime = &admin.runtime;
-    let found = webhooks(runtime.store().as_ref(), runtime.keys(), &identity.organization).await?;
+    let parts = &admin.parts;
+    let found = webhooks(parts.store.as_ref(), &parts.keys, &identity.organization).await?;
     let views: Vec<WebhookView> = found.iter().map(|(id, webhook)| webhook.view(id)).collect();
     Ok(Json(json!({ "webhooks": views })))
 }
@@ -407,15 +416,8 @@ async fn delete_webhook(
     Extension(identity): Extension<Identity>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, AdminError> {
-    let runtime = &admin.runtime;
-    if remove_webhook(
-        runtime.store().as_ref(),
-        runtime.keys(),
-        &identity.organization,
-        &id,
-    )
-    .await?
-    {
+    let parts = &admin.parts;
+    if remove_webhook(parts.store.as_ref(), &parts.keys, &identity.organization, &id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(AdminError::NoWebhook(id))
@@ -434,14 +436,8 @@ async fn list_dead_letters(
             "the only parameter is limit, an integer from 1 to {MAX_DEAD_LETTERS} (default {DEFAULT_DEAD_LETTERS})"
         ),
     })?;
-    let runtime = &admin.runtime;
-    let items = dead_letters(
-        runtime.store().as_ref(),
-        runtime.keys(),
-        &identity.organization,
-        limit,
-    )
-    .await?;
+    let parts = &admin.parts;
+    let items = dead_letters(parts.store.as_ref(), &parts.keys, &identity.organization, limit).await?;
     Ok(Json(json!({ "items": items })))
 }
 
@@ -461,17 +457,10 @@ async fn redeliver(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
     let letter = dead_letter_id(&id)?;
-    let runtime = &admin.runtime;
-    match redeliver_dead_letter(
-        runtime.store().as_ref(),
-        runtime.keys(),
-        &identity.organization,
-        &letter,
-    )
-    .await?
-    {
+    let parts = &admin.parts;
+    match redeliver_dead_letter(parts.store.as_ref(), &parts.keys, &identity.organization, &letter).await? {
         Redelivery::Redelivered => {
-            runtime.hints().outbox_written();
+            parts.hints.outbox_written();
             Ok((
                 StatusCode::ACCEPTED,
                 Json(json!({ "id": id, "redelivered": true })),
@@ -489,15 +478,8 @@ async fn delete_dead_letter(
     Path(id): Path<String>,
 ) -> Result<StatusCode, AdminError> {
     let letter = dead_letter_id(&id)?;
-    let runtime = &admin.runtime;
-    if discard_dead_letter(
-        runtime.store().as_ref(),
-        runtime.keys(),
-        &identity.organization,
-        &letter,
-    )
-    .await?
-    {
+    let parts = &admin.parts;
+    if discard_dead_letter(parts.store.as_ref(), &parts.keys, &identity.organization, &letter).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(AdminError::NoDeadLetter(id))

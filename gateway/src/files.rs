@@ -10,8 +10,8 @@
 //! router; [`add_file_urls`] applied to the `data` of every successful tool result, with the
 //! caller's organization and the runtime clock's `now`.
 
+use agentprocess_org::{Clock, Uploads};
 use agentprocess_run_actor::machine::Timestamp;
-use agentprocess_run_actor::runtime::Runtime;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
@@ -333,20 +333,25 @@ impl Signing<'_> {
 /// recorded content type. Expired links are `410`, links that do not verify `403`, a missing
 /// upload `404`, and a store or blob failure (including bytes that no longer match their
 /// hash) `503`. Every error is a JSON `{ "error": { "code", "message" } }`.
-pub fn file_routes(runtime: Runtime, signer: Arc<FileUrlSigner>) -> Router {
+pub fn file_routes(uploads: Uploads, clock: Clock, signer: Arc<FileUrlSigner>) -> Router {
     Router::new()
         .route(FILES_ROUTE, get(serve_file))
-        .with_state(FileRoutes { runtime, signer })
+        .with_state(FileRoutes {
+            uploads,
+            clock,
+            signer,
+        })
 }
 
 #[derive(Debug, Clone)]
 struct FileRoutes {
-    runtime: Runtime,
+    uploads: Uploads,
+    clock: Clock,
     signer: Arc<FileUrlSigner>,
 }
 
 async fn serve_file(State(files): State<FileRoutes>, UrlPath(link): UrlPath<String>) -> Response {
-    let now = files.runtime.clock().now();
+    let now = files.clock.now();
     let signed = match files.signer.verify(&link, now) {
         Ok(signed) => signed,
         Err(FileUrlError::Expired { expired_at }) => {
@@ -367,11 +372,7 @@ async fn serve_file(State(files): State<FileRoutes>, UrlPath(link): UrlPath<Stri
             );
         }
     };
-    let (record, bytes) = match files
-        .runtime
-        .read_upload(&signed.organization, &signed.upload_id)
-        .await
-    {
+    let (record, bytes) = match files.uploads.read(&signed.organization, &signed.upload_id).await {
         Ok(Some(found)) => found,
         Ok(None) => {
             return file_error(
@@ -873,7 +874,7 @@ pub struct SignedFileUrls {
     pub signer: Arc<FileUrlSigner>,
     /// The gateway's public URL, which the links point at.
     pub public_url: String,
-    pub clock: agentprocess_run_actor::runtime::Clock,
+    pub clock: Clock,
 }
 
 impl crate::runtime_backend::DecorateResult for SignedFileUrls {

@@ -22,7 +22,7 @@ pub mod mcp;
 pub mod runtime_backend;
 mod secret_file;
 
-pub use admin::admin_routes;
+pub use admin::{AdminParts, admin_routes};
 pub use auth::{Actor, AuthConfig, Authenticator, Identity};
 pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};

@@ -43,7 +43,7 @@ fn signer() -> Arc<FileUrlSigner> {
 async fn serve(runtime: &Runtime, signer: &Arc<FileUrlSigner>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = file_routes(runtime.clone(), signer.clone());
+    let app = file_routes(runtime.uploads().clone(), runtime.clock().clone(), signer.clone());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     url
 }

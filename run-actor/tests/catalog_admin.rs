@@ -103,7 +103,7 @@ async fn an_import_becomes_a_draft_with_hash_roles_and_no_bindings() {
     assert!(
         runtime
             .catalog()
-            .resolve(ORG, "invoice-approval", None)
+            .latest_version(ORG, "invoice-approval")
             .await
             .unwrap()
             .is_none()
@@ -282,13 +282,14 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     assert_eq!(v1.version.published_at, "2026-10-01T00:00:00Z");
     assert_eq!(v1.version.published_by.as_deref(), Some(OPERATOR));
     assert_eq!(v1.version.roles, all);
-    // Runs resolve it, with the bindings.
-    let pinned = catalog
-        .resolve(ORG, "contract-review", None)
+    // It is the latest version, with the bindings.
+    let latest = catalog.latest_version(ORG, "contract-review").await.unwrap();
+    let record = catalog
+        .published_record(ORG, "contract-review", 1)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!((pinned.version, &pinned.roles), (1, &all));
+    assert_eq!((latest, &record.roles), (Some(1), &all));
 
     // Same content and bindings as the latest version: nothing to publish.
     assert_eq!(
@@ -323,7 +324,7 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     assert_eq!(entry.versions, vec![v1.version.clone(), v2.version.clone()]);
     assert_eq!(
         catalog
-            .pinned(ORG, "contract-review", 1)
+            .published_record(ORG, "contract-review", 1)
             .await
             .unwrap()
             .unwrap()

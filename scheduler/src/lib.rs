@@ -25,14 +25,13 @@ mod timers;
 
 pub use hints::StoreWatchHints;
 
-/// Webhooks and dead letters are stored by the runtime, which the gateway shares.
-pub use agentprocess_run_actor::runtime::{
-    Webhook, configure_webhook, dead_letters, remove_webhook, webhooks,
-};
+/// Webhooks and dead letters are organization-level state, which the gateway shares.
+pub use agentprocess_org::{Webhook, configure_webhook, dead_letters, remove_webhook, webhooks};
 pub use outbox::{DELIVERY_HEADER, DeliveryError, HttpTransport, SIGNATURE_HEADER, Transport, sign};
 
+use agentprocess_org::Clock;
 use agentprocess_run_actor::machine::Timestamp;
-use agentprocess_run_actor::runtime::{Clock, Hints, RunService};
+use agentprocess_run_actor::runtime::{Hints, RunService};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use std::sync::Arc;

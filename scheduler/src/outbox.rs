@@ -8,7 +8,7 @@
 
 use crate::SchedulerConfig;
 use crate::SchedulerParts;
-use agentprocess_run_actor::runtime::webhooks;
+use agentprocess_org::webhooks;
 use agentprocess_store::keys::OutboxKey;
 use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
 use async_trait::async_trait;

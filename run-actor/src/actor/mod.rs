@@ -321,8 +321,8 @@ impl Actor {
         let run: RunState = serde_json::from_slice(&record.value)
             .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
         let pinned = inner
-            .catalog
-            .pinned(organization, &run.process, run.version)
+            .pinned
+            .get(organization, &run.process, run.version)
             .await?
             .ok_or_else(|| {
                 RuntimeError::Corrupt(format!(

@@ -1,17 +1,14 @@
-//! The runtime: routes every write to the actor of its run, serves reads from the indexes, keeps
-//! the process catalog and the uploads.
+//! The runtime: routes every write to the actor of its run, serves reads from the indexes, and
+//! takes uploads; the organization-level state it reads (catalog, uploads) is `agentprocess-org`.
 //!
 //! ```text
 //! runtime/
 //!   mod.rs           Runtime, RunService, Write, ToolOutcome, RuntimeError, RuntimeConfig
-//!   clock.rs         Clock: wall time read through tokio's clock
-//!   catalog.rs       published process versions, pinned processes cached by version
+//!   pinned.rs        the processes runs pin, cached by version
 //!   fingerprint.rs   what "the same arguments" means for idempotency
 //!   hints.rs         "look sooner" hints from writes to the scheduler
 //!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
-//!   uploads.rs       BlobStore over a local directory or object storage, upload records, lookups
-//!   webhooks.rs      an organization's notification webhooks and dead letters, as stored;
-//!                    dead letters redelivered or discarded
+//!   uploads.rs       the upload tool: bytes to the blob store, record and idempotency together
 //! ```
 //!
 //! A write goes: [`RunService::execute`] → the run's id (from the token, the arguments, or for
@@ -20,29 +17,25 @@
 //! state, index entries, timers, claim keys, outbox entries and the idempotency record in ONE
 //! store transaction before it answers.
 
-mod catalog;
-mod clock;
 mod fingerprint;
 mod hints;
+mod pinned;
 mod reads;
 mod uploads;
-mod webhooks;
 
-pub use catalog::{
-    Catalog, CatalogError, CatalogRefusal, Draft, DraftView, ProcessEntry, PublishedVersion, VersionSummary,
-    binding_issues, unbound_issues,
+// Organization-level state lives in its own crate; these names stay reachable here for the
+// actor host's own callers.
+pub use agentprocess_org::{
+    BlobStore, BlobUrlError, Catalog, CatalogError, CatalogRefusal, Clock, DeadLetterId, Draft, DraftView,
+    LocalBlobs, MAX_DEAD_LETTER_RUN_ID_BYTES, MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES,
+    MAX_WEBHOOK_URL_CHARS, ObjectBlobs, OrgError, ProcessEntry, PublishedVersion, Redelivery, UploadRecord,
+    Uploads, VersionSummary, Webhook, WebhookView, binding_issues, blob_store_from_url, configure_webhook,
+    dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook, unbound_issues,
+    webhook_from_request, webhooks,
 };
-pub use clock::Clock;
 pub use hints::{Hints, LocalHints, NoHints};
 pub use reads::{GetWork, ListRuns};
-pub use uploads::{
-    BlobStore, BlobUrlError, LocalBlobs, ObjectBlobs, Upload, UploadRecord, blob_store_from_url,
-};
-pub use webhooks::{
-    DeadLetterId, MAX_DEAD_LETTER_RUN_ID_BYTES, MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES,
-    MAX_WEBHOOK_URL_CHARS, Redelivery, Webhook, WebhookView, configure_webhook, dead_letters,
-    discard_dead_letter, redeliver_dead_letter, remove_webhook, webhook_from_request, webhooks,
-};
+pub use uploads::Upload;
 
 use crate::actor::{self, Envelope, RunAddress};
 pub(crate) use crate::machine::hex;
@@ -54,6 +47,7 @@ use agentprocess_process::PersonFormat;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Store, StoreError};
 use async_trait::async_trait;
+use pinned::PinnedProcesses;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -223,6 +217,16 @@ pub enum RuntimeError {
     Blobs(String),
 }
 
+impl From<OrgError> for RuntimeError {
+    fn from(error: OrgError) -> Self {
+        match error {
+            OrgError::Store(error) => RuntimeError::Store(error),
+            OrgError::Corrupt(why) => RuntimeError::Corrupt(why),
+            OrgError::Blobs(why) => RuntimeError::Blobs(why),
+        }
+    }
+}
+
 /// What the gateway and the scheduler call: every write and read of runs. In process now; the
 /// same calls go over gRPC to an actor host in a cluster.
 #[async_trait]
@@ -279,7 +283,8 @@ pub(crate) struct Inner {
     pub config: RuntimeConfig,
     pub clock: Clock,
     pub catalog: Catalog,
-    pub blobs: Arc<dyn BlobStore>,
+    pub pinned: PinnedProcesses,
+    pub uploads: Uploads,
     pub stats: Stats,
     pub actors: Mutex<HashMap<RunAddress, tokio::sync::mpsc::Sender<Box<Envelope>>>>,
 }
@@ -303,11 +308,12 @@ impl Runtime {
         Runtime {
             inner: Arc::new(Inner {
                 catalog: Catalog::new(store.clone(), keys.clone(), clock.clone()),
+                pinned: PinnedProcesses::new(Catalog::new(store.clone(), keys.clone(), clock.clone())),
+                uploads: Uploads::new(store.clone(), keys.clone(), blobs),
                 store,
                 keys,
                 config,
                 clock,
-                blobs,
                 stats: Stats::default(),
                 actors: Mutex::new(HashMap::new()),
             }),
@@ -332,6 +338,11 @@ impl Runtime {
 
     pub fn catalog(&self) -> &Catalog {
         &self.inner.catalog
+    }
+
+    /// The organizations' uploads: records and bytes.
+    pub fn uploads(&self) -> &Uploads {
+        &self.inner.uploads
     }
 
     /// Where this runtime's writes send their hints (see [`RuntimeConfig::hints`]).
@@ -387,7 +398,7 @@ impl Runtime {
         organization: &str,
         upload_id: &str,
     ) -> Result<Option<(UploadRecord, Vec<u8>)>, RuntimeError> {
-        uploads::read(&self.inner, organization, upload_id).await
+        Ok(self.inner.uploads.read(organization, upload_id).await?)
     }
 
     /// The uploads that file evidence in `evidence` names, looked up before the command reaches
@@ -400,7 +411,7 @@ impl Runtime {
         let mut found = HashMap::new();
         for item in evidence.iter().filter(|e| e.kind == "file") {
             if !found.contains_key(&item.reference) {
-                let status = uploads::verify(&self.inner, organization, &item.reference).await?;
+                let status = self.inner.uploads.verify(organization, &item.reference).await?;
                 found.insert(item.reference.clone(), status);
             }
         }
@@ -456,7 +467,7 @@ impl RunService for Runtime {
                 let run_id = machine::run_id_for_seed(seed);
                 match self
                     .inner
-                    .catalog
+                    .pinned
                     .resolve(&organization, &process, version)
                     .await?
                 {

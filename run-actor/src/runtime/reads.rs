@@ -50,8 +50,8 @@ pub(super) async fn get_run(
     let run: RunState = serde_json::from_slice(&record.value)
         .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
     let pinned = inner
-        .catalog
-        .pinned(&caller.organization, &run.process, run.version)
+        .pinned
+        .get(&caller.organization, &run.process, run.version)
         .await?
         .ok_or_else(|| RuntimeError::Corrupt(format!("run {run_id} pins an unpublished version")))?;
     Ok(ToolOutcome::Ok(render::run_view(&pinned, &run)))

@@ -1,6 +1,5 @@
 //! The process catalog: each organization's drafts (imported, roles being bound) and published
-//! versions, and the pinned processes that runs use, parsed once and cached by version (a
-//! published version never changes).
+//! versions (a published version never changes; the actor host caches the processes it pins).
 //!
 //! An operator imports a `PROCESS.md` as the DRAFT of its process (one per process name; a new
 //! import replaces it and keeps the bindings of roles that still exist), binds every role name to
@@ -8,27 +7,23 @@
 //! with its content hash, its bindings, when and by whom. The draft stays, so the operator can
 //! re-bind and publish again. Publishing what the latest version already is (same content hash
 //! AND same bindings) is refused as a conflict: it would make a version that changes nothing.
-use super::{Clock, RuntimeError};
-use crate::machine::PinnedProcess;
-use crate::machine::render;
+use crate::{Clock, OrgError};
+use agentprocess_machine::render;
 use agentprocess_process::{Issue, LoadedProcess, Offer, load, warnings};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, RangeRequest, Store, StoreError, Txn, TxnOp};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-type VersionKey = (String, String, u64);
-
-/// Published processes and drafts, read from the store; pinned processes cached.
-#[derive(Debug)]
+/// Published processes and drafts, read from and written to the store.
+#[derive(Debug, Clone)]
 pub struct Catalog {
     store: Arc<dyn Store>,
     keys: Keys,
     clock: Clock,
-    pinned: Mutex<HashMap<VersionKey, Arc<PinnedProcess>>>,
 }
 
 /// Why the catalog said no to an operator: the request's fault, never the infrastructure's.
@@ -53,12 +48,12 @@ pub enum CatalogError {
     #[error(transparent)]
     Refused(#[from] CatalogRefusal),
     #[error(transparent)]
-    Failed(#[from] RuntimeError),
+    Failed(#[from] OrgError),
 }
 
 impl From<StoreError> for CatalogError {
     fn from(error: StoreError) -> Self {
-        CatalogError::Failed(RuntimeError::Store(error))
+        CatalogError::Failed(OrgError::Store(error))
     }
 }
 
@@ -157,15 +152,19 @@ pub struct ProcessEntry {
     pub draft: Option<DraftView>,
 }
 
-/// A published version as stored: everything [`Catalog::pinned`] needs and the summary's facts.
+/// A published version as stored: the source a run pins, the bindings, and the summary's facts.
+/// A published version never changes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PublishedRecord {
-    source: String,
-    roles: IndexMap<String, String>,
-    content_hash: String,
-    published_at: String,
-    published_by: Option<String>,
+pub struct PublishedRecord {
+    /// The `PROCESS.md` exactly as imported.
+    pub source: String,
+    /// Role name → group id, as bound at publication.
+    pub roles: IndexMap<String, String>,
+    pub content_hash: String,
+    /// RFC 3339, UTC.
+    pub published_at: String,
+    pub published_by: Option<String>,
 }
 
 /// The issues of a set of role bindings for a process whose role names are `roles`: a role it
@@ -209,13 +208,8 @@ pub fn unbound_issues<'r>(
 }
 
 impl Catalog {
-    pub(crate) fn new(store: Arc<dyn Store>, keys: Keys, clock: Clock) -> Self {
-        Catalog {
-            store,
-            keys,
-            clock,
-            pinned: Mutex::new(HashMap::new()),
-        }
+    pub fn new(store: Arc<dyn Store>, keys: Keys, clock: Clock) -> Self {
+        Catalog { store, keys, clock }
     }
 
     /// Validates `source` (offering everything) and publishes it at once as the next version of
@@ -368,7 +362,7 @@ impl Catalog {
 
     /// Every process of the organization that has a published version or a draft, by name.
     /// Reads every version's record, sources included: an operator's listing, not a hot path.
-    pub async fn processes(&self, organization: &str) -> Result<Vec<ProcessEntry>, RuntimeError> {
+    pub async fn processes(&self, organization: &str) -> Result<Vec<ProcessEntry>, OrgError> {
         let mut entries: BTreeMap<String, ProcessEntry> = BTreeMap::new();
         let catalog = self
             .store
@@ -376,9 +370,9 @@ impl Catalog {
             .await?;
         for kv in &catalog.kvs {
             let summary: Value = serde_json::from_slice(&kv.value)
-                .map_err(|e| RuntimeError::Corrupt(format!("catalog entry: {e}")))?;
+                .map_err(|e| OrgError::Corrupt(format!("catalog entry: {e}")))?;
             let Some(name) = summary["name"].as_str() else {
-                return Err(RuntimeError::Corrupt("catalog entry without a name".into()));
+                return Err(OrgError::Corrupt("catalog entry without a name".into()));
             };
             entries.insert(
                 name.to_string(),
@@ -390,19 +384,15 @@ impl Catalog {
             .range(RangeRequest::new(self.keys.drafts(organization)))
             .await?;
         for kv in &drafts.kvs {
-            let draft: Draft = serde_json::from_slice(&kv.value)
-                .map_err(|e| RuntimeError::Corrupt(format!("draft: {e}")))?;
+            let draft: Draft =
+                serde_json::from_slice(&kv.value).map_err(|e| OrgError::Corrupt(format!("draft: {e}")))?;
             add_draft(&mut entries, draft);
         }
         Ok(entries.into_values().collect())
     }
 
     /// One process of the organization; `None` when it has neither a version nor a draft.
-    pub async fn process(
-        &self,
-        organization: &str,
-        name: &str,
-    ) -> Result<Option<ProcessEntry>, RuntimeError> {
+    pub async fn process(&self, organization: &str, name: &str) -> Result<Option<ProcessEntry>, OrgError> {
         let mut entries: BTreeMap<String, ProcessEntry> = BTreeMap::new();
         let (entry, _) = self
             .store
@@ -410,7 +400,7 @@ impl Catalog {
             .await?;
         if let Some(kv) = entry {
             let summary: Value = serde_json::from_slice(&kv.value)
-                .map_err(|e| RuntimeError::Corrupt(format!("catalog entry of {name}: {e}")))?;
+                .map_err(|e| OrgError::Corrupt(format!("catalog entry of {name}: {e}")))?;
             entries.insert(
                 name.to_string(),
                 self.published_entry(organization, name, &summary).await?,
@@ -427,7 +417,7 @@ impl Catalog {
         organization: &str,
         name: &str,
         summary: &Value,
-    ) -> Result<ProcessEntry, RuntimeError> {
+    ) -> Result<ProcessEntry, OrgError> {
         let versions = self.versions(organization, name).await?;
         Ok(ProcessEntry {
             name: name.to_string(),
@@ -439,7 +429,7 @@ impl Catalog {
     }
 
     /// Every published version of `name`, oldest first.
-    async fn versions(&self, organization: &str, name: &str) -> Result<Vec<VersionSummary>, RuntimeError> {
+    async fn versions(&self, organization: &str, name: &str) -> Result<Vec<VersionSummary>, OrgError> {
         let found = self
             .store
             .range(RangeRequest::new(
@@ -450,7 +440,7 @@ impl Catalog {
             .kvs
             .iter()
             .map(|kv| {
-                let corrupt = |why: String| RuntimeError::Corrupt(format!("published {name}: {why}"));
+                let corrupt = |why: String| OrgError::Corrupt(format!("published {name}: {why}"));
                 let key = self
                     .keys
                     .parse_published_process(&kv.key)
@@ -468,13 +458,13 @@ impl Catalog {
             .collect()
     }
 
-    async fn read_draft(&self, organization: &str, name: &str) -> Result<(Option<Draft>, i64), RuntimeError> {
+    async fn read_draft(&self, organization: &str, name: &str) -> Result<(Option<Draft>, i64), OrgError> {
         let (found, _) = self.store.get(&self.keys.draft(organization, name)).await?;
         match found {
             None => Ok((None, 0)),
             Some(kv) => {
                 let draft = serde_json::from_slice(&kv.value)
-                    .map_err(|e| RuntimeError::Corrupt(format!("draft of {name}: {e}")))?;
+                    .map_err(|e| OrgError::Corrupt(format!("draft of {name}: {e}")))?;
                 Ok((Some(draft), kv.mod_revision))
             }
         }
@@ -509,10 +499,10 @@ impl Catalog {
         let (latest, revision) = match &entry {
             Some(kv) => {
                 let summary: Value = serde_json::from_slice(&kv.value)
-                    .map_err(|e| RuntimeError::Corrupt(format!("catalog entry of {name}: {e}")))?;
+                    .map_err(|e| OrgError::Corrupt(format!("catalog entry of {name}: {e}")))?;
                 let latest = summary["version"]
                     .as_u64()
-                    .ok_or_else(|| RuntimeError::Corrupt(format!("catalog entry of {name}")))?;
+                    .ok_or_else(|| OrgError::Corrupt(format!("catalog entry of {name}")))?;
                 (latest, kv.mod_revision)
             }
             None => (0, 0),
@@ -559,48 +549,36 @@ impl Catalog {
         })
     }
 
-    /// The pinned process `name` at `version`, or at its latest version; `None` when there is
-    /// no such published process.
-    pub async fn resolve(
-        &self,
-        organization: &str,
-        name: &str,
-        version: Option<u64>,
-    ) -> Result<Option<Arc<PinnedProcess>>, RuntimeError> {
-        let version = match version {
-            Some(version) => version,
-            None => {
-                let (entry, _) = self
-                    .store
-                    .get(&self.keys.catalog_entry(organization, name))
-                    .await?;
-                let Some(entry) = entry else { return Ok(None) };
-                let summary: Value = serde_json::from_slice(&entry.value)
-                    .map_err(|e| RuntimeError::Corrupt(format!("catalog entry of {name}: {e}")))?;
-                match summary["version"].as_u64() {
-                    Some(version) => version,
-                    None => return Err(RuntimeError::Corrupt(format!("catalog entry of {name}"))),
-                }
-            }
-        };
-        self.pinned(organization, name, version).await
+    /// The latest published version of `name`; `None` when nothing is published.
+    pub async fn latest_version(&self, organization: &str, name: &str) -> Result<Option<u64>, OrgError> {
+        let (entry, _) = self
+            .store
+            .get(&self.keys.catalog_entry(organization, name))
+            .await?;
+        let Some(entry) = entry else { return Ok(None) };
+        let summary: Value = serde_json::from_slice(&entry.value)
+            .map_err(|e| OrgError::Corrupt(format!("catalog entry of {name}: {e}")))?;
+        match summary["version"].as_u64() {
+            Some(version) => Ok(Some(version)),
+            None => Err(OrgError::Corrupt(format!("catalog entry of {name}"))),
+        }
     }
 
-    /// Why [`Catalog::resolve`] found nothing, for the `not_found` a caller gets: no such
+    /// Why a run could not find `name` (at `version`), for the `not_found` a caller gets: no such
     /// process, no such version, or a draft that was never published.
     pub async fn unresolved_reason(
         &self,
         organization: &str,
         name: &str,
         version: Option<u64>,
-    ) -> Result<String, RuntimeError> {
+    ) -> Result<String, OrgError> {
         let (entry, _) = self
             .store
             .get(&self.keys.catalog_entry(organization, name))
             .await?;
         let latest = match entry {
             Some(kv) => serde_json::from_slice::<Value>(&kv.value)
-                .map_err(|e| RuntimeError::Corrupt(format!("catalog entry of {name}: {e}")))?["version"]
+                .map_err(|e| OrgError::Corrupt(format!("catalog entry of {name}: {e}")))?["version"]
                 .as_u64(),
             None => None,
         };
@@ -619,39 +597,23 @@ impl Catalog {
         })
     }
 
-    /// The pinned process of a run: `name` at exactly `version`.
-    pub async fn pinned(
+    /// The record of `name` at exactly `version`; `None` when there is no such version.
+    pub async fn published_record(
         &self,
         organization: &str,
         name: &str,
         version: u64,
-    ) -> Result<Option<Arc<PinnedProcess>>, RuntimeError> {
-        let key = (organization.to_string(), name.to_string(), version);
-        if let Some(found) = self.pinned.lock().unwrap().get(&key) {
-            return Ok(Some(found.clone()));
-        }
+    ) -> Result<Option<PublishedRecord>, OrgError> {
         let (record, _) = self
             .store
             .get(&self.keys.published_process(organization, name, version))
             .await?;
-        let Some(record) = record else { return Ok(None) };
-        let corrupt = |why: String| RuntimeError::Corrupt(format!("published {name} v{version}: {why}"));
-        let record: Value = serde_json::from_slice(&record.value).map_err(|e| corrupt(e.to_string()))?;
-        let source = record["source"]
-            .as_str()
-            .ok_or_else(|| corrupt("no source".into()))?;
-        let roles: IndexMap<String, String> =
-            serde_json::from_value(record["roles"].clone()).map_err(|e| corrupt(e.to_string()))?;
-        let loaded =
-            load(source.as_bytes(), &Offer::EVERYTHING).map_err(|issues| corrupt(format!("{issues:?}")))?;
-        let pinned = Arc::new(PinnedProcess {
-            process: loaded.process,
-            version,
-            body: loaded.body,
-            roles,
-        });
-        self.pinned.lock().unwrap().insert(key, pinned.clone());
-        Ok(Some(pinned))
+        record
+            .map(|record| {
+                serde_json::from_slice(&record.value)
+                    .map_err(|e| OrgError::Corrupt(format!("published {name} v{version}: {e}")))
+            })
+            .transpose()
     }
 }
 

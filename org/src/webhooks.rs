@@ -6,7 +6,7 @@
 //! the scheduler (which reads them) depend on this crate and not on each other. A webhook's
 //! SECRET never leaves the server: operators see a [`WebhookView`].
 
-use super::hex;
+use agentprocess_machine::hex;
 use agentprocess_store::keys::{DeadLetterKey, Keys};
 use agentprocess_store::{Compare, RangeRequest, Store, StoreError, Txn, TxnOp};
 use serde::{Deserialize, Serialize};
@@ -283,7 +283,7 @@ pub enum Redelivery {
 /// Puts a dead letter's notification back into the outbox, under the outbox key it was buried
 /// from, and deletes the dead letter, in ONE transaction that holds only while the dead letter
 /// is still the one read. The scheduler then delivers it as a new entry: first attempt, to the
-/// webhooks configured at that time. Callers holding the [`super::Runtime`] wake the scheduler
+/// webhooks configured at that time. Callers that can reach the scheduler's hints wake it
 /// (an outbox hint); others find it at the scheduler's next look at the outbox.
 pub async fn redeliver_dead_letter(
     store: &dyn Store,
