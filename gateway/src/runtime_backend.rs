@@ -8,9 +8,7 @@
 
 use crate::auth::{Actor as IdentityActor, Identity};
 use crate::mcp::{ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
-use agentprocess_run_actor::machine::{
-    Actor, Caller, Code, Decision, EvidenceItem, Mode, Refusal, Submission,
-};
+use agentprocess_run_actor::machine::{Actor, Caller, Decision, EvidenceItem, Mode, Refusal, Submission};
 use agentprocess_run_actor::runtime::{
     GetWork, ListRuns, RunService, RuntimeError, ToolOutcome, Upload, Write,
 };
@@ -148,16 +146,7 @@ pub fn caller_of(identity: &Identity) -> Caller {
 
 /// A protocol refusal as the tool contract writes it.
 pub fn tool_error(refusal: Refusal) -> ToolError {
-    let code = match refusal.code {
-        Code::Invalid => ErrorCode::Invalid,
-        Code::NotAccepted => ErrorCode::NotAccepted,
-        Code::Stale => ErrorCode::Stale,
-        Code::Conflict => ErrorCode::Conflict,
-        Code::Forbidden => ErrorCode::Forbidden,
-        Code::NotFound => ErrorCode::NotFound,
-        Code::Retry => ErrorCode::Retry,
-    };
-    ToolError::new(code, refusal.message).with_issues(refusal.issues)
+    ToolError::new(refusal.code, refusal.message).with_issues(refusal.issues)
 }
 
 /// A tool call's arguments, already checked against the tool's schema.

@@ -51,7 +51,7 @@ pub use check::{
 pub use command::{Command, Decide, Decision, EvidenceItem, StartRun, Submission};
 pub use ctx::{Actor, Caller, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
 pub use effect::{Effect, Notification, Recipient};
-pub use refusal::{Code, Refusal};
+pub use refusal::{ErrorCode, Refusal};
 pub use start::run_id_for_seed;
 pub use state::*;
 pub use time::Timestamp;

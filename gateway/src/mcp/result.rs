@@ -1,53 +1,17 @@
 //! Tool results as the protocol writes them: `{ ok: true, data }` or `{ ok: false, error }`.
 
+pub use agentprocess_run_actor::machine::ErrorCode;
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::fmt;
 
 /// What a tool call returns: the `data` of `{ ok: true, data }`, or a protocol refusal.
 pub type ToolResult = Result<Value, ToolError>;
 
-/// The protocol's error codes (spec §4.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    /// Bad arguments.
-    Invalid,
-    /// A submission broke a rule; `issues` lists each one. Nothing changed.
-    NotAccepted,
-    /// The token, claim or snapshot is no longer current.
-    Stale,
-    /// Someone else holds it, it is already decided, or the `requestId` was reused.
-    Conflict,
-    /// Not allowed for this identity.
-    Forbidden,
-    /// No such run, step or process in this organization.
-    NotFound,
-    /// Transient server state; retry with the same `requestId`.
-    Retry,
-}
-
-impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::Invalid => "invalid",
-            ErrorCode::NotAccepted => "not_accepted",
-            ErrorCode::Stale => "stale",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::Retry => "retry",
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A protocol refusal: `{ code, message, issues? }`. A value for the caller, not a server fault.
+///
+/// The gateway's own type, not the machine's [`Refusal`](agentprocess_run_actor::machine::Refusal):
+/// a refusal there may carry run state to persist, which must never reach a transport, and tool
+/// backends other than the runtime (tests, a remote run service) have no machine to refuse with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolError {
     pub code: ErrorCode,

@@ -51,7 +51,7 @@ use agentprocess_process::PersonFormat;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Store, StoreError};
 use async_trait::async_trait;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -177,14 +177,6 @@ pub enum ToolOutcome {
 }
 
 impl ToolOutcome {
-    /// The tool result exactly as the tool contracts shape it.
-    pub fn to_json(&self) -> Value {
-        match self {
-            ToolOutcome::Ok(data) => json!({ "ok": true, "data": data }),
-            ToolOutcome::Refused(refusal) => json!({ "ok": false, "error": refusal.to_json() }),
-        }
-    }
-
     pub fn data(&self) -> Option<&Value> {
         match self {
             ToolOutcome::Ok(data) => Some(data),
@@ -621,6 +613,7 @@ impl RunService for Runtime {
 mod tests {
     use super::*;
     use crate::machine::{self, Actor, Ctx, NoUploads, Timestamp};
+    use serde_json::json;
 
     #[test]
     fn start_run_ids_are_predicted_from_the_seed() {
