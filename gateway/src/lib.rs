@@ -19,6 +19,7 @@ pub mod auth;
 pub mod evaluator;
 pub mod files;
 pub mod mcp;
+pub mod respond;
 pub mod runtime_backend;
 mod secret_file;
 

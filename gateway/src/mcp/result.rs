@@ -1,8 +1,9 @@
-//! Tool results as the protocol writes them: `{ ok: true, data }` or `{ ok: false, error }`.
+//! What a tool call returns: its `data`, or a protocol refusal. [`crate::respond`] writes either
+//! as the tool result's envelope.
 
 pub use agentprocess_run_actor::machine::ErrorCode;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// What a tool call returns: the `data` of `{ ok: true, data }`, or a protocol refusal.
 pub type ToolResult = Result<Value, ToolError>;
@@ -38,36 +39,5 @@ impl ToolError {
     /// Arguments that break the tool's schema: `invalid` with every violation as an issue.
     pub fn invalid_arguments(issues: Vec<String>) -> Self {
         ToolError::new(ErrorCode::Invalid, "the arguments do not match the tool's schema").with_issues(issues)
-    }
-}
-
-/// The envelope a tool result travels in: `{ "ok": true, "data": … }` or
-/// `{ "ok": false, "error": { "code", "message", "issues"? } }`.
-pub fn envelope(result: &ToolResult) -> Value {
-    match result {
-        Ok(data) => json!({ "ok": true, "data": data }),
-        Err(error) => json!({ "ok": false, "error": error }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn envelopes_follow_the_contract() {
-        assert_eq!(
-            envelope(&Ok(json!({ "consumedBy": null }))),
-            json!({ "ok": true, "data": { "consumedBy": null } })
-        );
-        assert_eq!(
-            envelope(&Err(ToolError::new(ErrorCode::NotFound, "no such run"))),
-            json!({ "ok": false, "error": { "code": "not_found", "message": "no such run" } })
-        );
-        assert_eq!(
-            envelope(&Err(ToolError::new(ErrorCode::Conflict, "the run has ended")
-                .with_issues(vec!["run_ended".into()]))),
-            json!({ "ok": false, "error": { "code": "conflict", "message": "the run has ended", "issues": ["run_ended"] } })
-        );
     }
 }
