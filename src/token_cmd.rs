@@ -1,7 +1,7 @@
 //! `agentprocess token ...`: mint a dev bearer token with the local dev signing key.
 
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest, parse_ttl};
-use agentprocess_gateway::{Actor, DEFAULT_DATA_DIR, DEFAULT_PUBLIC_URL, resource_uri};
+use agentprocess_gateway::{DEFAULT_DATA_DIR, DEFAULT_PUBLIC_URL, IdentityKind, resource_uri};
 use clap::{ArgGroup, Args};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,9 +49,9 @@ fn parse_ttl_arg(text: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: TokenArgs) -> ExitCode {
-    let actor = match (args.agent, args.person) {
-        (Some(id), None) if !id.trim().is_empty() => Actor::Agent { id },
-        (None, Some(email)) if looks_like_email(&email) => Actor::Person {
+    let kind = match (args.agent, args.person) {
+        (Some(id), None) if !id.trim().is_empty() => IdentityKind::Agent { id },
+        (None, Some(email)) if looks_like_email(&email) => IdentityKind::Person {
             email,
             groups: args.groups,
         },
@@ -73,7 +73,7 @@ pub fn run(args: TokenArgs) -> ExitCode {
         &url,
         &DevTokenRequest {
             organization: args.org,
-            actor,
+            kind,
             operator: args.operator,
             ttl: args.ttl,
         },

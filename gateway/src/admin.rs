@@ -30,7 +30,7 @@
 //! write-only: no answer carries it.
 
 use crate::Identity;
-use crate::auth::Actor;
+use crate::auth::IdentityKind;
 use crate::respond::HttpFailure;
 use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{
@@ -216,9 +216,9 @@ impl IntoResponse for AdminError {
 
 /// Who did it, as recorded on drafts and versions: a person's email or an agent's id.
 fn who(identity: &Identity) -> &str {
-    match &identity.actor {
-        Actor::Person { email, .. } => email,
-        Actor::Agent { id } => id,
+    match &identity.kind {
+        IdentityKind::Person { email, .. } => email,
+        IdentityKind::Agent { id } => id,
     }
 }
 

@@ -24,7 +24,7 @@ pub mod runtime_backend;
 mod secret_file;
 
 pub use admin::admin_routes;
-pub use auth::{Actor, AuthConfig, Authenticator, Identity};
+pub use auth::{AuthConfig, Authenticator, Identity, IdentityKind};
 pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};

@@ -7,10 +7,10 @@
 //! failure becomes `retry`, which is always safe to follow with the same `requestId` (both
 //! written by [`crate::respond`]).
 
-use crate::auth::{Actor as IdentityActor, Identity};
+use crate::auth::{Identity, IdentityKind};
 use crate::mcp::{ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 use crate::respond;
-use agentprocess_run_actor::machine::{Actor, Caller, Decision, EvidenceItem, Mode, Submission};
+use agentprocess_run_actor::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, Submission};
 use agentprocess_run_actor::runtime::{
     GetWork, ListRuns, RunService, RuntimeError, ToolOutcome, Upload, Write,
 };
@@ -132,9 +132,9 @@ enum Failure {
 pub fn caller_of(identity: &Identity) -> Caller {
     Caller {
         organization: identity.organization.clone(),
-        actor: match &identity.actor {
-            IdentityActor::Agent { id } => Actor::Agent { id: id.clone() },
-            IdentityActor::Person { email, groups } => Actor::Person {
+        kind: match &identity.kind {
+            IdentityKind::Agent { id } => CallerKind::Agent { id: id.clone() },
+            IdentityKind::Person { email, groups } => CallerKind::Person {
                 email: email.clone(),
                 groups: groups.clone(),
             },

@@ -4,7 +4,7 @@
 use agentprocess_gateway::{EvaluatorConfig, OpenAiEvaluator};
 use agentprocess_run_actor::machine::check::judge;
 use agentprocess_run_actor::machine::{
-    Actor, Caller, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
+    Caller, CallerKind, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
     EvidenceItem, Mode, Probability, QuestionResult, Submission, Timestamp,
 };
 use agentprocess_run_actor::runtime::{
@@ -290,7 +290,7 @@ const ORG: &str = "acme";
 fn screener() -> Caller {
     Caller {
         organization: ORG.into(),
-        actor: Actor::Agent {
+        kind: CallerKind::Agent {
             id: "screener".into(),
         },
         operator: false,

@@ -644,7 +644,7 @@ fn spec_3_3_any_operator_may_take_an_escalation_from_the_queue() {
     assert_eq!(world.work_item_on("check_vendor"), item, "still in the queue");
     // An operator outside the escalation group takes it.
     let mut outsider = operator();
-    let agentprocess_run_actor::machine::Actor::Person { groups, .. } = &mut outsider.actor else {
+    let agentprocess_run_actor::machine::CallerKind::Person { groups, .. } = &mut outsider.kind else {
         panic!("an operator is a person");
     };
     groups.clear();

@@ -3,7 +3,7 @@
 //! Used only when no identity provider is configured. The key is an HMAC secret created on first
 //! use with file mode 0600; tokens signed with it name the server's own URL as issuer and audience.
 
-use super::identity::Actor;
+use super::identity::IdentityKind;
 use crate::secret_file;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
 use serde_json::{Value, json};
@@ -37,7 +37,7 @@ impl fmt::Debug for DevKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DevTokenRequest {
     pub organization: String,
-    pub actor: Actor,
+    pub kind: IdentityKind,
     pub operator: bool,
     pub ttl: Duration,
 }
@@ -70,12 +70,12 @@ impl DevKey {
             "org": request.organization,
             "operator": request.operator,
         });
-        match &request.actor {
-            Actor::Agent { id } => {
+        match &request.kind {
+            IdentityKind::Agent { id } => {
                 claims["kind"] = json!("agent");
                 claims["sub"] = json!(id);
             }
-            Actor::Person { email, groups } => {
+            IdentityKind::Person { email, groups } => {
                 claims["kind"] = json!("person");
                 claims["sub"] = json!(email);
                 claims["email"] = json!(email);

@@ -612,7 +612,7 @@ impl RunService for Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::{self, Actor, Ctx, NoUploads, Timestamp};
+    use crate::machine::{self, CallerKind, Ctx, NoUploads, Timestamp};
     use serde_json::json;
 
     #[test]
@@ -637,7 +637,7 @@ mod tests {
         };
         let caller = Caller {
             organization: "acme".into(),
-            actor: Actor::Agent { id: "a1".into() },
+            kind: CallerKind::Agent { id: "a1".into() },
             operator: false,
         };
         let command = Command::StartRun(StartRun {

@@ -8,7 +8,7 @@ use agentprocess_process::{
     PersonRef, Process, ProcessName, Route, Step, StepId, StepKind, Target, Work, load,
 };
 use agentprocess_run_actor::machine::{
-    self, Actor, Assignment, Caller, Command, Ctx, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome,
+    self, Assignment, Caller, CallerKind, Command, Ctx, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome,
     EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Limits, Mode, PinnedProcess, Refusal, Reply, RunState,
     StartRun, Submission, Timestamp, Transition, UploadLookup, UploadStatus, render,
 };
@@ -197,7 +197,7 @@ pub fn person(email: &str, groups: &[&str]) -> Caller {
 pub fn operator() -> Caller {
     Caller {
         organization: ORG.to_string(),
-        actor: Actor::Person {
+        kind: CallerKind::Person {
             email: "ops@acme.example".to_string(),
             groups: vec![OPERATORS.to_string()],
         },
