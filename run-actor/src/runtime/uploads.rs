@@ -3,7 +3,7 @@
 //! in the organization and whether the stored bytes still match the recorded hash.
 
 use super::{Inner, RuntimeError, ToolOutcome, hex};
-use crate::actor::{self};
+use crate::actor::{self, IdempotencyRecord};
 use crate::machine::{Caller, Refusal, UploadStatus};
 use agentprocess_store::{Compare, Txn, TxnOp};
 use async_trait::async_trait;
@@ -12,6 +12,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use url::Url;
@@ -218,7 +219,13 @@ pub(super) async fn upload(
         ),
         TxnOp::put(
             idempotency,
-            json!({ "fingerprint": fingerprint, "at": now.to_rfc3339(), "data": data }).to_string(),
+            IdempotencyRecord {
+                fingerprint: Cow::Borrowed(&fingerprint),
+                run_id: None,
+                at: now,
+                data: Cow::Borrowed(&data),
+            }
+            .to_bytes(),
         ),
         TxnOp::put(
             inner.keys.idempotency_expiry(
