@@ -8,7 +8,7 @@ mod stats;
 mod workers;
 
 use agentprocess_gateway::auth::dev::{DEV_KEY_FILE, DevKey, DevTokenRequest};
-use agentprocess_gateway::{Actor, DEFAULT_DATA_DIR, DEFAULT_PUBLIC_URL, ToolName, resource_uri};
+use agentprocess_gateway::{DEFAULT_DATA_DIR, DEFAULT_PUBLIC_URL, IdentityKind, ToolName, resource_uri};
 use anyhow::{Context, bail};
 use clap::Args;
 use mcp_client::{CallOutcome, McpClient};
@@ -207,13 +207,13 @@ fn tokens(args: &LoadArgs) -> anyhow::Result<Tokens> {
         None
     };
     let url = resource_uri(args.public_url.as_deref().unwrap_or(&args.server));
-    let mint = |actor: Actor, operator: bool| {
+    let mint = |kind: IdentityKind, operator: bool| {
         let key = key.as_ref().expect("a key is read whenever a token is minted");
         key.mint(
             &url,
             &DevTokenRequest {
                 organization: args.org.clone(),
-                actor,
+                kind,
                 operator,
                 ttl: TOKEN_TTL,
             },
@@ -223,7 +223,7 @@ fn tokens(args: &LoadArgs) -> anyhow::Result<Tokens> {
         .map(|i| match &args.agent_token {
             Some(token) => token.clone(),
             None => mint(
-                Actor::Agent {
+                IdentityKind::Agent {
                     id: format!("load-agent-{i}"),
                 },
                 false,
@@ -234,7 +234,7 @@ fn tokens(args: &LoadArgs) -> anyhow::Result<Tokens> {
         .map(|i| match &args.person_token {
             Some(token) => token.clone(),
             None => mint(
-                Actor::Person {
+                IdentityKind::Person {
                     email: format!("person-{i}@load.example"),
                     groups: vec![processes::APPROVERS_GROUP.to_owned()],
                 },
@@ -246,7 +246,7 @@ fn tokens(args: &LoadArgs) -> anyhow::Result<Tokens> {
         (_, true) => None,
         (Some(token), false) => Some(token.clone()),
         (None, false) => Some(mint(
-            Actor::Person {
+            IdentityKind::Person {
                 email: "operator@load.example".to_owned(),
                 groups: Vec::new(),
             },

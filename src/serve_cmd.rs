@@ -3,6 +3,7 @@
 use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
+use agentprocess_gateway::respond::HttpFailure;
 use agentprocess_gateway::{
     AdminParts, ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend, admin_routes,
 };
@@ -15,7 +16,6 @@ use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
 use anyhow::Context;
 use axum::Json;
 use axum::extract::{Extension, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use clap::Args;
@@ -246,31 +246,19 @@ async fn advance_clock(
     body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     if !identity.operator {
-        return admin_error(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "an operator token is required",
-        );
+        return HttpFailure::Forbidden("an operator token is required".into()).into_response();
     }
     let seconds = match body {
         Ok(Json(body)) => body.get("advanceSeconds").and_then(Value::as_u64),
-        Err(rejection) => return admin_error(StatusCode::BAD_REQUEST, "invalid", &rejection.body_text()),
+        Err(rejection) => return HttpFailure::Malformed(rejection.body_text()).into_response(),
     };
     let Some(seconds) = seconds.filter(|&s| s <= 10 * 365 * 24 * 3600) else {
-        return admin_error(
-            StatusCode::BAD_REQUEST,
-            "invalid",
-            "the body must be { \"advanceSeconds\": N } with N a non-negative integer of at most ten years",
-        );
+        return HttpFailure::Malformed(
+            "the body must be { \"advanceSeconds\": N } with N a non-negative integer of at most ten years"
+                .into(),
+        )
+        .into_response();
     };
     clock.advance(Duration::from_secs(seconds));
     Json(json!({ "now": clock.now().to_rfc3339() })).into_response()
-}
-
-fn admin_error(status: StatusCode, code: &str, message: &str) -> Response {
-    (
-        status,
-        Json(json!({ "error": { "code": code, "message": message } })),
-    )
-        .into_response()
 }

@@ -3,7 +3,7 @@
 use agentprocess_gateway::auth::dev::{
     DEV_KEY_FILE, DevKey, DevTokenRequest, SERVER_URL_FILE, parse_ttl, recorded_server_url,
 };
-use agentprocess_gateway::{Actor, DEFAULT_DATA_DIR, resource_uri};
+use agentprocess_gateway::{DEFAULT_DATA_DIR, IdentityKind, resource_uri};
 use clap::{ArgGroup, Args};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -63,9 +63,9 @@ fn parse_ttl_arg(text: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: TokenArgs) -> ExitCode {
-    let actor = match (args.agent, args.person) {
-        (Some(id), None) if !id.trim().is_empty() => Actor::Agent { id },
-        (None, Some(email)) if looks_like_email(&email) => Actor::Person {
+    let kind = match (args.agent, args.person) {
+        (Some(id), None) if !id.trim().is_empty() => IdentityKind::Agent { id },
+        (None, Some(email)) if looks_like_email(&email) => IdentityKind::Person {
             email,
             groups: args.groups,
         },
@@ -91,14 +91,14 @@ pub fn run(args: TokenArgs) -> ExitCode {
             Err(message) => return fail(&message),
         },
     };
-    if args.operator && matches!(actor, Actor::Agent { .. }) {
+    if args.operator && matches!(kind, IdentityKind::Agent { .. }) {
         eprintln!("agentprocess token: {AGENT_OPERATOR_RIGHTS}");
     }
     let token = key.mint(
         &url,
         &DevTokenRequest {
             organization: args.org,
-            actor,
+            kind,
             operator: args.operator,
             ttl: args.ttl,
         },

@@ -25,12 +25,13 @@
 //!
 //! Every error is `{ "error": { code, message, issues? } }`: `invalid` (400 malformed request,
 //! 413 body too large, 422 refused with every issue), `forbidden` (403), `not_found` (404),
-//! `conflict` (409), `unavailable` (503: the store failed; retry). Errors are mapped to HTTP in
-//! one place, [`AdminError`]'s `IntoResponse`. A webhook's secret is write-only: no answer
-//! carries it.
+//! `conflict` (409), `unavailable` (503: the store failed; retry). Each [`AdminError`] becomes an
+//! [`HttpFailure`], whose status and code [`crate::respond`] gives. A webhook's secret is
+//! write-only: no answer carries it.
 
 use crate::Identity;
-use crate::auth::Actor;
+use crate::auth::IdentityKind;
+use crate::respond::HttpFailure;
 use agentprocess_org::{
     Catalog, CatalogError, CatalogRefusal, DeadLetterId, Draft, OrgError, Redelivery, WebhookView,
     configure_webhook, dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook,
@@ -117,14 +118,13 @@ async fn require_operator(request: Request, next: Next) -> Response {
     }
 }
 
-/// Why an admin request failed.
+/// Why an admin request failed. [`crate::respond`] writes it as a status and an error body.
 #[derive(Debug)]
 enum AdminError {
-    /// The request itself is malformed (400) or too large (413).
-    BadRequest {
-        status: StatusCode,
-        message: String,
-    },
+    /// The request itself is malformed.
+    Malformed(String),
+    /// The body is larger than [`MAX_ADMIN_BODY_BYTES`].
+    TooLarge,
     Unauthenticated,
     Forbidden,
     /// The catalog said no.
@@ -163,126 +163,85 @@ impl From<StoreError> for AdminError {
 
 impl From<BytesRejection> for AdminError {
     fn from(rejection: BytesRejection) -> Self {
-        let status = rejection.status();
-        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            format!("the request body is larger than the limit of {MAX_ADMIN_BODY_BYTES} bytes")
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            AdminError::TooLarge
         } else {
-            format!("the request body cannot be read: {}", rejection.body_text())
-        };
-        AdminError::BadRequest { status, message }
+            AdminError::Malformed(format!(
+                "the request body cannot be read: {}",
+                rejection.body_text()
+            ))
+        }
     }
 }
 
-fn error_body(code: &str, message: &str, issues: Option<Vec<String>>) -> Value {
-    let mut error = json!({ "code": code, "message": message });
-    if let Some(issues) = issues {
-        error["issues"] = json!(issues);
-    }
-    json!({ "error": error })
-}
-
-impl IntoResponse for AdminError {
-    fn into_response(self) -> Response {
-        let (status, body) = match self {
-            AdminError::BadRequest { status, message } => (status, error_body("invalid", &message, None)),
-            AdminError::Unauthenticated => (
-                StatusCode::UNAUTHORIZED,
-                error_body("forbidden", "a bearer token is required", None),
-            ),
-            AdminError::Forbidden => (
-                StatusCode::FORBIDDEN,
-                error_body(
-                    "forbidden",
-                    "the admin API needs an operator: this token has no operator rights",
-                    None,
-                ),
+impl From<AdminError> for HttpFailure {
+    fn from(error: AdminError) -> Self {
+        match error {
+            AdminError::Malformed(message) => HttpFailure::Malformed(message),
+            AdminError::TooLarge => HttpFailure::TooLarge(format!(
+                "the request body is larger than the limit of {MAX_ADMIN_BODY_BYTES} bytes"
+            )),
+            AdminError::Unauthenticated => HttpFailure::Unauthenticated("a bearer token is required".into()),
+            AdminError::Forbidden => HttpFailure::Forbidden(
+                "the admin API needs an operator: this token has no operator rights".into(),
             ),
             AdminError::Refused(refusal) => {
                 let message = refusal.to_string();
                 match refusal {
-                    CatalogRefusal::Invalid(issues) => (
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        error_body(
-                            "invalid",
-                            &format!("{} issue(s) found; nothing was changed", issues.len()),
-                            Some(issues.iter().map(ToString::to_string).collect()),
-                        ),
-                    ),
-                    CatalogRefusal::NoDraft(_) => {
-                        (StatusCode::NOT_FOUND, error_body("not_found", &message, None))
-                    }
+                    CatalogRefusal::Invalid(issues) => HttpFailure::Refused {
+                        message: format!("{} issue(s) found; nothing was changed", issues.len()),
+                        issues: issues.iter().map(ToString::to_string).collect(),
+                    },
+                    CatalogRefusal::NoDraft(_) => HttpFailure::NotFound(message),
                     CatalogRefusal::Unchanged { .. } | CatalogRefusal::Raced(_) => {
-                        (StatusCode::CONFLICT, error_body("conflict", &message, None))
+                        HttpFailure::Conflict(message)
                     }
                 }
             }
-            AdminError::NoProcess(name) => (
-                StatusCode::NOT_FOUND,
-                error_body(
-                    "not_found",
-                    &format!("there is no process {name:?} in this organization"),
-                    None,
-                ),
-            ),
-            AdminError::InvalidWebhook(issues) => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                error_body(
-                    "invalid",
-                    &format!("{} issue(s) found; nothing was changed", issues.len()),
-                    Some(issues),
-                ),
-            ),
-            AdminError::NoWebhook(id) => (
-                StatusCode::NOT_FOUND,
-                error_body(
-                    "not_found",
-                    &format!("there is no webhook {id:?} in this organization"),
-                    None,
-                ),
-            ),
-            AdminError::NoDeadLetter(id) => (
-                StatusCode::NOT_FOUND,
-                error_body(
-                    "not_found",
-                    &format!("there is no dead letter {id:?} in this organization"),
-                    None,
-                ),
-            ),
-            AdminError::UnreadableDeadLetter(id) => (
-                StatusCode::CONFLICT,
-                error_body(
-                    "conflict",
-                    &format!(
-                        "dead letter {id:?} holds no notification that can be delivered; nothing was changed (it can be deleted)"
-                    ),
-                    None,
-                ),
-            ),
+            AdminError::NoProcess(name) => {
+                HttpFailure::NotFound(format!("there is no process {name:?} in this organization"))
+            }
+            AdminError::InvalidWebhook(issues) => HttpFailure::Refused {
+                message: format!("{} issue(s) found; nothing was changed", issues.len()),
+                issues,
+            },
+            AdminError::NoWebhook(id) => {
+                HttpFailure::NotFound(format!("there is no webhook {id:?} in this organization"))
+            }
+            AdminError::NoDeadLetter(id) => {
+                HttpFailure::NotFound(format!("there is no dead letter {id:?} in this organization"))
+            }
+            AdminError::UnreadableDeadLetter(id) => HttpFailure::Conflict(format!(
+                "dead letter {id:?} holds no notification that can be delivered; nothing was changed (it can be deleted)"
+            )),
             AdminError::Unavailable(error) => {
                 tracing::error!(%error, "admin request failed");
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    error_body("unavailable", &format!("{error}; try again"), None),
-                )
+                HttpFailure::Unavailable(format!("{error}; try again"))
             }
-        };
-        if status != StatusCode::SERVICE_UNAVAILABLE {
+        }
+    }
+}
+
+impl IntoResponse for AdminError {
+    fn into_response(self) -> Response {
+        let failure = HttpFailure::from(self);
+        if failure.status() != StatusCode::SERVICE_UNAVAILABLE {
             tracing::debug!(
-                status = status.as_u16(),
-                code = body["error"]["code"].as_str().unwrap_or_default(),
-                detail = body["error"]["message"].as_str().unwrap_or_default(),
+                status = failure.status().as_u16(),
+                code = failure.code().as_str(),
+                detail = failure.body()["error"]["message"].as_str().unwrap_or_default(),
                 "admin request refused"
             );
         }
-        (status, Json(body)).into_response()
+        failure.into_response()
     }
 }
 
 /// Who did it, as recorded on drafts and versions: a person's email or an agent's id.
 fn who(identity: &Identity) -> &str {
-    match &identity.actor {
-        Actor::Person { email, .. } => email,
-        Actor::Agent { id } => id,
+    match &identity.kind {
+        IdentityKind::Person { email, .. } => email,
+        IdentityKind::Agent { id } => id,
     }
 }
 
@@ -319,9 +278,10 @@ async fn bind(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
     let body = body?;
-    let request: BindingsBody = serde_json::from_slice(&body).map_err(|e| AdminError::BadRequest {
-        status: StatusCode::BAD_REQUEST,
-        message: format!("the body must be JSON like {{\"bindings\": {{\"role\": \"group\"}}}}: {e}"),
+    let request: BindingsBody = serde_json::from_slice(&body).map_err(|e| {
+        AdminError::Malformed(format!(
+            "the body must be JSON like {{\"bindings\": {{\"role\": \"group\"}}}}: {e}"
+        ))
     })?;
     let draft = admin
         .parts
@@ -382,9 +342,10 @@ async fn put_webhook(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<WebhookView>, AdminError> {
     let body = body?;
-    let request: Value = serde_json::from_slice(&body).map_err(|e| AdminError::BadRequest {
-        status: StatusCode::BAD_REQUEST,
-        message: format!("the body must be JSON like {{\"url\": \"https://…\", \"secret\": \"…\"}}: {e}"),
+    let request: Value = serde_json::from_slice(&body).map_err(|e| {
+        AdminError::Malformed(format!(
+            "the body must be JSON like {{\"url\": \"https://…\", \"secret\": \"…\"}}: {e}"
+        ))
     })?;
     let webhook = webhook_from_request(&id, &request).map_err(AdminError::InvalidWebhook)?;
     let parts = &admin.parts;
@@ -430,12 +391,11 @@ async fn list_dead_letters(
     Extension(identity): Extension<Identity>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, AdminError> {
-    let limit = dead_letters_limit(query.as_deref()).ok_or_else(|| AdminError::BadRequest {
-        status: StatusCode::BAD_REQUEST,
-        message: format!(
+    let limit = dead_letters_limit(query.as_deref()).ok_or_else(|| AdminError::Malformed(
+        format!(
             "the only parameter is limit, an integer from 1 to {MAX_DEAD_LETTERS} (default {DEFAULT_DEAD_LETTERS})"
         ),
-    })?;
+    ))?;
     let parts = &admin.parts;
     let items = dead_letters(parts.store.as_ref(), &parts.keys, &identity.organization, limit).await?;
     Ok(Json(json!({ "items": items })))
@@ -443,9 +403,10 @@ async fn list_dead_letters(
 
 /// The dead letter an id in a path names, or 400 when it is not an id this server gives.
 fn dead_letter_id(id: &str) -> Result<DeadLetterId, AdminError> {
-    DeadLetterId::parse(id).ok_or_else(|| AdminError::BadRequest {
-        status: StatusCode::BAD_REQUEST,
-        message: format!("{id:?} is not a dead letter id: use an id from GET /admin/v1/dead-letters"),
+    DeadLetterId::parse(id).ok_or_else(|| {
+        AdminError::Malformed(format!(
+            "{id:?} is not a dead letter id: use an id from GET /admin/v1/dead-letters"
+        ))
     })
 }
 

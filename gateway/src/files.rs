@@ -10,19 +10,20 @@
 //! router; [`add_file_urls`] applied to the `data` of every successful tool result, with the
 //! caller's organization and the runtime clock's `now`.
 
+use crate::respond::HttpFailure;
 use agentprocess_org::{Clock, Uploads};
 use agentprocess_run_actor::machine::Timestamp;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::Sha256;
 use std::fmt;
 use std::path::Path;
@@ -355,43 +356,29 @@ async fn serve_file(State(files): State<FileRoutes>, UrlPath(link): UrlPath<Stri
     let signed = match files.signer.verify(&link, now) {
         Ok(signed) => signed,
         Err(FileUrlError::Expired { expired_at }) => {
-            return file_error(
-                StatusCode::GONE,
-                "expired",
-                &format!(
-                    "this file link expired at {}; read the run again for a fresh link",
-                    expired_at.to_rfc3339()
-                ),
-            );
+            return file_error(HttpFailure::LinkExpired(format!(
+                "this file link expired at {}; read the run again for a fresh link",
+                expired_at.to_rfc3339()
+            )));
         }
         Err(FileUrlError::Malformed | FileUrlError::BadSignature) => {
-            return file_error(
-                StatusCode::FORBIDDEN,
-                "invalid_link",
-                "this is not a valid file link; read the run again for a fresh one",
-            );
+            return file_error(HttpFailure::InvalidLink(
+                "this is not a valid file link; read the run again for a fresh one".into(),
+            ));
         }
     };
     let (record, bytes) = match files.uploads.read(&signed.organization, &signed.upload_id).await {
         Ok(Some(found)) => found,
         Ok(None) => {
-            return file_error(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "the file this link names does not exist",
-            );
+            return file_error(HttpFailure::NotFound(
+                "the file this link names does not exist".into(),
+            ));
         }
         Err(e) => {
             tracing::error!(upload = %signed.upload_id, error = %e, "serving a file failed");
-            let mut response = file_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "retry",
-                "the file cannot be read right now; try again",
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-            return response;
+            return file_error(HttpFailure::Retry(
+                "the file cannot be read right now; try again".into(),
+            ));
         }
     };
     // Whole seconds the link still works, rounded down so no cache outlives it.
@@ -421,17 +408,13 @@ async fn serve_file(State(files): State<FileRoutes>, UrlPath(link): UrlPath<Stri
     (headers, Body::from(bytes)).into_response()
 }
 
-fn file_error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({ "error": { "code": code, "message": message } });
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-        ],
-        body.to_string(),
-    )
-        .into_response()
+/// An error answer of a file link: never cached, since a fresh link may work where this failed.
+fn file_error(failure: HttpFailure) -> Response {
+    let mut response = failure.into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// The recorded content type when it is a well-formed `type/subtype` (parameters allowed),
@@ -484,6 +467,7 @@ fn content_disposition(file_name: &str) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const PUBLIC_URL: &str = "https://ap.example";
     /// 2026-10-01T00:00:00Z.

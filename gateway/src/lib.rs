@@ -19,11 +19,12 @@ pub mod auth;
 pub mod evaluator;
 pub mod files;
 pub mod mcp;
+pub mod respond;
 pub mod runtime_backend;
 mod secret_file;
 
 pub use admin::{AdminParts, admin_routes};
-pub use auth::{Actor, AuthConfig, Authenticator, Identity};
+pub use auth::{AuthConfig, Authenticator, Identity, IdentityKind};
 pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};

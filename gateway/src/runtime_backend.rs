@@ -4,13 +4,13 @@
 //! module, so reading an argument can only fail where the schema cannot say enough (base64
 //! text, the size of an upload); those are `invalid` with an issue naming the argument. A
 //! protocol refusal from the runtime keeps its code, message and issues; an infrastructure
-//! failure becomes `retry`, which is always safe to follow with the same `requestId`.
+//! failure becomes `retry`, which is always safe to follow with the same `requestId` (both
+//! written by [`crate::respond`]).
 
-use crate::auth::{Actor as IdentityActor, Identity};
+use crate::auth::{Identity, IdentityKind};
 use crate::mcp::{ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
-use agentprocess_run_actor::machine::{
-    Actor, Caller, Code, Decision, EvidenceItem, Mode, Refusal, Submission,
-};
+use crate::respond;
+use agentprocess_run_actor::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, Submission};
 use agentprocess_run_actor::runtime::{
     GetWork, ListRuns, RunService, RuntimeError, ToolOutcome, Upload, Write,
 };
@@ -111,14 +111,11 @@ impl ToolBackend for RuntimeBackend {
                 }
                 Ok(data)
             }
-            Ok(ToolOutcome::Refused(refusal)) => Err(tool_error(refusal)),
+            Ok(ToolOutcome::Refused(refusal)) => Err(respond::refused(refusal)),
             Err(Failure::Refused(error)) => Err(error),
             Err(Failure::Infrastructure(error)) => {
                 tracing::error!(tool = tool.as_str(), %error, "tool call failed in the runtime");
-                Err(ToolError::new(
-                    ErrorCode::Retry,
-                    "the server could not complete the call right now; retry with the same requestId",
-                ))
+                Err(respond::tool_failed())
             }
         }
     }
@@ -135,29 +132,15 @@ enum Failure {
 pub fn caller_of(identity: &Identity) -> Caller {
     Caller {
         organization: identity.organization.clone(),
-        actor: match &identity.actor {
-            IdentityActor::Agent { id } => Actor::Agent { id: id.clone() },
-            IdentityActor::Person { email, groups } => Actor::Person {
+        kind: match &identity.kind {
+            IdentityKind::Agent { id } => CallerKind::Agent { id: id.clone() },
+            IdentityKind::Person { email, groups } => CallerKind::Person {
                 email: email.clone(),
                 groups: groups.clone(),
             },
         },
         operator: identity.operator,
     }
-}
-
-/// A protocol refusal as the tool contract writes it.
-pub fn tool_error(refusal: Refusal) -> ToolError {
-    let code = match refusal.code {
-        Code::Invalid => ErrorCode::Invalid,
-        Code::NotAccepted => ErrorCode::NotAccepted,
-        Code::Stale => ErrorCode::Stale,
-        Code::Conflict => ErrorCode::Conflict,
-        Code::Forbidden => ErrorCode::Forbidden,
-        Code::NotFound => ErrorCode::NotFound,
-        Code::Retry => ErrorCode::Retry,
-    };
-    ToolError::new(code, refusal.message).with_issues(refusal.issues)
 }
 
 /// A tool call's arguments, already checked against the tool's schema.

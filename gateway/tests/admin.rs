@@ -6,7 +6,7 @@
 
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_gateway::auth::require_bearer;
-use agentprocess_gateway::{Actor, AdminParts, AuthConfig, Authenticator, admin_routes};
+use agentprocess_gateway::{AdminParts, AuthConfig, Authenticator, IdentityKind, admin_routes};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
@@ -62,12 +62,12 @@ async fn start(offer: Offer) -> AdminServer {
 }
 
 impl AdminServer {
-    fn token(&self, organization: &str, actor: Actor, operator: bool) -> String {
+    fn token(&self, organization: &str, kind: IdentityKind, operator: bool) -> String {
         DevKey::load_or_create(self.data_dir.path()).unwrap().mint(
             &self.url,
             &DevTokenRequest {
                 organization: organization.into(),
-                actor,
+                kind,
                 operator,
                 ttl: Duration::from_secs(600),
             },
@@ -176,8 +176,8 @@ impl Answer {
     }
 }
 
-fn person(email: &str) -> Actor {
-    Actor::Person {
+fn person(email: &str) -> IdentityKind {
+    IdentityKind::Person {
         email: email.into(),
         groups: vec!["g_ops".into()],
     }
@@ -238,7 +238,7 @@ async fn only_operators_may_use_it() {
         .expect(201, None);
     let not_operators = [
         server.token("acme", person("mira@acme.test"), false),
-        server.token("acme", Actor::Agent { id: "a_bot".into() }, false),
+        server.token("acme", IdentityKind::Agent { id: "a_bot".into() }, false),
     ];
     for token in &not_operators {
         for (method, path) in PATHS {
@@ -260,7 +260,7 @@ async fn only_operators_may_use_it() {
     assert_eq!(entry["draft"]["bindings"], json!({}));
     assert_eq!(entry["latestVersion"], Value::Null);
     // An agent with operator rights is an operator.
-    let agent_operator = server.token("acme", Actor::Agent { id: "a_ci".into() }, true);
+    let agent_operator = server.token("acme", IdentityKind::Agent { id: "a_ci".into() }, true);
     server
         .get("/admin/v1/processes", &agent_operator)
         .await
@@ -864,7 +864,7 @@ async fn only_operators_may_manage_webhooks_and_read_dead_letters() {
     server.bury("acme", 1, "r1").await;
     let not_operators = [
         server.token("acme", person("mira@acme.test"), false),
-        server.token("acme", Actor::Agent { id: "a_bot".into() }, false),
+        server.token("acme", IdentityKind::Agent { id: "a_bot".into() }, false),
     ];
     for (method, path, body) in notification_paths() {
         let answer = server.call(method.clone(), &path, None, body.clone()).await;

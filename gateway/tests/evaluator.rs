@@ -4,7 +4,7 @@
 use agentprocess_gateway::{EvaluatorConfig, OpenAiEvaluator};
 use agentprocess_run_actor::machine::check::judge;
 use agentprocess_run_actor::machine::{
-    Actor, Caller, Code, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
+    Caller, CallerKind, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
     EvidenceItem, Mode, Probability, QuestionResult, Submission, Timestamp,
 };
 use agentprocess_run_actor::runtime::{
@@ -290,7 +290,7 @@ const ORG: &str = "acme";
 fn screener() -> Caller {
     Caller {
         organization: ORG.into(),
-        actor: Actor::Agent {
+        kind: CallerKind::Agent {
             id: "screener".into(),
         },
         operator: false,
@@ -435,7 +435,7 @@ async fn check_3_a_failing_screening_is_not_accepted_with_one_issue_per_failed_q
     else {
         panic!("a failing check is refused");
     };
-    assert_eq!(refusal.code, Code::NotAccepted);
+    assert_eq!(refusal.code, ErrorCode::NotAccepted);
     assert_eq!(
         refusal.issues,
         [
@@ -490,7 +490,7 @@ async fn check_3_an_evaluator_error_is_retry_and_changes_nothing() {
     let ToolOutcome::Refused(refusal) = screen(&runtime, "Cleared. [check:error]", "error").await else {
         panic!("an evaluator error is refused");
     };
-    assert_eq!(refusal.code, Code::Retry);
+    assert_eq!(refusal.code, ErrorCode::Retry);
     assert!(
         refusal.issues.is_empty(),
         "no check verdict: {:?}",

@@ -3,7 +3,7 @@
 
 mod common;
 
-use agentprocess_gateway::{Actor, DescribeConfig, ToolName};
+use agentprocess_gateway::{DescribeConfig, IdentityKind, ToolName};
 use agentprocess_testkit::{assert_matches_schema, schemas_dir};
 use common::{TestServer, initialize, post_mcp, start_dev, start_with};
 use rmcp::model::{
@@ -205,8 +205,8 @@ async fn a_valid_call_reaches_the_backend_with_the_callers_identity() {
     assert_eq!(calls[0].arguments, arguments);
     assert_eq!(calls[0].identity.organization, "acme");
     assert_eq!(
-        calls[0].identity.actor,
-        Actor::Agent {
+        calls[0].identity.kind,
+        IdentityKind::Agent {
             id: "a_screener".into()
         }
     );

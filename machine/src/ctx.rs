@@ -109,21 +109,18 @@ impl UploadLookup for NoUploads {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     pub organization: String,
-    pub actor: Actor,
+    pub kind: CallerKind,
     /// Whether this identity is one of the organization's operators.
     pub operator: bool,
 }
 
+/// An agent or a person, with what identifies it. Only a person decides work items.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Actor {
-    Agent {
-        id: String,
-    },
+pub enum CallerKind {
+    /// A program that claims and submits agent steps: its id.
+    Agent { id: String },
     /// A human identity: its `person` value (an email) and the groups it belongs to.
-    Person {
-        email: String,
-        groups: Vec<String>,
-    },
+    Person { email: String, groups: Vec<String> },
 }
 
 impl Caller {
@@ -131,7 +128,7 @@ impl Caller {
     pub fn agent(organization: &str, id: &str) -> Caller {
         Caller {
             organization: organization.to_owned(),
-            actor: Actor::Agent { id: id.to_owned() },
+            kind: CallerKind::Agent { id: id.to_owned() },
             operator: false,
         }
     }
@@ -140,7 +137,7 @@ impl Caller {
     pub fn person(organization: &str, email: &str, groups: &[&str]) -> Caller {
         Caller {
             organization: organization.to_owned(),
-            actor: Actor::Person {
+            kind: CallerKind::Person {
                 email: email.to_owned(),
                 groups: groups.iter().map(|g| g.to_string()).collect(),
             },
@@ -150,14 +147,14 @@ impl Caller {
 
     /// The identity as recorded in `by` fields: the agent id or the person value.
     pub fn name(&self) -> &str {
-        match &self.actor {
-            Actor::Agent { id } => id,
-            Actor::Person { email, .. } => email,
+        match &self.kind {
+            CallerKind::Agent { id } => id,
+            CallerKind::Person { email, .. } => email,
         }
     }
 
     pub fn is_agent(&self) -> bool {
-        matches!(self.actor, Actor::Agent { .. })
+        matches!(self.kind, CallerKind::Agent { .. })
     }
 }
 

@@ -8,7 +8,7 @@ use super::acceptance::{accept, over_cap_with};
 use super::advance::Tx;
 use super::check::{complete_checked, next_of};
 use super::command::{Decide, Decision, Submission};
-use super::ctx::Actor;
+use super::ctx::CallerKind;
 use super::refusal::Refusal;
 use super::render;
 use super::state::{RunEnd, StepRecord, StepState, WorkItemKind};
@@ -32,7 +32,7 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
             "run data changed since this snapshot; read the run again",
         ));
     }
-    let Actor::Person { email, groups } = &decide.caller.actor else {
+    let CallerKind::Person { email, groups } = &decide.caller.kind else {
         return Err(Refusal::forbidden("only a person may decide"));
     };
     if !item.assigned_to.admits(email, groups, decide.caller.operator) {

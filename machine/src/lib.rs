@@ -49,9 +49,9 @@ pub use check::{
     Probability, QuestionResult, QuestionVerdict, Verdict,
 };
 pub use command::{Command, Decide, Decision, EvidenceItem, StartRun, Submission};
-pub use ctx::{Actor, Caller, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
+pub use ctx::{Caller, CallerKind, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
 pub use effect::{Effect, Notification, Recipient};
-pub use refusal::{Code, Refusal};
+pub use refusal::{ErrorCode, Refusal};
 pub use start::run_id_for_seed;
 pub use state::*;
 pub use time::Timestamp;

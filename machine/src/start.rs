@@ -3,7 +3,7 @@
 
 use super::advance::Tx;
 use super::command::StartRun;
-use super::ctx::{Actor, Ctx, Fresh, PinnedProcess, hex};
+use super::ctx::{CallerKind, Ctx, Fresh, PinnedProcess, hex};
 use super::refusal::Refusal;
 use super::state::*;
 use super::{Answer, Transition};
@@ -53,9 +53,9 @@ pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) ->
             }
         }
     }
-    let initiator = match &command.caller.actor {
-        Actor::Person { email, .. } => Some(email.clone()),
-        Actor::Agent { .. } => None,
+    let initiator = match &command.caller.kind {
+        CallerKind::Person { email, .. } => Some(email.clone()),
+        CallerKind::Agent { .. } => None,
     };
     let mut fresh = Fresh::new(ctx.seed);
     let run = RunState {

@@ -8,7 +8,7 @@
 //! claim's expiry and token hash), the claim key's lease and the claim-expiry timer entry, and
 //! records an idempotency entry. Every command is acknowledged only after the log is synced.
 
-use agentprocess_run_actor::machine::{Actor, Caller, Mode, Timestamp};
+use agentprocess_run_actor::machine::{Caller, CallerKind, Mode, Timestamp};
 use agentprocess_run_actor::runtime::{
     Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
 };
@@ -89,7 +89,7 @@ fn fanout_process() -> String {
 fn agent(i: usize) -> Caller {
     Caller {
         organization: "bench".into(),
-        actor: Actor::Agent { id: format!("a{i}") },
+        kind: CallerKind::Agent { id: format!("a{i}") },
         operator: false,
     }
 }

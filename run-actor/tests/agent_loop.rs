@@ -4,7 +4,7 @@
 mod common;
 
 use agentprocess_process::{EvidenceKind, FieldType, PersonRef};
-use agentprocess_run_actor::machine::{Code, Command, Effect, Mode, Notification, Submission, token};
+use agentprocess_run_actor::machine::{Command, Effect, ErrorCode, Mode, Notification, Submission, token};
 use common::*;
 use serde_json::json;
 
@@ -70,7 +70,7 @@ fn spec_3_4_a_step_assigned_to_initiator_is_refused_when_an_agent_starts() {
     );
     let mut world = World::new(process.clone());
     let (code, issues) = refused(world.start(agent("a_bot"), json!({})));
-    assert_eq!(code, Code::Invalid);
+    assert_eq!(code, ErrorCode::Invalid);
     assert_eq!(issues.len(), 1);
     assert!(issues[0].starts_with("steps[0].person:"), "{issues:?}");
 
@@ -88,7 +88,7 @@ fn spec_6_3_the_run_data_cap_bounds_inputs_at_start() {
     let mut world = World::new(supplier_onboarding());
     world.limits.run_data_bytes = 64;
     let (code, issues) = refused(world.start(mira(), json!({ "vendorName": "A".repeat(100), "amount": 1 })));
-    assert_eq!(code, Code::Invalid);
+    assert_eq!(code, ErrorCode::Invalid);
     assert!(issues[0].starts_with("inputs: run data would be"), "{issues:?}");
     assert!(world.run.is_none());
 }
@@ -167,18 +167,24 @@ fn tools_claim_errors() {
     let (code, issues) = refused(world.claim(agent("a_screener"), "check_vendor"));
     assert_eq!(
         (code, issues),
-        (Code::Conflict, vec!["claimed_by_you".to_string()])
+        (ErrorCode::Conflict, vec!["claimed_by_you".to_string()])
     );
     let (code, issues) = refused(world.claim(agent("a_other"), "check_vendor"));
     assert_eq!(
         (code, issues),
-        (Code::Conflict, vec!["claimed_by_other".to_string()])
+        (ErrorCode::Conflict, vec!["claimed_by_other".to_string()])
     );
     let (code, issues) = refused(world.claim(agent("a_other"), "done"));
-    assert_eq!(code, Code::Forbidden, "a finish is not an agent step");
+    assert_eq!(code, ErrorCode::Forbidden, "a finish is not an agent step");
     assert!(issues.is_empty());
-    assert_eq!(issues_code(world.claim(agent("a_other"), "nope")), Code::NotFound);
-    assert_eq!(issues_code(world.claim(mira(), "check_vendor")), Code::Forbidden);
+    assert_eq!(
+        issues_code(world.claim(agent("a_other"), "nope")),
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        issues_code(world.claim(mira(), "check_vendor")),
+        ErrorCode::Forbidden
+    );
 
     let process = pinned(
         "two",
@@ -192,12 +198,15 @@ fn tools_claim_errors() {
     let mut world = World::new(process);
     world.start(mira(), json!({})).unwrap();
     let (code, issues) = refused(world.claim(agent("a"), "two"));
-    assert_eq!((code, issues), (Code::Conflict, vec!["not_ready".to_string()]));
+    assert_eq!(
+        (code, issues),
+        (ErrorCode::Conflict, vec!["not_ready".to_string()])
+    );
 }
 
 fn issues_code(
     result: Result<agentprocess_run_actor::machine::Transition, agentprocess_run_actor::machine::Refusal>,
-) -> Code {
+) -> ErrorCode {
     result.expect_err("refused").code
 }
 
@@ -213,20 +222,20 @@ fn spec_6_2_tokens_are_opaque_hashed_and_never_in_a_run_view() {
     assert!(!view.contains(secret), "a run view never carries a token");
 
     let (code, _) = refused(world.submit(agent("a_screener"), "garbage", screening("approve")));
-    assert_eq!(code, Code::Invalid);
+    assert_eq!(code, ErrorCode::Invalid);
     let forged = format!("apt1.{}.{}", world.run().id, "ab".repeat(32));
     assert_eq!(
         refused(world.submit(agent("a_screener"), &forged, screening("approve"))).0,
-        Code::Invalid
+        ErrorCode::Invalid
     );
     let other_run = token.replacen(&world.run().id, "r_other", 1);
     assert_eq!(
         refused(world.submit(agent("a_screener"), &other_run, screening("approve"))).0,
-        Code::Invalid
+        ErrorCode::Invalid
     );
     assert_eq!(
         refused(world.submit(agent("a_thief"), &token, screening("approve"))).0,
-        Code::Forbidden
+        ErrorCode::Forbidden
     );
 }
 
@@ -253,7 +262,7 @@ fn spec_3_3_renew_rotates_the_token_and_keeps_progress() {
     );
     assert_eq!(
         refused(world.submit(agent("a_screener"), &old, screening("approve"))).0,
-        Code::Stale
+        ErrorCode::Stale
     );
     // A renew without progress keeps the last note.
     let again = world
@@ -282,7 +291,7 @@ fn spec_3_3_renew_rotates_the_token_and_keeps_progress() {
         token: newest,
         progress: None,
     }));
-    assert_eq!(code, Code::Stale, "after the lease ended");
+    assert_eq!(code, ErrorCode::Stale, "after the lease ended");
 }
 
 #[test]
@@ -347,7 +356,7 @@ fn spec_3_3_a_lapsed_lease_is_claimable_at_once_even_before_the_expiry_arrives()
     );
     assert_eq!(
         refused(world.submit(agent("a_screener"), &token, screening("approve"))).0,
-        Code::Stale
+        ErrorCode::Stale
     );
 }
 
@@ -366,7 +375,7 @@ fn spec_6_3_a_submission_gets_every_issue_at_once() {
             reason: Some("  ".into()),
         },
     ));
-    assert_eq!(code, Code::NotAccepted);
+    assert_eq!(code, ErrorCode::NotAccepted);
     assert_eq!(
         issues,
         vec![
@@ -403,7 +412,7 @@ fn spec_3_2_next_on_a_step_whose_next_is_not_a_list_is_not_accepted() {
             reason: Some("because".into()),
         },
     ));
-    assert_eq!(code, Code::NotAccepted);
+    assert_eq!(code, ErrorCode::NotAccepted);
     assert_eq!(issues.len(), 2, "{issues:?}");
     assert!(issues[0].starts_with("next: not allowed"));
     assert!(issues[1].starts_with("reason: not allowed"));
@@ -416,7 +425,7 @@ fn tools_submit_summary_is_1_to_2000_characters() {
     let mut submission = screening("approve");
     submission.summary = Some("x".repeat(2001));
     let (code, issues) = refused(world.submit(agent("a_screener"), &token, submission));
-    assert_eq!(code, Code::NotAccepted);
+    assert_eq!(code, ErrorCode::NotAccepted);
     assert_eq!(issues, vec!["summary: must be 1–2000 characters"]);
     let mut submission = screening("approve");
     submission.summary = Some("é".repeat(2000));
@@ -436,7 +445,7 @@ fn spec_5_file_evidence_is_taken_only_verified_and_recorded_with_the_hash_looked
     let mut submission = screening("approve");
     submission.evidence = vec![file("f_000"), file("f_bad")];
     let (code, issues) = refused(world.submit(agent("a_screener"), &token, submission));
-    assert_eq!(code, Code::NotAccepted);
+    assert_eq!(code, ErrorCode::NotAccepted);
     assert_eq!(
         issues,
         [
@@ -463,7 +472,7 @@ fn spec_6_3_the_run_data_cap_bounds_submissions() {
     let mut submission = screening("approve");
     submission.summary = Some("x".repeat(400));
     let (code, issues) = refused(world.submit(agent("a_screener"), &token, submission));
-    assert_eq!(code, Code::NotAccepted);
+    assert_eq!(code, ErrorCode::NotAccepted);
     assert!(issues[0].starts_with("output: run data would be"), "{issues:?}");
 }
 
@@ -533,7 +542,7 @@ fn spec_3_2_an_accepted_submission_records_everything_and_follows_the_chosen_rou
     );
     assert_eq!(
         refused(world.submit(agent("a_screener"), &token, screening("approve"))).0,
-        Code::Stale
+        ErrorCode::Stale
     );
 
     let mut world = started();
@@ -590,7 +599,7 @@ fn spec_3_3_escalate_hands_the_step_to_a_person() {
     );
     assert_eq!(
         refused(world.submit(agent("a_screener"), &token, screening("approve"))).0,
-        Code::Stale
+        ErrorCode::Stale
     );
     let _ = (EvidenceKind::File, FieldType::String);
 }
@@ -628,29 +637,29 @@ fn spec_4_3_old_tokens_are_stale_and_made_up_ones_invalid_even_on_an_issued_gene
             .unwrap_err()
             .code
     };
-    assert_eq!(renew(&mut world, &first), Code::Stale, "an old token");
+    assert_eq!(renew(&mut world, &first), ErrorCode::Stale, "an old token");
     let parsed = token::take_apart(&token).unwrap();
     let run = world.run().id.clone();
     let forged = |generation: u64| format!("apt1.{run}.{generation}.{}", "ab".repeat(32));
     assert_eq!(
         renew(&mut world, &forged(1)),
-        Code::Invalid,
+        ErrorCode::Invalid,
         "a made-up secret on a generation the run issued and replaced"
     );
     assert_eq!(
         renew(&mut world, &forged(parsed.generation)),
-        Code::Invalid,
+        ErrorCode::Invalid,
         "the current generation verifies only with its secret"
     );
     assert_eq!(
         renew(&mut world, &forged(parsed.generation + 1)),
-        Code::Invalid,
+        ErrorCode::Invalid,
         "a generation never issued"
     );
-    assert_eq!(renew(&mut world, &forged(0)), Code::Invalid);
+    assert_eq!(renew(&mut world, &forged(0)), ErrorCode::Invalid);
     assert_eq!(
         renew(&mut world, &format!("apt1.r_other.1.{}", "ab".repeat(32))),
-        Code::Invalid,
+        ErrorCode::Invalid,
         "another run's token"
     );
     // The current token still works; once submitted it is stale, and run end forgets them all.
@@ -659,7 +668,7 @@ fn spec_4_3_old_tokens_are_stale_and_made_up_ones_invalid_even_on_an_issued_gene
         .unwrap();
     assert_eq!(
         renew(&mut world, &token),
-        Code::Stale,
+        ErrorCode::Stale,
         "a submitted claim's token"
     );
 }

@@ -7,7 +7,7 @@ mod common;
 use agentprocess_process::{Check, FieldType, PersonRef, Question, Work};
 use agentprocess_run_actor::machine::check::{judge, resolve};
 use agentprocess_run_actor::machine::{
-    Code, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, Limits, Probability,
+    Decision, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, Limits, Probability,
     QuestionResult, Refusal, Reply, Timestamp, Verdict, render,
 };
 use common::*;
@@ -519,14 +519,14 @@ fn check_3_fail_is_not_accepted_with_each_failed_question_and_goes_to_the_handof
     let (mut world, token) = vendor_check();
     world.evaluate_with(answers(0.12, ("hedges", 0.9), (1, 0.85)));
     let refusal = submit_screening(&mut world, &token, "approve").unwrap_err();
-    assert_eq!(refusal.code, Code::NotAccepted);
+    assert_eq!(refusal.code, ErrorCode::NotAccepted);
     let expected = vec![
         format!("check: {Q_CLEARED} → no (0.12)"),
         format!("check: {Q_SUMMARY} → hedges (0.9)"),
         format!("check: {Q_COMPLETE} → level 1: One list is covered. (0.85)"),
     ];
     assert_eq!(refusal.issues, expected);
-    assert_matches_schema("tool-error.json", &refusal.to_json());
+    assert_matches_schema("tool-error.json", &error_object(&refusal));
     keep_remembered(&mut world, &refusal);
     assert_eq!(world.step_state("check_vendor"), "claimed", "the claim stands");
     assert!(world.view()["data"]["steps"].get("check_vendor").is_none());
@@ -591,7 +591,7 @@ fn unsure_screening() -> (World, String) {
     let item = world.work_item_on("check_vendor");
     // The token is gone, as after escalate.
     let (code, _) = refused(submit_screening(&mut world, &token, "approve"));
-    assert_eq!(code, Code::Stale);
+    assert_eq!(code, ErrorCode::Stale);
     (world, item)
 }
 
@@ -701,7 +701,7 @@ fn check_3_unsure_then_completed_with_the_candidate_takes_nothing_else() {
             .next("decline", "Changed my mind.")
             .send(),
     );
-    assert_eq!(code, Code::NotAccepted);
+    assert_eq!(code, ErrorCode::NotAccepted);
     assert_eq!(issues.len(), 2, "{issues:?}");
 }
 
@@ -725,14 +725,14 @@ fn check_3_an_evaluator_error_is_retry_and_changes_nothing() {
     let before = world.run().clone();
     world.evaluate_with(EvaluatorOutcome::Failed);
     let refusal = submit_screening(&mut world, &token, "approve").unwrap_err();
-    assert_eq!(refusal.code, Code::Retry);
+    assert_eq!(refusal.code, ErrorCode::Retry);
     assert!(refusal.remember.is_none());
     assert_eq!(world.run(), &before);
     // An answer that does not fit is an error too.
     world.evaluate_with(answers(0.97, ("maybe", 0.9), (2, 0.9)));
     assert_eq!(
         refused(submit_screening(&mut world, &token, "approve")).0,
-        Code::Retry
+        ErrorCode::Retry
     );
     // The agent resubmits; this time the evaluator answers.
     world.evaluate_with(passing());
@@ -835,7 +835,7 @@ fn check_3_the_second_pass_checks_everything_again() {
     // The lease ends while the evaluator thinks.
     world.advance(601);
     let refusal = world.apply(command.with_evaluation(passing())).unwrap_err();
-    assert_eq!(refusal.code, Code::Stale);
+    assert_eq!(refusal.code, ErrorCode::Stale);
 }
 
 #[test]
@@ -966,7 +966,7 @@ fn check_3_a_persons_task_the_check_is_unsure_of_is_escalated_and_returned_to_th
     let (code, issues) = refused(world.decide(accountant(), &item, Decision::Completed).send());
     assert_eq!(
         (code, issues),
-        (Code::Conflict, vec!["already_decided".to_string()])
+        (ErrorCode::Conflict, vec!["already_decided".to_string()])
     );
 
     world
@@ -1043,7 +1043,7 @@ fn vendor_check_walks_every_check_path_to_its_finish() {
     world.evaluate_with(EvaluatorOutcome::Failed);
     assert_eq!(
         refused(submit_screening(&mut world, &token, "approve")).0,
-        Code::Retry
+        ErrorCode::Retry
     );
     world.evaluate_with(passing());
     submit_screening(&mut world, &token, "approve").unwrap();

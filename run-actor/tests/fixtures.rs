@@ -379,7 +379,7 @@ fn supplier_rfp_is_cancelled_by_an_operator_while_people_work() {
     assert_eq!(
         (code, issues),
         (
-            agentprocess_run_actor::machine::Code::Conflict,
+            agentprocess_run_actor::machine::ErrorCode::Conflict,
             vec!["run_ended".to_string()]
         )
     );

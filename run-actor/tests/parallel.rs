@@ -4,7 +4,7 @@
 mod common;
 
 use agentprocess_process::{FieldType, StepKind, Target};
-use agentprocess_run_actor::machine::{Code, Decision, Effect, Submission, render};
+use agentprocess_run_actor::machine::{Decision, Effect, ErrorCode, Submission, render};
 use common::*;
 use serde_json::{Value, json};
 
@@ -137,7 +137,7 @@ fn parallel_1_a_sibling_completion_stales_an_open_snapshot() {
         .snapshot(&snapshot);
     decide.decide.output = Some(obj(json!({ "containmentSummary": "Done." })));
     decide.decide.evidence = Some(vec![link("x")]);
-    assert_eq!(refused(decide.send()).0, Code::Stale);
+    assert_eq!(refused(decide.send()).0, ErrorCode::Stale);
 }
 
 #[test]
@@ -321,5 +321,8 @@ fn parallel_1_a_failed_branch_ends_the_run_and_cancels_its_siblings() {
     assert_eq!(view["steps"][2]["state"], "failed");
     assert_eq!(view["steps"][3]["state"], "cancelled");
     let (code, issues) = refused(world.submit(agent("b"), &token, Submission::default()));
-    assert_eq!((code, issues), (Code::Conflict, vec!["run_ended".to_string()]));
+    assert_eq!(
+        (code, issues),
+        (ErrorCode::Conflict, vec!["run_ended".to_string()])
+    );
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use agentprocess_process::{EvidenceKind, FieldType, PersonRef};
-use agentprocess_run_actor::machine::{Code, Command, Decision, Effect, Notification, render};
+use agentprocess_run_actor::machine::{Command, Decision, Effect, ErrorCode, Notification, render};
 use common::*;
 use serde_json::json;
 
@@ -71,7 +71,10 @@ fn spec_3_4_already_decided_is_checked_before_stale() {
             .snapshot(&old_snapshot)
             .send(),
     );
-    assert_eq!((code, issues), (Code::Conflict, vec!["run_ended".to_string()]));
+    assert_eq!(
+        (code, issues),
+        (ErrorCode::Conflict, vec!["run_ended".to_string()])
+    );
 
     let (mut world, item) = escalated();
     let old_snapshot = render::snapshot(world.run());
@@ -89,7 +92,7 @@ fn spec_3_4_already_decided_is_checked_before_stale() {
     );
     assert_eq!(
         (code, issues),
-        (Code::Conflict, vec!["already_decided".to_string()])
+        (ErrorCode::Conflict, vec!["already_decided".to_string()])
     );
 }
 
@@ -104,7 +107,7 @@ fn tools_decide_errors_come_in_the_contract_order() {
             .snapshot("old")
             .send(),
     );
-    assert_eq!(code, Code::NotFound);
+    assert_eq!(code, ErrorCode::NotFound);
     // stale before forbidden.
     let (code, _) = refused(
         world
@@ -112,20 +115,20 @@ fn tools_decide_errors_come_in_the_contract_order() {
             .snapshot("old")
             .send(),
     );
-    assert_eq!(code, Code::Stale);
+    assert_eq!(code, ErrorCode::Stale);
     // Agents can never decide; people outside the assignment neither.
     assert_eq!(
         refused(world.decide(agent("a_bot"), &item, Decision::Approved).send()).0,
-        Code::Forbidden
+        ErrorCode::Forbidden
     );
     assert_eq!(
         refused(world.decide(mira(), &item, Decision::Approved).send()).0,
-        Code::Forbidden
+        ErrorCode::Forbidden
     );
     // A decision this item does not take.
     assert_eq!(
         refused(world.decide(finance(), &item, Decision::Completed).send()).0,
-        Code::Invalid
+        ErrorCode::Invalid
     );
     // run_ended before everything.
     world
@@ -140,7 +143,10 @@ fn tools_decide_errors_come_in_the_contract_order() {
             .snapshot("x")
             .send(),
     );
-    assert_eq!((code, issues), (Code::Conflict, vec!["run_ended".to_string()]));
+    assert_eq!(
+        (code, issues),
+        (ErrorCode::Conflict, vec!["run_ended".to_string()])
+    );
 }
 
 #[test]
@@ -153,7 +159,7 @@ fn tools_decide_invalid_argument_combinations() {
             .next("done", "why")
             .send(),
     );
-    assert_eq!(code, Code::Invalid);
+    assert_eq!(code, ErrorCode::Invalid);
     assert_eq!(
         issues,
         vec![
@@ -165,7 +171,7 @@ fn tools_decide_invalid_argument_combinations() {
     assert_eq!(
         (code, issues),
         (
-            Code::Invalid,
+            ErrorCode::Invalid,
             vec!["note: required with decision rejected".to_string()]
         )
     );
@@ -175,7 +181,7 @@ fn tools_decide_invalid_argument_combinations() {
             .output(json!({}))
             .send(),
     );
-    assert_eq!(code, Code::Invalid);
+    assert_eq!(code, ErrorCode::Invalid);
 
     let (mut world, item) = escalated();
     let (code, issues) = refused(
@@ -187,12 +193,12 @@ fn tools_decide_invalid_argument_combinations() {
     assert_eq!(
         (code, issues),
         (
-            Code::Invalid,
+            ErrorCode::Invalid,
             vec!["note: not allowed with decision completed".to_string()]
         )
     );
     let (code, _) = refused(world.decide(operator(), &item, Decision::Failed).send());
-    assert_eq!(code, Code::Invalid);
+    assert_eq!(code, ErrorCode::Invalid);
 }
 
 #[test]
@@ -255,7 +261,7 @@ fn spec_3_4_a_person_completes_an_escalated_step_under_the_same_acceptance() {
             .output(json!({ "cleared": true }))
             .send(),
     );
-    assert_eq!(code, Code::NotAccepted);
+    assert_eq!(code, ErrorCode::NotAccepted);
     assert_eq!(
         issues,
         vec![
@@ -542,7 +548,7 @@ fn spec_3_5_cancel_ends_everything_and_later_writes_conflict() {
             reason: "Mine.".into()
         }))
         .0,
-        Code::Forbidden
+        ErrorCode::Forbidden
     );
     world.advance(30);
     let transition = world
@@ -566,7 +572,7 @@ fn spec_3_5_cancel_ends_everything_and_later_writes_conflict() {
             .iter()
             .any(|e| matches!(e, Effect::RevokeClaimLease { .. }))
     );
-    let run_ended = (Code::Conflict, vec!["run_ended".to_string()]);
+    let run_ended = (ErrorCode::Conflict, vec!["run_ended".to_string()]);
     assert_eq!(
         refused(world.submit(agent("a_screener"), "garbage", screening("approve"))),
         run_ended
@@ -634,11 +640,11 @@ fn spec_3_3_any_operator_may_take_an_escalation_from_the_queue() {
             .note("Go on.")
             .send(),
     );
-    assert_eq!(code, Code::Forbidden);
+    assert_eq!(code, ErrorCode::Forbidden);
     assert_eq!(world.work_item_on("check_vendor"), item, "still in the queue");
     // An operator outside the escalation group takes it.
     let mut outsider = operator();
-    let agentprocess_run_actor::machine::Actor::Person { groups, .. } = &mut outsider.actor else {
+    let agentprocess_run_actor::machine::CallerKind::Person { groups, .. } = &mut outsider.kind else {
         panic!("an operator is a person");
     };
     groups.clear();
@@ -708,7 +714,7 @@ fn spec_6_3_decision_notes_count_against_the_run_data_cap() {
                 .note(&"n".repeat(400))
                 .send(),
         );
-        assert_eq!(code, Code::NotAccepted, "{decision:?}");
+        assert_eq!(code, ErrorCode::NotAccepted, "{decision:?}");
         assert!(issues[0].starts_with("note: run data would be"), "{issues:?}");
     }
     // A short note fits.

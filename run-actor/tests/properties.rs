@@ -6,7 +6,7 @@ mod common;
 
 use agentprocess_process::StepKind;
 use agentprocess_run_actor::machine::{
-    Code, Command, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
+    Command, Decision, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
     RunState, StepState, TimerKind, WorkItemKind, render,
 };
 use common::*;
@@ -206,7 +206,7 @@ fn act(world: &mut World, tokens: &mut Vec<String>, action: u8) {
     if ended_before {
         if protocol_write {
             let refusal = result.expect_err("every write to an ended run is refused");
-            assert_eq!(refusal.code, Code::Conflict);
+            assert_eq!(refusal.code, ErrorCode::Conflict);
             assert_eq!(refusal.issues, vec!["run_ended".to_string()]);
         }
         assert_eq!(world.run(), &before, "nothing changes after a run ends");
@@ -471,7 +471,7 @@ fn random_act(world: &mut World, tokens: &mut Vec<(String, String)>, action: u8,
         let refusal = result.expect_err("every write to an ended run is refused");
         assert_eq!(
             (refusal.code, refusal.issues),
-            (Code::Conflict, vec!["run_ended".to_string()])
+            (ErrorCode::Conflict, vec!["run_ended".to_string()])
         );
         assert_eq!(world.run(), &before, "nothing changes after a run ends");
     }

@@ -3,7 +3,7 @@
 
 mod runtime_support;
 
-use agentprocess_run_actor::machine::{Code, EvidenceItem, Submission};
+use agentprocess_run_actor::machine::{ErrorCode, EvidenceItem, Submission};
 use agentprocess_run_actor::runtime::{
     Clock, GetWork, ListRuns, LocalBlobs, RunService, Runtime, RuntimeConfig, RuntimeError, Upload, Write,
     blob_store_from_url,
@@ -57,7 +57,7 @@ async fn concurrent_claims_on_one_run_are_applied_one_at_a_time() {
                 granted += 1;
             }
             agentprocess_run_actor::runtime::ToolOutcome::Refused(refusal) => {
-                assert_eq!(refusal.code, Code::Conflict);
+                assert_eq!(refusal.code, ErrorCode::Conflict);
                 assert_eq!(refusal.issues, vec!["claimed_by_other".to_string()]);
             }
         }
@@ -315,7 +315,7 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
 
     // Other arguments under the same requestId: conflict.
     let other = refused(claim(&runtime, &caller, &run, "tier1_handoff", "c-1").await);
-    assert_eq!(other.code, Code::Conflict);
+    assert_eq!(other.code, ErrorCode::Conflict);
 
     // A failed call is not recorded: the same requestId succeeds once the call is right.
     let token = claimed["token"].as_str().unwrap().to_string();
@@ -331,7 +331,7 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
         .await
         .unwrap();
     // The lease ended an hour ago (the actor's expiresAt is the truth): stale.
-    assert_eq!(refused(renewed).code, Code::Stale);
+    assert_eq!(refused(renewed).code, ErrorCode::Stale);
     let fresh_claim = ok(claim(&runtime, &caller, &run, "diagnose", "c-2").await);
     let token = fresh_claim["token"].as_str().unwrap().to_string();
     let mut bad = diagnosis();
@@ -349,7 +349,7 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
             .await
             .unwrap(),
     );
-    assert_eq!(not_accepted.code, Code::NotAccepted);
+    assert_eq!(not_accepted.code, ErrorCode::NotAccepted);
     let accepted = ok(runtime
         .execute(
             &caller,
@@ -426,7 +426,7 @@ async fn the_same_arguments_in_another_key_order_replay_and_a_changed_one_confli
             .await
             .unwrap(),
     );
-    assert_eq!(changed.code, Code::Conflict);
+    assert_eq!(changed.code, ErrorCode::Conflict);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -506,11 +506,11 @@ async fn organizations_do_not_see_each_other() {
     assert_ne!(run, their_run);
     assert_eq!(
         refused(runtime.get_run(&theirs, &run).await.unwrap()).code,
-        Code::NotFound
+        ErrorCode::NotFound
     );
     assert_eq!(
         refused(claim(&runtime, &theirs, &run, "diagnose", "c").await).code,
-        Code::NotFound
+        ErrorCode::NotFound
     );
     let work = ok(runtime.get_work(&theirs, GetWork::default()).await.unwrap());
     let items = work["items"].as_array().unwrap();
@@ -611,7 +611,7 @@ async fn get_work_and_list_runs_page_with_cursors_and_filters() {
             .await
             .unwrap(),
     );
-    assert_eq!(bad.code, Code::Invalid);
+    assert_eq!(bad.code, ErrorCode::Invalid);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -671,7 +671,7 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
             .await
             .unwrap(),
     );
-    assert_eq!(too_big.code, Code::Invalid);
+    assert_eq!(too_big.code, ErrorCode::Invalid);
     let stored = ok(runtime
         .upload(&owner, upload(b"%PDF-1.7".to_vec()), "f-1")
         .await
@@ -708,7 +708,7 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
             .await
             .unwrap(),
     );
-    assert_eq!(missing.code, Code::NotAccepted);
+    assert_eq!(missing.code, ErrorCode::NotAccepted);
     // Another organization cannot use this upload.
     let done = ok(runtime
         .execute(&owner, decide(&id, &snapshot), "d-2")
@@ -775,7 +775,7 @@ async fn spec_5_file_evidence_is_verified_and_recorded_with_its_hash() {
             .await
             .unwrap(),
     );
-    assert_eq!(refusal.code, Code::NotAccepted);
+    assert_eq!(refusal.code, ErrorCode::NotAccepted);
     assert_eq!(
         refusal.issues,
         [format!(

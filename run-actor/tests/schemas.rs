@@ -2,6 +2,7 @@
 
 mod common;
 
+use agentprocess_run_actor::machine::ErrorCode;
 use common::assert_matches_schema;
 use serde_json::json;
 
@@ -33,5 +34,16 @@ fn every_schema_file_compiles() {
         let panic = std::panic::catch_unwind(|| assert_matches_schema(file, &json!(null))).unwrap_err();
         let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
         assert!(message.contains("refuses the value"), "{file}: {message}");
+    }
+}
+
+#[test]
+fn the_error_codes_are_exactly_those_of_the_tool_error_schema() {
+    let path = common::schemas_dir().join("tool-error.json");
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let codes = ErrorCode::ALL.map(|code| json!(code));
+    assert_eq!(schema["properties"]["code"]["enum"], json!(codes));
+    for code in ErrorCode::ALL {
+        assert_eq!(json!(code), code.as_str(), "serialized as the protocol writes it");
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use agentprocess_process::{DataPath, FieldType, StepKind, Target};
 use agentprocess_run_actor::machine::{
-    Code, Command, Decision, Effect, Notification, Recipient, Submission, TimerKind,
+    Command, Decision, Effect, ErrorCode, Notification, Recipient, Submission, TimerKind,
 };
 use common::*;
 use serde_json::{Value, json};
@@ -137,7 +137,7 @@ fn spec_3_6_send_event_is_for_agents_and_operators_with_step_id_names() {
             data: None,
         })
         .unwrap_err();
-    assert_eq!(refusal.code, Code::Forbidden);
+    assert_eq!(refusal.code, ErrorCode::Forbidden);
     let refusal = world
         .apply(Command::SendEvent {
             caller: agent("a"),
@@ -145,7 +145,7 @@ fn spec_3_6_send_event_is_for_agents_and_operators_with_step_id_names() {
             data: None,
         })
         .unwrap_err();
-    assert_eq!(refusal.code, Code::Invalid);
+    assert_eq!(refusal.code, ErrorCode::Invalid);
     // An agent and an operator send it under a step-id-style name: held for the wait.
     for sender in [agent("a"), operator()] {
         assert_eq!(
@@ -164,7 +164,7 @@ fn spec_3_6_send_event_is_for_agents_and_operators_with_step_id_names() {
         .unwrap_err();
     assert_eq!(
         refusal.code,
-        Code::NotAccepted,
+        ErrorCode::NotAccepted,
         "the cap bounds event data when held"
     );
 }
@@ -448,7 +448,7 @@ fn spec_6_3_an_event_consumed_at_once_must_fit_with_its_record() {
             data: Some(obj(data)),
         })
         .unwrap_err();
-    assert_eq!(refusal.code, Code::NotAccepted);
+    assert_eq!(refusal.code, ErrorCode::NotAccepted);
     assert!(
         refusal.issues[0].starts_with("data: run data would be"),
         "{:?}",

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use agentprocess_gateway::Actor;
+use agentprocess_gateway::IdentityKind;
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_testkit::assert_matches_schema;
@@ -205,11 +205,11 @@ impl Server {
     }
 
     pub fn token_in(&self, organization: &str, who: &Who) -> String {
-        let (actor, operator) = match who {
-            Who::Agent(id) => (Actor::Agent { id: id.to_string() }, false),
-            Who::AgentOperator(id) => (Actor::Agent { id: id.to_string() }, true),
+        let (kind, operator) = match who {
+            Who::Agent(id) => (IdentityKind::Agent { id: id.to_string() }, false),
+            Who::AgentOperator(id) => (IdentityKind::Agent { id: id.to_string() }, true),
             Who::Person(email, groups) | Who::Operator(email, groups) => (
-                Actor::Person {
+                IdentityKind::Person {
                     email: email.to_string(),
                     groups: groups.iter().map(|g| g.to_string()).collect(),
                 },
@@ -220,7 +220,7 @@ impl Server {
             &self.url,
             &DevTokenRequest {
                 organization: organization.to_owned(),
-                actor,
+                kind,
                 operator,
                 ttl: Duration::from_secs(3600),
             },

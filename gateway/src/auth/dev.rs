@@ -5,7 +5,7 @@
 //! A dev-mode server records that URL beside the key, so that `agentprocess token --data DIR`
 //! mints for the server that uses DIR, whatever port it listens on.
 
-use super::identity::Actor;
+use super::identity::IdentityKind;
 use crate::secret_file;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
 use serde_json::{Value, json};
@@ -41,7 +41,7 @@ impl fmt::Debug for DevKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DevTokenRequest {
     pub organization: String,
-    pub actor: Actor,
+    pub kind: IdentityKind,
     pub operator: bool,
     pub ttl: Duration,
 }
@@ -81,12 +81,12 @@ impl DevKey {
             "org": request.organization,
             "operator": request.operator,
         });
-        match &request.actor {
-            Actor::Agent { id } => {
+        match &request.kind {
+            IdentityKind::Agent { id } => {
                 claims["kind"] = json!("agent");
                 claims["sub"] = json!(id);
             }
-            Actor::Person { email, groups } => {
+            IdentityKind::Person { email, groups } => {
                 claims["kind"] = json!("person");
                 claims["sub"] = json!(email);
                 claims["email"] = json!(email);

@@ -12,7 +12,7 @@ pub struct Identity {
     /// The organization the caller acts in. Every run, process and work item belongs to one.
     pub organization: String,
     /// An agent or a person.
-    pub actor: Actor,
+    pub kind: IdentityKind,
     /// Whether the caller may act as an operator of the organization (cancel runs, send events).
     pub operator: bool,
 }
@@ -20,7 +20,7 @@ pub struct Identity {
 /// An agent or a person. Only a person completes tasks, approvals and escalations (spec §6.4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Actor {
+pub enum IdentityKind {
     /// A program that claims and submits agent steps.
     Agent { id: String },
     /// A human. `email` is the person value (`describe.person.format` is `email`); `groups` are
@@ -30,18 +30,18 @@ pub enum Actor {
 
 impl Identity {
     pub fn is_person(&self) -> bool {
-        matches!(self.actor, Actor::Person { .. })
+        matches!(self.kind, IdentityKind::Person { .. })
     }
 
     pub fn is_agent(&self) -> bool {
-        matches!(self.actor, Actor::Agent { .. })
+        matches!(self.kind, IdentityKind::Agent { .. })
     }
 }
 
-/// The two kinds of caller, as the kind claim names them.
+/// The value of the kind claim: which [`IdentityKind`] a token's other claims make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ActorKind {
+pub enum KindClaim {
     Agent,
     Person,
 }
@@ -65,7 +65,7 @@ pub struct ClaimNames {
     pub operator: String,
     /// The kind to assume when the kind claim is absent. Default none: such a token is refused,
     /// so that a token is never read as a person's by accident.
-    pub default_kind: Option<ActorKind>,
+    pub default_kind: Option<KindClaim>,
     /// The organization to assume when the organization claim is absent (a provider that serves
     /// one organization). Default none: such a token is refused.
     pub default_organization: Option<String>,
@@ -105,9 +105,9 @@ impl ClaimNames {
                 .clone()
                 .ok_or_else(|| ClaimError::Missing(self.organization.clone()))?,
         };
-        let kind = match self.optional_string(claims, &self.kind)?.as_deref() {
-            Some("agent") => ActorKind::Agent,
-            Some("person") => ActorKind::Person,
+        let claimed = match self.optional_string(claims, &self.kind)?.as_deref() {
+            Some("agent") => KindClaim::Agent,
+            Some("person") => KindClaim::Person,
             Some(_) => {
                 return Err(ClaimError::Malformed {
                     claim: self.kind.clone(),
@@ -118,11 +118,11 @@ impl ClaimNames {
                 .default_kind
                 .ok_or_else(|| ClaimError::Missing(self.kind.clone()))?,
         };
-        let actor = match kind {
-            ActorKind::Agent => Actor::Agent {
+        let kind = match claimed {
+            KindClaim::Agent => IdentityKind::Agent {
                 id: self.required_string(claims, &self.agent_id)?,
             },
-            ActorKind::Person => Actor::Person {
+            KindClaim::Person => IdentityKind::Person {
                 email: self.required_string(claims, &self.email)?,
                 groups: self.groups(claims)?,
             },
@@ -139,7 +139,7 @@ impl ClaimNames {
         };
         Ok(Identity {
             organization,
-            actor,
+            kind,
             operator,
         })
     }
@@ -201,7 +201,7 @@ mod tests {
             identity,
             Identity {
                 organization: "acme".into(),
-                actor: Actor::Agent {
+                kind: IdentityKind::Agent {
                     id: "a_screener".into()
                 },
                 operator: false,
@@ -218,8 +218,8 @@ mod tests {
             })))
             .unwrap();
         assert_eq!(
-            identity.actor,
-            Actor::Person {
+            identity.kind,
+            IdentityKind::Person {
                 email: "mira@acme.test".into(),
                 groups: vec!["g_finance".into(), "g_ops".into()],
             }
@@ -259,7 +259,7 @@ mod tests {
         let names = ClaimNames {
             organization: "tenant".into(),
             email: "preferred_username".into(),
-            default_kind: Some(ActorKind::Person),
+            default_kind: Some(KindClaim::Person),
             ..ClaimNames::default()
         };
         let identity = names
@@ -269,8 +269,8 @@ mod tests {
             .unwrap();
         assert_eq!(identity.organization, "acme");
         assert_eq!(
-            identity.actor,
-            Actor::Person {
+            identity.kind,
+            IdentityKind::Person {
                 email: "li@acme.test".into(),
                 groups: vec!["g_x".into()]
             }

@@ -11,7 +11,7 @@ pub mod identity;
 pub mod keys;
 
 pub use http::{metadata_document, metadata_path, metadata_url, protected_resource_metadata, require_bearer};
-pub use identity::{Actor, ActorKind, ClaimError, ClaimNames, Identity};
+pub use identity::{ClaimError, ClaimNames, Identity, IdentityKind, KindClaim};
 
 use dev::{DEV_KEY_ID, DevKey};
 use jsonwebtoken::{Algorithm, Validation};

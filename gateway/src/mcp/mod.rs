@@ -9,7 +9,7 @@ pub mod tools;
 
 pub use backend::ToolBackend;
 pub use describe::DescribeConfig;
-pub use result::{ErrorCode, ToolError, ToolResult, envelope};
+pub use result::{ErrorCode, ToolError, ToolResult};
 pub use server::ProtocolServer;
 pub use tools::{ToolName, UnknownTool};
 

@@ -1,15 +1,16 @@
 //! The MCP server handler: lists the fourteen tools and turns each call into a backend call.
 
 use super::backend::ToolBackend;
-use super::result::{ToolError, ToolResult, envelope};
+use super::result::{ToolError, ToolResult};
 use super::tools::ToolName;
 use crate::auth::Identity;
+use crate::respond;
 use axum::http::request::Parts;
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value};
@@ -151,11 +152,6 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
                 )
             });
         }
-        let body = envelope(&result);
-        let result = match result {
-            Ok(_) => CallToolResult::structured(body),
-            Err(_) => CallToolResult::structured_error(body),
-        };
-        Ok(result.into())
+        Ok(respond::tool_result(&result).into())
     }
 }

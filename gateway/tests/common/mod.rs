@@ -4,7 +4,7 @@
 
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_gateway::{
-    Actor, AuthConfig, DescribeConfig, GatewayConfig, Identity, ToolBackend, ToolName, ToolResult,
+    AuthConfig, DescribeConfig, GatewayConfig, Identity, IdentityKind, ToolBackend, ToolName, ToolResult,
 };
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -65,7 +65,7 @@ impl TestServer {
             &self.url,
             &DevTokenRequest {
                 organization: "acme".into(),
-                actor: Actor::Agent {
+                kind: IdentityKind::Agent {
                     id: "a_screener".into(),
                 },
                 operator: false,

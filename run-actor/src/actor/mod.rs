@@ -19,7 +19,7 @@
 mod events;
 mod records;
 
-pub use records::timer_command;
+pub use records::{OutboxEntry, OutboxEvent, Recipients, timer_command};
 
 use crate::machine::{
     self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, Reply, RunState, Timestamp, Transition,
@@ -27,8 +27,10 @@ use crate::machine::{
 };
 use crate::runtime::{Inner, RuntimeError, ToolOutcome};
 use agentprocess_store::{Compare, LeaseId, RangeRequest, StoreError, Txn, TxnOp};
-use records::IndexEntries;
+pub(crate) use records::IdempotencyRecord;
+use records::{ClaimRecord, IndexEntries};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -134,10 +136,10 @@ pub(crate) async fn replay(
         .get(&inner.keys.idempotency(organization, request_id))
         .await?;
     let Some(record) = record else { return Ok(None) };
-    let record: Value = serde_json::from_slice(&record.value)
+    let record: IdempotencyRecord = serde_json::from_slice(&record.value)
         .map_err(|e| RuntimeError::Corrupt(format!("idempotency record {request_id}: {e}")))?;
-    if record["fingerprint"].as_str() == Some(fingerprint) {
-        Ok(Some(ToolOutcome::Ok(record["data"].clone())))
+    if record.fingerprint == fingerprint {
+        Ok(Some(ToolOutcome::Ok(record.data.into_owned())))
     } else {
         Ok(Some(ToolOutcome::Refused(Refusal::conflict(
             "request_id_reused",
@@ -336,26 +338,20 @@ impl Actor {
             .range(RangeRequest::new(inner.keys.run_claims(organization, run_id)))
             .await?;
         for kv in found.kvs {
-            let (Some(key), Ok(value)) = (
+            let (Some(key), Ok(record)) = (
                 inner.keys.parse_claim(&kv.key),
-                serde_json::from_slice::<Value>(&kv.value),
+                serde_json::from_slice::<ClaimRecord>(&kv.value),
             ) else {
                 continue;
             };
-            if let (Some(lease), Some(store_lease), Some(expires_at)) = (
-                value["lease"].as_u64(),
-                value["storeLease"].as_i64(),
-                value["expiresAt"].as_i64(),
-            ) {
-                claims.insert(
-                    key.step_id,
-                    ClaimLease {
-                        lease,
-                        store_lease: LeaseId(store_lease),
-                        expires_at: Timestamp::from_millis(expires_at),
-                    },
-                );
-            }
+            claims.insert(
+                key.step_id,
+                ClaimLease {
+                    lease: record.lease,
+                    store_lease: LeaseId(record.store_lease),
+                    expires_at: record.expires_at,
+                },
+            );
         }
         inner.stats.loads.fetch_add(1, Ordering::Relaxed);
         self.loaded = Some(Loaded {
@@ -503,11 +499,10 @@ impl Actor {
             for notification in notifications {
                 let number = (u64::try_from(version).unwrap_or(0) << 16) | seq;
                 seq += 1;
-                let id = format!("{run_id}.{number}");
-                let entry = records::outbox_entry(run, &id, now, notification);
+                let entry = OutboxEntry::new(run, format!("{run_id}.{number}"), now, notification);
                 ops.push(TxnOp::put(
                     keys.outbox(records::millis(now), organization, run_id, number),
-                    entry.to_string(),
+                    entry.to_bytes(),
                 ));
             }
         }
@@ -516,10 +511,13 @@ impl Actor {
             if let (Some(request), Applied::Ok { data, .. }) = (&envelope.request, outcome) {
                 let key = keys.idempotency(organization, &request.id);
                 compares.push(Compare::absent(key.clone()));
-                ops.push(TxnOp::put(
-                    key,
-                    records::idempotency_record(&request.fingerprint, run_id, now, data),
-                ));
+                let record = IdempotencyRecord {
+                    fingerprint: Cow::Borrowed(&request.fingerprint),
+                    run_id: Some(Cow::Borrowed(run_id)),
+                    at: now,
+                    data: Cow::Borrowed(data),
+                };
+                ops.push(TxnOp::put(key, record.to_bytes()));
                 ops.push(TxnOp::put(
                     keys.idempotency_expiry(records::millis(expires_at), organization, &request.id),
                     Vec::new(),
@@ -630,7 +628,13 @@ impl Actor {
             };
             ops.push(TxnOp::put_with_lease(
                 inner.keys.claim(organization, run_id, &step.id),
-                records::claim_value(claim.lease, store_lease.0, &claim.holder, claim.expires_at),
+                ClaimRecord {
+                    lease: claim.lease,
+                    store_lease: store_lease.0,
+                    holder: Cow::Borrowed(&claim.holder),
+                    expires_at: claim.expires_at,
+                }
+                .to_bytes(),
                 store_lease,
             ));
             claims.insert(

@@ -8,10 +8,12 @@
 //! and it makes "an entry exists if and only if the state says so" true by construction.
 
 use crate::machine::{
-    Assignment, Command, Notification, PinnedProcess, Recipient, RunState, TimerKind, Timestamp, render,
+    Assignment, Command, Mode, Notification, PinnedProcess, Recipient, RunState, TimerKind, Timestamp, render,
 };
 use agentprocess_store::keys::{Assignee, Keys};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Key → value of every index and timer entry a run state implies (claim keys aside: they
@@ -121,69 +123,201 @@ pub fn timer_command(timer_id: &str) -> Option<Command> {
     })
 }
 
-fn assignment(to: &Assignment) -> Value {
-    match to {
-        Assignment::Group(group) => json!({ "group": group }),
-        Assignment::Person(person) => json!({ "person": person }),
-        Assignment::Operators { also: None } => json!({ "operators": true }),
-        Assignment::Operators { also: Some(group) } => json!({ "operators": true, "group": group }),
-    }
+/// An outbox entry: one notification, written in the run's transaction and POSTed to the
+/// organization's webhooks exactly as stored. The field names are the webhook payload's: NEVER
+/// rename them, receivers and stored entries depend on them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxEntry {
+    /// `{runId}.{number}`, unique per notification: receivers deduplicate on it.
+    pub id: String,
+    pub organization: String,
+    pub run_id: String,
+    pub process: String,
+    pub version: u64,
+    /// Notifications of `test` runs are never delivered.
+    pub mode: Mode,
+    /// When the notification was written, RFC 3339.
+    #[serde(with = "rfc3339")]
+    pub at: Timestamp,
+    /// What happened: `type` and its fields, next to the fields above.
+    #[serde(flatten)]
+    pub event: OutboxEvent,
 }
 
-/// An outbox entry: the notification as webhooks receive it.
-pub(crate) fn outbox_entry(run: &RunState, id: &str, at: Timestamp, notification: &Notification) -> Value {
-    let mut entry = json!({
-        "id": id,
-        "organization": run.organization,
-        "runId": run.id,
-        "process": run.process,
-        "version": run.version,
-        "mode": run.mode.as_str(),
-        "at": at.to_rfc3339(),
-    });
-    let fields = match notification {
-        Notification::WorkOpened { work_item, step, to } => json!({
-            "type": "work_item_opened", "workItemId": work_item, "stepId": step, "to": assignment(to),
-        }),
-        Notification::Overdue { step, to } => json!({
-            "type": "overdue",
-            "stepId": step,
-            "to": match to {
-                Recipient::Assignment(to) => assignment(to),
-                Recipient::Agent(agent) => json!({ "agent": agent }),
-                Recipient::Operators => json!({ "operators": true }),
+/// What an outbox entry tells, by its `type`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum OutboxEvent {
+    /// A work item was opened for its assignees.
+    WorkItemOpened {
+        work_item_id: String,
+        step_id: String,
+        to: Recipients,
+    },
+    /// A step's `due` passed: to its assignee, or the agent holding it, or the operators.
+    Overdue { step_id: String, to: Recipients },
+    /// An agent escalated a step to the operator queue.
+    Escalation {
+        work_item_id: String,
+        step_id: String,
+        to: Recipients,
+        note: String,
+    },
+    /// The run ended or was cancelled.
+    RunEnded { state: String, outcome: Option<String> },
+}
+
+/// Who a notification is for: `{ group }`, `{ person }`, `{ agent }`, `{ operators: true }`, or
+/// `{ operators: true, group }` for an operator queue that an escalation group shares.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recipients {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operators: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+impl Recipients {
+    fn of(to: &Assignment) -> Self {
+        match to {
+            Assignment::Group(group) => Recipients {
+                group: Some(group.clone()),
+                ..Recipients::default()
             },
-        }),
-        Notification::Escalated {
-            work_item,
-            step,
-            to,
-            note,
-        } => json!({
-            "type": "escalation", "workItemId": work_item, "stepId": step, "to": assignment(to), "note": note,
-        }),
-        Notification::RunEnded { state, outcome } => json!({
-            "type": "run_ended", "state": state, "outcome": outcome,
-        }),
-    };
-    if let (Value::Object(entry), Value::Object(fields)) = (&mut entry, fields) {
-        entry.extend(fields);
+            Assignment::Person(person) => Recipients {
+                person: Some(person.clone()),
+                ..Recipients::default()
+            },
+            Assignment::Operators { also } => Recipients {
+                operators: true,
+                group: also.clone(),
+                ..Recipients::default()
+            },
+        }
     }
-    entry
 }
 
-/// An idempotency record: the fingerprint of the arguments and the original result's `data`.
-pub(crate) fn idempotency_record(fingerprint: &str, run_id: &str, at: Timestamp, data: &Value) -> Vec<u8> {
-    json!({ "fingerprint": fingerprint, "runId": run_id, "at": at.to_rfc3339(), "data": data })
-        .to_string()
-        .into_bytes()
+impl OutboxEntry {
+    /// The entry of `notification`, written at `at` for `run`.
+    pub(crate) fn new(run: &RunState, id: String, at: Timestamp, notification: &Notification) -> Self {
+        let event = match notification {
+            Notification::WorkOpened { work_item, step, to } => OutboxEvent::WorkItemOpened {
+                work_item_id: work_item.clone(),
+                step_id: step.clone(),
+                to: Recipients::of(to),
+            },
+            Notification::Overdue { step, to } => OutboxEvent::Overdue {
+                step_id: step.clone(),
+                to: match to {
+                    Recipient::Assignment(to) => Recipients::of(to),
+                    Recipient::Agent(agent) => Recipients {
+                        agent: Some(agent.clone()),
+                        ..Recipients::default()
+                    },
+                    Recipient::Operators => Recipients {
+                        operators: true,
+                        ..Recipients::default()
+                    },
+                },
+            },
+            Notification::Escalated {
+                work_item,
+                step,
+                to,
+                note,
+            } => OutboxEvent::Escalation {
+                work_item_id: work_item.clone(),
+                step_id: step.clone(),
+                to: Recipients::of(to),
+                note: note.clone(),
+            },
+            Notification::RunEnded { state, outcome } => OutboxEvent::RunEnded {
+                state: state.clone(),
+                outcome: outcome.clone(),
+            },
+        };
+        OutboxEntry {
+            id,
+            organization: run.organization.clone(),
+            run_id: run.id.clone(),
+            process: run.process.clone(),
+            version: run.version,
+            mode: run.mode,
+            at,
+            event,
+        }
+    }
+
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("strings and numbers always serialize")
+    }
 }
 
-/// A claim key's value: which claim, which store lease, until when.
-pub(crate) fn claim_value(lease: u64, store_lease: i64, holder: &str, expires_at: Timestamp) -> Vec<u8> {
-    json!({ "lease": lease, "storeLease": store_lease, "holder": holder, "expiresAt": expires_at.as_millis() })
-        .to_string()
-        .into_bytes()
+/// An idempotency record, under the organization's `requestId`: what the first call answered.
+/// A retry with the same fingerprint is answered `data` again; one with another is a `conflict`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct IdempotencyRecord<'a> {
+    /// The fingerprint of the call: tool, arguments without `requestId`, and caller.
+    pub fingerprint: Cow<'a, str>,
+    /// The run the call wrote to; none for an `upload`, which writes to no run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Cow<'a, str>>,
+    /// When the call was committed, RFC 3339.
+    #[serde(with = "rfc3339")]
+    pub at: Timestamp,
+    /// The original result's `data`.
+    pub data: Cow<'a, Value>,
+}
+
+impl IdempotencyRecord<'_> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("JSON values always serialize")
+    }
+}
+
+/// A claim key's value. The key is attached to the store lease `store_lease`, so it disappears
+/// with the lease when the actor host is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClaimRecord<'a> {
+    /// The claim's number on its step: a lapse fires `ClaimExpired` with it.
+    pub lease: u64,
+    /// The store lease: kept alive on `renew`, revoked when the claim ends.
+    pub store_lease: i64,
+    /// The agent holding the claim.
+    pub holder: Cow<'a, str>,
+    /// When the claim lapses, in milliseconds since the epoch: the actor's truth, since the
+    /// store may keep a lease alive past its TTL.
+    pub expires_at: Timestamp,
+}
+
+impl ClaimRecord<'_> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("strings and numbers always serialize")
+    }
+}
+
+/// Timestamps as RFC 3339 text, for records that store them so.
+mod rfc3339 {
+    use crate::machine::Timestamp;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(at: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&at.to_rfc3339())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Timestamp, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Timestamp::parse_rfc3339(&text)
+            .ok_or_else(|| D::Error::custom(format!("{text:?} is not an RFC 3339 date-time")))
+    }
 }
 
 #[cfg(test)]
@@ -211,5 +345,61 @@ mod tests {
         );
         assert_eq!(timer_command("other.1.s"), None);
         assert_eq!(timer_command("due.x.s"), None);
+    }
+
+    /// Entries as older builds wrote them, field for field and in this order.
+    const OLDER_OUTBOX_ENTRIES: [&str; 6] = [
+        r#"{"id":"r_1.65536","organization":"acme","runId":"r_1","process":"invoice","version":2,"mode":"live","at":"2030-01-01T00:00:00Z","type":"work_item_opened","workItemId":"w_1","stepId":"approve","to":{"group":"finance"}}"#,
+        r#"{"id":"r_1.65537","organization":"acme","runId":"r_1","process":"invoice","version":2,"mode":"test","at":"2030-01-01T00:00:00.250Z","type":"work_item_opened","workItemId":"w_2","stepId":"sign","to":{"person":"ana@acme.test"}}"#,
+        r#"{"id":"r_1.65538","organization":"acme","runId":"r_1","process":"invoice","version":2,"mode":"live","at":"2030-01-01T00:00:00Z","type":"overdue","stepId":"prepare","to":{"agent":"a1"}}"#,
+        r#"{"id":"r_1.65539","organization":"acme","runId":"r_1","process":"invoice","version":2,"mode":"live","at":"2030-01-01T00:00:00Z","type":"overdue","stepId":"prepare","to":{"operators":true}}"#,
+        r#"{"id":"r_1.65540","organization":"acme","runId":"r_1","process":"invoice","version":2,"mode":"live","at":"2030-01-01T00:00:00Z","type":"escalation","workItemId":"w_3","stepId":"prepare","to":{"operators":true,"group":"leads"},"note":"stuck"}"#,
+        r#"{"id":"r_1.131072","organization":"acme","runId":"r_1","process":"invoice","version":2,"mode":"live","at":"2030-01-01T00:00:00Z","type":"run_ended","state":"cancelled","outcome":null}"#,
+    ];
+
+    #[test]
+    fn outbox_entries_read_and_write_the_bytes_older_builds_wrote() {
+        for older in OLDER_OUTBOX_ENTRIES {
+            let entry: OutboxEntry = serde_json::from_str(older).unwrap_or_else(|e| panic!("{older}: {e}"));
+            assert_eq!(String::from_utf8(entry.to_bytes()).unwrap(), older);
+        }
+        let escalation: OutboxEntry = serde_json::from_str(OLDER_OUTBOX_ENTRIES[4]).unwrap();
+        assert_eq!(escalation.mode, Mode::Live);
+        assert_eq!(
+            escalation.at,
+            Timestamp::parse_rfc3339("2030-01-01T00:00:00Z").unwrap()
+        );
+        assert_eq!(
+            escalation.event,
+            OutboxEvent::Escalation {
+                work_item_id: "w_3".into(),
+                step_id: "prepare".into(),
+                to: Recipients::of(&Assignment::Operators {
+                    also: Some("leads".into())
+                }),
+                note: "stuck".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn idempotency_records_and_claim_values_keep_their_older_form() {
+        let older = r#"{"fingerprint":"9f2c","runId":"r_1","at":"2030-01-01T00:00:00Z","data":{"token":"t","n":1.50}}"#;
+        let record: IdempotencyRecord = serde_json::from_str(older).unwrap();
+        assert_eq!(record.fingerprint, "9f2c");
+        assert_eq!(record.data["n"].to_string(), "1.50", "numbers keep their text");
+        assert_eq!(String::from_utf8(record.to_bytes()).unwrap(), older);
+        let older_upload = r#"{"fingerprint":"77aa","at":"2030-01-01T00:00:00Z","data":{"id":"f_1","sha256":"ab","bytes":8}}"#;
+        let record: IdempotencyRecord = serde_json::from_str(older_upload).unwrap();
+        assert_eq!(record.run_id, None, "an upload writes to no run");
+        assert_eq!(String::from_utf8(record.to_bytes()).unwrap(), older_upload);
+
+        let older = r#"{"lease":3,"storeLease":7340032,"holder":"a1","expiresAt":1893456600000}"#;
+        let claim: ClaimRecord = serde_json::from_str(older).unwrap();
+        assert_eq!(
+            (claim.lease, claim.store_lease, claim.expires_at.to_rfc3339()),
+            (3, 7340032, "2030-01-01T00:10:00Z".to_owned())
+        );
+        assert_eq!(String::from_utf8(claim.to_bytes()).unwrap(), older);
     }
 }

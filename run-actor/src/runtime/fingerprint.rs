@@ -7,7 +7,7 @@
 //! the spelling of a number (`1.5`, `1.50`, `15e-1`) irrelevant, as they are to JSON itself.
 
 use super::{Upload, Write, hex};
-use crate::machine::{Actor, Caller, EvidenceItem, Submission};
+use crate::machine::{Caller, CallerKind, EvidenceItem, Submission};
 use agentprocess_process::hash::canonical_json;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -39,16 +39,17 @@ fn fingerprint(tool: &str, caller: &Caller, arguments: Value) -> String {
     hex(&Sha256::digest(&canonical))
 }
 
-/// Who calls: the organization, the actor and whether it acts as an operator. A person's groups
-/// are left out: they are permissions that may change between a call and its retry, not identity.
+/// Who calls: the organization, the agent or person and whether it acts as an operator. A
+/// person's groups are left out: they are permissions that may change between a call and its
+/// retry, not identity. The keys are part of every stored fingerprint: NEVER rename them.
 fn caller_identity(caller: &Caller) -> Value {
-    let actor = match &caller.actor {
-        Actor::Agent { id } => json!({ "agent": id }),
-        Actor::Person { email, .. } => json!({ "person": email }),
+    let who = match &caller.kind {
+        CallerKind::Agent { id } => json!({ "agent": id }),
+        CallerKind::Person { email, .. } => json!({ "person": email }),
     };
     json!({
         "organization": caller.organization,
-        "actor": actor,
+        "actor": who,
         "operator": caller.operator,
     })
 }
@@ -176,7 +177,7 @@ mod tests {
     fn agent() -> Caller {
         Caller {
             organization: "acme".into(),
-            actor: Actor::Agent { id: "a1".into() },
+            kind: CallerKind::Agent { id: "a1".into() },
             operator: false,
         }
     }

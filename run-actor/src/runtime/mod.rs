@@ -48,7 +48,7 @@ use agentprocess_store::keys::Keys;
 use agentprocess_store::{Store, StoreError};
 use async_trait::async_trait;
 use pinned::PinnedProcesses;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -178,14 +178,6 @@ pub enum ToolOutcome {
 }
 
 impl ToolOutcome {
-    /// The tool result exactly as the tool contracts shape it.
-    pub fn to_json(&self) -> Value {
-        match self {
-            ToolOutcome::Ok(data) => json!({ "ok": true, "data": data }),
-            ToolOutcome::Refused(refusal) => json!({ "ok": false, "error": refusal.to_json() }),
-        }
-    }
-
     pub fn data(&self) -> Option<&Value> {
         match self {
             ToolOutcome::Ok(data) => Some(data),
@@ -613,7 +605,8 @@ impl RunService for Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::{self, Actor, Ctx, NoUploads, Timestamp};
+    use crate::machine::{self, CallerKind, Ctx, NoUploads, Timestamp};
+    use serde_json::json;
 
     #[test]
     fn start_run_ids_are_predicted_from_the_seed() {
@@ -637,7 +630,7 @@ mod tests {
         };
         let caller = Caller {
             organization: "acme".into(),
-            actor: Actor::Agent { id: "a1".into() },
+            kind: CallerKind::Agent { id: "a1".into() },
             operator: false,
         };
         let command = Command::StartRun(StartRun {

@@ -1,10 +1,10 @@
-//! Reads that need no actor: `get_run` reads the run record; `get_work`, `list_runs` and
+//! Reads that need no kind: `get_run` reads the run record; `get_work`, `list_runs` and
 //! `list_processes` range the indexes, whose values are the rendered items, so a page costs in
 //! proportion to `limit` (and to what a filter skips, capped per page), never to the number of
 //! runs. Cursors are opaque: the hex of the last position read within the range.
 
 use super::{Inner, RuntimeError, ToolOutcome, hex};
-use crate::machine::{Actor, Caller, Refusal, RunState, render};
+use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
 use agentprocess_store::keys::Assignee;
 use agentprocess_store::{KeyRange, RangeRequest};
 use serde_json::{Map, Value, json};
@@ -206,11 +206,11 @@ pub(super) async fn get_work(
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(ToolOutcome::Refused(refusal)),
     };
     let org = caller.organization.as_str();
-    let ranges = match &caller.actor {
-        Actor::Agent { .. } => vec![inner.keys.ready_steps(org)],
+    let ranges = match &caller.kind {
+        CallerKind::Agent { .. } => vec![inner.keys.ready_steps(org)],
         // An item filed under several of these (an escalation in the operator queue and in the
         // escalation group) has one position, so the merge shows it once.
-        Actor::Person { email, groups } => groups
+        CallerKind::Person { email, groups } => groups
             .iter()
             .map(|group| inner.keys.work_items(org, &Assignee::Group(group.clone())))
             .chain([inner.keys.work_items(org, &Assignee::Person(email.clone()))])

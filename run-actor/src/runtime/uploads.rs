@@ -2,12 +2,13 @@
 //! idempotency record in one store transaction, so a retried upload answers as the first did.
 
 use super::{Inner, RuntimeError, ToolOutcome};
-use crate::actor::{self};
+use crate::actor::{self, IdempotencyRecord};
 use crate::machine::{Caller, Refusal, hex};
 use agentprocess_org::{UploadRecord, blob_path};
 use agentprocess_store::{Compare, Txn, TxnOp};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 
 /// The `upload` tool's arguments, with the content already decoded from base64.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +72,13 @@ pub(super) async fn upload(
         ),
         TxnOp::put(
             idempotency,
-            json!({ "fingerprint": fingerprint, "at": now.to_rfc3339(), "data": data }).to_string(),
+            IdempotencyRecord {
+                fingerprint: Cow::Borrowed(&fingerprint),
+                run_id: None,
+                at: now,
+                data: Cow::Borrowed(&data),
+            }
+            .to_bytes(),
         ),
         TxnOp::put(
             inner.keys.idempotency_expiry(

@@ -8,7 +8,7 @@ use agentprocess_process::{
     PersonRef, Process, ProcessName, Route, Step, StepId, StepKind, Target, Work, load,
 };
 use agentprocess_run_actor::machine::{
-    self, Actor, Assignment, Caller, Command, Ctx, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome,
+    self, Assignment, Caller, CallerKind, Command, Ctx, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome,
     EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Limits, Mode, PinnedProcess, Refusal, Reply, RunState,
     StartRun, Submission, Timestamp, Transition, UploadLookup, UploadStatus, render,
 };
@@ -197,7 +197,7 @@ pub fn person(email: &str, groups: &[&str]) -> Caller {
 pub fn operator() -> Caller {
     Caller {
         organization: ORG.to_string(),
-        actor: Actor::Person {
+        kind: CallerKind::Person {
             email: "ops@acme.example".to_string(),
             groups: vec![OPERATORS.to_string()],
         },
@@ -392,7 +392,7 @@ impl World {
                 self.last = Some(transition.clone());
                 self.check_renderings();
             }
-            Err(refusal) => assert_matches_schema("tool-error.json", &refusal.to_json()),
+            Err(refusal) => assert_matches_schema("tool-error.json", &error_object(refusal)),
         }
         first
     }
@@ -600,9 +600,14 @@ pub fn screening(next: &str) -> Submission {
     }
 }
 
-pub fn refused(result: Result<Transition, Refusal>) -> (machine::Code, Vec<String>) {
+pub fn refused(result: Result<Transition, Refusal>) -> (machine::ErrorCode, Vec<String>) {
     let refusal = result.expect_err("refused");
     (refusal.code, refusal.issues)
+}
+
+/// A refusal as the `error` of a tool result, for checks against `tool-error.json`.
+pub fn error_object(refusal: &Refusal) -> Value {
+    json!({ "code": refusal.code, "message": refusal.message, "issues": refusal.issues })
 }
 
 // ---------------------------------------------------------------- fixtures

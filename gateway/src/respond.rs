@@ -1,0 +1,259 @@
+//! Where outcomes meet the wire: every refusal and failure becomes a tool result or an HTTP error here.
+//!
+//! In the manner of linkerd2-proxy's `errors/respond.rs`: handlers say WHAT happened (a
+//! [`Refusal`] from the run machine, a [`ToolError`] of the gateway's own, an infrastructure
+//! failure, an [`HttpFailure`]) and log what they know about it; this module alone decides how
+//! it is written:
+//!
+//! - a tool call: `{ ok: true, data }` or `{ ok: false, error: { code, message, issues? } }`, as
+//!   structured content and as text, flagged as an error when refused ([`tool_result`]);
+//! - the HTTP APIs (admin API, file links): a status and `{ "error": { code, message, issues? } }`
+//!   ([`HttpFailure`]);
+//! - with the cluster, a gRPC status for the same outcomes.
+//!
+//! Codes are the protocol's [`ErrorCode`]s, plus the few that only the HTTP APIs write
+//! ([`HttpErrorCode`]).
+
+use crate::mcp::{ErrorCode, ToolError, ToolResult};
+use agentprocess_run_actor::machine::Refusal;
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+/// What `Retry-After` says when a file cannot be read right now, in seconds.
+const FILE_RETRY_AFTER_SECONDS: &str = "5";
+
+/// A protocol refusal from the runtime as the tool contract writes it: code, message and issues
+/// kept.
+pub fn refused(refusal: Refusal) -> ToolError {
+    ToolError::new(refusal.code, refusal.message).with_issues(refusal.issues)
+}
+
+/// What a tool call that failed in the infrastructure answers: `retry`, which is always safe to
+/// follow with the same `requestId`. The caller logs the failure; the message does not repeat it.
+pub fn tool_failed() -> ToolError {
+    ToolError::new(
+        ErrorCode::Retry,
+        "the server could not complete the call right now; retry with the same requestId",
+    )
+}
+
+/// The envelope a tool result travels in: `{ "ok": true, "data": … }` or
+/// `{ "ok": false, "error": { "code", "message", "issues"? } }`.
+pub fn envelope(result: &ToolResult) -> Value {
+    match result {
+        Ok(data) => json!({ "ok": true, "data": data }),
+        Err(error) => json!({ "ok": false, "error": error }),
+    }
+}
+
+/// The MCP result of a tool call: its envelope as structured content, an error result when refused.
+pub fn tool_result(result: &ToolResult) -> CallToolResult {
+    let body = envelope(result);
+    match result {
+        Ok(_) => CallToolResult::structured(body),
+        Err(_) => CallToolResult::structured_error(body),
+    }
+}
+
+/// The `code` of an HTTP API's error body: a protocol code, or one for what the protocol has no
+/// word for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpErrorCode {
+    Protocol(ErrorCode),
+    /// Admin API: the store failed; nothing is known to have changed; try again.
+    Unavailable,
+    /// File links: the link's lifetime is over; read the run again for a fresh one.
+    Expired,
+    /// File links: not a link this server signed, or one changed since.
+    InvalidLink,
+}
+
+impl HttpErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpErrorCode::Protocol(code) => code.as_str(),
+            HttpErrorCode::Unavailable => "unavailable",
+            HttpErrorCode::Expired => "expired",
+            HttpErrorCode::InvalidLink => "invalid_link",
+        }
+    }
+}
+
+/// Why an HTTP API request failed, by what the caller can do about it, with the message for it.
+/// Each kind has exactly one status and one code, given here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpFailure {
+    /// 400 `invalid`: the request is malformed.
+    Malformed(String),
+    /// 413 `invalid`: the body is larger than the limit.
+    TooLarge(String),
+    /// 401 `forbidden`: no identity reached a handler that needs one.
+    Unauthenticated(String),
+    /// 403 `forbidden`: this identity may not do this.
+    Forbidden(String),
+    /// 422 `invalid` with every issue: the request was understood and refused; nothing changed.
+    Refused { message: String, issues: Vec<String> },
+    /// 404 `not_found`.
+    NotFound(String),
+    /// 409 `conflict`: the current state does not allow it.
+    Conflict(String),
+    /// 503 `unavailable` (admin API): the store failed; try again.
+    Unavailable(String),
+    /// 410 `expired` (file links).
+    LinkExpired(String),
+    /// 403 `invalid_link` (file links).
+    InvalidLink(String),
+    /// 503 `retry` with `Retry-After` (file links): the file cannot be read right now.
+    Retry(String),
+}
+
+impl HttpFailure {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            HttpFailure::Malformed(_) => StatusCode::BAD_REQUEST,
+            HttpFailure::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            HttpFailure::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            HttpFailure::Forbidden(_) | HttpFailure::InvalidLink(_) => StatusCode::FORBIDDEN,
+            HttpFailure::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            HttpFailure::NotFound(_) => StatusCode::NOT_FOUND,
+            HttpFailure::Conflict(_) => StatusCode::CONFLICT,
+            HttpFailure::Unavailable(_) | HttpFailure::Retry(_) => StatusCode::SERVICE_UNAVAILABLE,
+            HttpFailure::LinkExpired(_) => StatusCode::GONE,
+        }
+    }
+
+    pub fn code(&self) -> HttpErrorCode {
+        match self {
+            HttpFailure::Malformed(_) | HttpFailure::TooLarge(_) | HttpFailure::Refused { .. } => {
+                HttpErrorCode::Protocol(ErrorCode::Invalid)
+            }
+            HttpFailure::Unauthenticated(_) | HttpFailure::Forbidden(_) => {
+                HttpErrorCode::Protocol(ErrorCode::Forbidden)
+            }
+            HttpFailure::NotFound(_) => HttpErrorCode::Protocol(ErrorCode::NotFound),
+            HttpFailure::Conflict(_) => HttpErrorCode::Protocol(ErrorCode::Conflict),
+            HttpFailure::Retry(_) => HttpErrorCode::Protocol(ErrorCode::Retry),
+            HttpFailure::Unavailable(_) => HttpErrorCode::Unavailable,
+            HttpFailure::LinkExpired(_) => HttpErrorCode::Expired,
+            HttpFailure::InvalidLink(_) => HttpErrorCode::InvalidLink,
+        }
+    }
+
+    /// The body: `{ "error": { code, message, issues? } }`, `issues` only for [`HttpFailure::Refused`].
+    pub fn body(&self) -> Value {
+        let (message, issues) = match self {
+            HttpFailure::Refused { message, issues } => (message, Some(issues)),
+            HttpFailure::Malformed(message)
+            | HttpFailure::TooLarge(message)
+            | HttpFailure::Unauthenticated(message)
+            | HttpFailure::Forbidden(message)
+            | HttpFailure::NotFound(message)
+            | HttpFailure::Conflict(message)
+            | HttpFailure::Unavailable(message)
+            | HttpFailure::LinkExpired(message)
+            | HttpFailure::InvalidLink(message)
+            | HttpFailure::Retry(message) => (message, None),
+        };
+        let mut error = json!({ "code": self.code().as_str(), "message": message });
+        if let Some(issues) = issues {
+            error["issues"] = json!(issues);
+        }
+        json!({ "error": error })
+    }
+}
+
+impl IntoResponse for HttpFailure {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), Json(self.body())).into_response();
+        if let HttpFailure::Retry(_) = self {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(FILE_RETRY_AFTER_SECONDS),
+            );
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelopes_follow_the_contract() {
+        assert_eq!(
+            envelope(&Ok(json!({ "consumedBy": null }))),
+            json!({ "ok": true, "data": { "consumedBy": null } })
+        );
+        assert_eq!(
+            envelope(&Err(ToolError::new(ErrorCode::NotFound, "no such run"))),
+            json!({ "ok": false, "error": { "code": "not_found", "message": "no such run" } })
+        );
+        assert_eq!(
+            envelope(&Err(ToolError::new(ErrorCode::Conflict, "the run has ended")
+                .with_issues(vec!["run_ended".into()]))),
+            json!({ "ok": false, "error": { "code": "conflict", "message": "the run has ended", "issues": ["run_ended"] } })
+        );
+    }
+
+    #[test]
+    fn a_machine_refusal_keeps_its_code_message_and_issues() {
+        let error = refused(Refusal::conflict("run_ended", "the run has ended"));
+        assert_eq!(
+            error,
+            ToolError::new(ErrorCode::Conflict, "the run has ended").with_issues(vec!["run_ended".into()])
+        );
+        assert_eq!(tool_failed().code, ErrorCode::Retry);
+    }
+
+    #[test]
+    fn http_failures_carry_one_status_and_code_each() {
+        let cases = [
+            (HttpFailure::Malformed("m".into()), 400, "invalid"),
+            (HttpFailure::TooLarge("m".into()), 413, "invalid"),
+            (HttpFailure::Unauthenticated("m".into()), 401, "forbidden"),
+            (HttpFailure::Forbidden("m".into()), 403, "forbidden"),
+            (
+                HttpFailure::Refused {
+                    message: "m".into(),
+                    issues: vec![],
+                },
+                422,
+                "invalid",
+            ),
+            (HttpFailure::NotFound("m".into()), 404, "not_found"),
+            (HttpFailure::Conflict("m".into()), 409, "conflict"),
+            (HttpFailure::Unavailable("m".into()), 503, "unavailable"),
+            (HttpFailure::LinkExpired("m".into()), 410, "expired"),
+            (HttpFailure::InvalidLink("m".into()), 403, "invalid_link"),
+            (HttpFailure::Retry("m".into()), 503, "retry"),
+        ];
+        for (failure, status, code) in cases {
+            assert_eq!(failure.status().as_u16(), status, "{failure:?}");
+            assert_eq!(failure.body()["error"]["code"], code, "{failure:?}");
+        }
+        let refused = HttpFailure::Refused {
+            message: "1 issue(s) found; nothing was changed".into(),
+            issues: vec!["url: missing".into()],
+        };
+        assert_eq!(
+            refused.body(),
+            json!({ "error": { "code": "invalid", "message": "1 issue(s) found; nothing was changed", "issues": ["url: missing"] } })
+        );
+        assert_eq!(
+            HttpFailure::NotFound("gone".into()).body(),
+            json!({ "error": { "code": "not_found", "message": "gone" } })
+        );
+    }
+
+    #[test]
+    fn only_a_file_retry_says_when_to_retry() {
+        let retry = HttpFailure::Retry("later".into()).into_response();
+        assert_eq!(retry.headers()[header::RETRY_AFTER], "5");
+        let unavailable = HttpFailure::Unavailable("later".into()).into_response();
+        assert!(unavailable.headers().get(header::RETRY_AFTER).is_none());
+    }
+}
