@@ -4,10 +4,9 @@ use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
-use agentprocess_gateway::{
-    AdminParts, ExtraRoutes, Identity, OpenAiEvaluator, RuntimeBackend, admin_routes,
-};
+use agentprocess_gateway::{AdminParts, ExtraRoutes, Identity, RuntimeBackend, admin_routes};
 use agentprocess_process::Offer;
+use agentprocess_run_actor::OpenAiEvaluator;
 use agentprocess_run_actor::runtime::{
     BlobStore, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
 };

@@ -1,8 +1,8 @@
 //! The server's settings: defaults, then a TOML file, then `AGENTPROCESS_*` variables, then flags.
 
-use agentprocess_gateway::evaluator::EvaluatorConfig;
 use agentprocess_gateway::files::FileUrlConfig;
 use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, GatewayConfig};
+use agentprocess_run_actor::EvaluatorConfig;
 use agentprocess_run_actor::machine::{Assignment, Limits, Probability};
 use agentprocess_scheduler::SchedulerConfig;
 use figment::Figment;

@@ -16,7 +16,6 @@
 
 pub mod admin;
 pub mod auth;
-pub mod evaluator;
 pub mod files;
 pub mod mcp;
 pub mod respond;
@@ -25,7 +24,6 @@ mod secret_file;
 
 pub use admin::{AdminParts, admin_routes};
 pub use auth::{AuthConfig, Authenticator, Identity, IdentityKind};
-pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};
 
@@ -168,15 +166,4 @@ pub fn router_with<B: ToolBackend>(
     Ok(app.merge(metadata).merge(extra.public))
 }
 
-/// An error and its sources, joined with `: `: an HTTP client's own message alone rarely says
-/// what went wrong.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub use agentprocess_run_actor::error_chain;

@@ -12,6 +12,8 @@
 //! attached ([`machine::Command::with_evaluation`]). [`machine::render`] renders the run view,
 //! work items, `get_work` items and `snapshot` for reads that do not go through `apply`.
 //!
+//! [`evaluator`] is the `check-1` client the actor host asks (an OpenAI-compatible endpoint).
+//!
 //! [`runtime`] is the host around it: [`runtime::Runtime`] implements [`runtime::RunService`],
 //! routes each write to the actor of its run ([`actor`]), which applies commands one at a time
 //! and commits each batch in one store transaction, and serves reads from the indexes.
@@ -19,4 +21,20 @@
 pub use agentprocess_machine as machine;
 
 pub mod actor;
+pub mod evaluator;
 pub mod runtime;
+
+pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
+
+/// An error and its sources, joined with `: `: an HTTP client's own message alone rarely says
+/// what went wrong.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

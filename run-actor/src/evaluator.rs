@@ -40,10 +40,10 @@
 //! `logprobs` cannot serve as evaluators.
 //!
 //! The client judges nothing: thresholds and verdicts are the run machine's
-//! (`agentprocess_run_actor::machine::check`).
+//! (`crate::machine::check`).
 
-use agentprocess_run_actor::machine::{EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest};
-use agentprocess_run_actor::runtime::Evaluator;
+use crate::machine::{EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest};
+use crate::runtime::Evaluator;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -614,7 +614,7 @@ fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentprocess_run_actor::machine::{EvidenceItem, Probability};
+    use crate::machine::{EvidenceItem, Probability};
 
     fn request(questions: Vec<EvaluatorQuestion>) -> EvaluatorRequest {
         EvaluatorRequest {

@@ -1,7 +1,6 @@
 //! The `check-1` evaluator client over real HTTP against the fake evaluator: every question kind
 //! reaches pass, fail, unsure and error, and a run through the runtime gets each verdict.
 
-use agentprocess_gateway::{EvaluatorConfig, OpenAiEvaluator};
 use agentprocess_run_actor::machine::check::judge;
 use agentprocess_run_actor::machine::{
     Caller, CallerKind, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
@@ -10,6 +9,7 @@ use agentprocess_run_actor::machine::{
 use agentprocess_run_actor::runtime::{
     Clock, Evaluator, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
+use agentprocess_run_actor::{EvaluatorConfig, OpenAiEvaluator};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
 use agentprocess_testkit::run_view::step_state;
 use agentprocess_testkit::{FakeEvaluator, assert_matches_schema};
