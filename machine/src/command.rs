@@ -118,6 +118,22 @@ pub struct Decide {
 }
 
 impl Command {
+    /// The tool (or scheduler event) this command carries out, for logs and spans.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::StartRun(_) => "start_run",
+            Command::Claim { .. } => "claim",
+            Command::Renew { .. } => "renew",
+            Command::Submit { .. } => "submit",
+            Command::Escalate { .. } => "escalate",
+            Command::Decide(_) => "decide",
+            Command::Cancel { .. } => "cancel",
+            Command::SendEvent { .. } => "send_event",
+            Command::TimerFired { .. } => "timer_fired",
+            Command::ClaimExpired { .. } => "claim_expired",
+        }
+    }
+
     /// The same command with the evaluator's outcome attached: what the runtime applies after
     /// [`Reply::NeedsEvaluation`](super::Reply::NeedsEvaluation). Commands that take no
     /// evaluation come back unchanged.

@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 /// How many commands may wait for one run's actor before senders wait.
 const MAILBOX: usize = 1024;
@@ -399,7 +400,12 @@ impl Actor {
                 };
                 machine::apply(&process, run, command, &ctx)
             };
-            let mut result = apply(envelope.command.clone(), work.as_ref());
+            let span = tracing::debug_span!(
+                "run_command",
+                runId = %run_id,
+                command = envelope.command.name(),
+            );
+            let mut result = span.in_scope(|| apply(envelope.command.clone(), work.as_ref()));
             // check-1: ask the evaluator, then apply the same command with its outcome. The run
             // waits meanwhile: the outcome is judged against the state it was asked about.
             if let Ok(Transition {
@@ -407,8 +413,11 @@ impl Actor {
                 ..
             }) = &result
             {
-                let outcome = crate::runtime::evaluate(config.evaluator.as_ref(), request).await;
-                result = apply(envelope.command.clone().with_evaluation(outcome), work.as_ref());
+                let outcome = crate::runtime::evaluate(config.evaluator.as_ref(), request)
+                    .instrument(span.clone())
+                    .await;
+                result =
+                    span.in_scope(|| apply(envelope.command.clone().with_evaluation(outcome), work.as_ref()));
             }
             match result {
                 Ok(transition) => {
