@@ -38,7 +38,7 @@ use agentprocess_org::{
     webhook_from_request, webhooks,
 };
 use agentprocess_process::Offer;
-use agentprocess_run_actor::runtime::Hints;
+use agentprocess_service::Hints;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Store, StoreError};
 use axum::body::Bytes;

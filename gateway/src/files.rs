@@ -12,7 +12,7 @@
 
 use crate::respond::HttpFailure;
 use agentprocess_org::{Clock, Uploads};
-use agentprocess_run_actor::machine::Timestamp;
+use agentprocess_service::Timestamp;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};

@@ -166,4 +166,4 @@ pub fn router_with<B: ToolBackend>(
     Ok(app.merge(metadata).merge(extra.public))
 }
 
-pub use agentprocess_run_actor::error_chain;
+pub use agentprocess_service::error_chain;

@@ -1,7 +1,7 @@
 //! Where outcomes meet the wire: every refusal and failure becomes a tool result or an HTTP error here.
 //!
 //! In the manner of linkerd2-proxy's `errors/respond.rs`: handlers say WHAT happened (a
-//! [`Refusal`] from the run machine, a [`ToolError`] of the gateway's own, an infrastructure
+//! [`ToolRefusal`] from the run service, a [`ToolError`] of the gateway's own, an infrastructure
 //! failure, an [`HttpFailure`]) and log what they know about it; this module alone decides how
 //! it is written:
 //!
@@ -15,7 +15,7 @@
 //! ([`HttpErrorCode`]).
 
 use crate::mcp::{ErrorCode, ToolError, ToolResult};
-use agentprocess_run_actor::machine::Refusal;
+use agentprocess_service::ToolRefusal;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -27,7 +27,7 @@ const FILE_RETRY_AFTER_SECONDS: &str = "5";
 
 /// A protocol refusal from the runtime as the tool contract writes it: code, message and issues
 /// kept.
-pub fn refused(refusal: Refusal) -> ToolError {
+pub fn refused(refusal: ToolRefusal) -> ToolError {
     ToolError::new(refusal.code, refusal.message).with_issues(refusal.issues)
 }
 
@@ -200,8 +200,12 @@ mod tests {
     }
 
     #[test]
-    fn a_machine_refusal_keeps_its_code_message_and_issues() {
-        let error = refused(Refusal::conflict("run_ended", "the run has ended"));
+    fn a_run_service_refusal_keeps_its_code_message_and_issues() {
+        let error = refused(ToolRefusal {
+            code: ErrorCode::Conflict,
+            message: "the run has ended".into(),
+            issues: vec!["run_ended".into()],
+        });
         assert_eq!(
             error,
             ToolError::new(ErrorCode::Conflict, "the run has ended").with_issues(vec!["run_ended".into()])

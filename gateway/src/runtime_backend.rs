@@ -10,9 +10,9 @@
 use crate::auth::{Identity, IdentityKind};
 use crate::mcp::{ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 use crate::respond;
-use agentprocess_run_actor::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, Submission};
-use agentprocess_run_actor::runtime::{
-    GetWork, ListRuns, RunService, RuntimeError, ToolOutcome, Upload, Write,
+use agentprocess_service::{
+    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, RunService, ServiceError,
+    Submission, ToolOutcome, Upload, Write,
 };
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -125,7 +125,7 @@ impl ToolBackend for RuntimeBackend {
 enum Failure {
     /// The arguments cannot be used (beyond what the schema says).
     Refused(ToolError),
-    Infrastructure(RuntimeError),
+    Infrastructure(ServiceError),
 }
 
 /// The runtime's view of a verified identity.

@@ -7,7 +7,7 @@ use agentprocess_run_actor::machine::{
     Timestamp,
 };
 use agentprocess_run_actor::runtime::{
-    Clock, Evaluator, GetWork, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    Clock, Evaluator, GetWork, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
 use agentprocess_testkit::assert_matches_schema;

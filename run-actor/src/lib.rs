@@ -24,17 +24,5 @@ pub mod actor;
 pub mod evaluator;
 pub mod runtime;
 
+pub use agentprocess_service::error_chain;
 pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
-
-/// An error and its sources, joined with `: `: an HTTP client's own message alone rarely says
-/// what went wrong.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}

@@ -7,7 +7,7 @@ use agentprocess_run_actor::machine::{
     EvidenceItem, Mode, Probability, QuestionResult, Submission, Timestamp,
 };
 use agentprocess_run_actor::runtime::{
-    Clock, Evaluator, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
 use agentprocess_run_actor::{EvaluatorConfig, OpenAiEvaluator};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};

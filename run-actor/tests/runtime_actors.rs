@@ -5,7 +5,7 @@ mod runtime_support;
 
 use agentprocess_run_actor::machine::{ErrorCode, EvidenceItem, Submission};
 use agentprocess_run_actor::runtime::{
-    Clock, GetWork, ListRuns, LocalBlobs, RunService, Runtime, RuntimeConfig, RuntimeError, Upload, Write,
+    Clock, GetWork, ListRuns, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Upload, Write,
     blob_store_from_url,
 };
 use agentprocess_store::{

@@ -2,7 +2,7 @@
 //! each record.
 
 use crate::{SchedulerConfig, SchedulerParts};
-use agentprocess_run_actor::machine::Timestamp;
+use agentprocess_service::Timestamp;
 use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

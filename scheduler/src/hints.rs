@@ -6,7 +6,7 @@
 //! revision, with one hint of each kind so the scheduler looks at both indexes afresh: nothing
 //! written in between is missed, since the work is in the store and the hints only say "look".
 
-use agentprocess_run_actor::runtime::{Hints, LocalHints};
+use agentprocess_service::{Hints, LocalHints};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{EventKind, KeyRange, Store, WatchStream};
 use async_trait::async_trait;

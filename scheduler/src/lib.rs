@@ -16,7 +16,7 @@
 //! the runs are in this process, or from a watch on the store ([`StoreWatchHints`]) when they are
 //! not.
 //!
-//! [`RunService::fire_timer`]: agentprocess_run_actor::runtime::RunService::fire_timer
+//! [`RunService::fire_timer`]: agentprocess_service::RunService::fire_timer
 
 mod cleanup;
 mod hints;
@@ -30,8 +30,7 @@ pub use agentprocess_org::{Webhook, configure_webhook, dead_letters, remove_webh
 pub use outbox::{DELIVERY_HEADER, DeliveryError, HttpTransport, SIGNATURE_HEADER, Transport, sign};
 
 use agentprocess_org::Clock;
-use agentprocess_run_actor::machine::Timestamp;
-use agentprocess_run_actor::runtime::{Hints, RunService};
+use agentprocess_service::{Hints, RunService, Timestamp};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use std::sync::Arc;

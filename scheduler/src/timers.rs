@@ -8,7 +8,7 @@
 //! Memory holds only the window and those held back, whatever the number of pending timers.
 
 use crate::{SchedulerConfig, SchedulerParts};
-use agentprocess_run_actor::machine::Timestamp;
+use agentprocess_service::Timestamp;
 use agentprocess_store::RangeRequest;
 use agentprocess_store::keys::TimerKey;
 use std::collections::{BTreeMap, HashMap};

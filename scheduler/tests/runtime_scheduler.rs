@@ -5,8 +5,8 @@
 
 use agentprocess_run_actor::machine::{Caller, Decision, Mode, Timestamp};
 use agentprocess_run_actor::runtime::{
-    Clock, DeadLetterId, GetWork, LocalBlobs, NoHints, Redelivery, RunService, Runtime, RuntimeConfig,
-    ToolOutcome, Write, redeliver_dead_letter,
+    Clock, DeadLetterId, GetWork, LocalBlobs, NoHints, Redelivery, Runtime, RuntimeConfig, ToolOutcome,
+    Write, redeliver_dead_letter,
 };
 use agentprocess_scheduler::{
     HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerParts, StoreWatchHints, Webhook,
@@ -640,7 +640,7 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
         clock.clone(),
     );
     let keys = runtime.keys().clone();
-    let runs: Arc<dyn RunService> = Arc::new(runtime.clone());
+    let runs: Arc<dyn agentprocess_service::RunService> = Arc::new(runtime.clone());
     let (receiver, url) = Receiver::start(0).await;
     configure_webhook(
         store.as_ref(),
@@ -688,7 +688,7 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
         "s-1",
     )
     .await;
-    ok(runs
+    ok(runtime
         .execute(
             &agent("a1"),
             Write::Claim {

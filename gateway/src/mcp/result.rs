@@ -1,7 +1,7 @@
 //! What a tool call returns: its `data`, or a protocol refusal. [`crate::respond`] writes either
 //! as the tool result's envelope.
 
-pub use agentprocess_run_actor::machine::ErrorCode;
+pub use agentprocess_service::ErrorCode;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -10,9 +10,9 @@ pub type ToolResult = Result<Value, ToolError>;
 
 /// A protocol refusal: `{ code, message, issues? }`. A value for the caller, not a server fault.
 ///
-/// The gateway's own type, not the machine's [`Refusal`](agentprocess_run_actor::machine::Refusal):
-/// a refusal there may carry run state to persist, which must never reach a transport, and tool
-/// backends other than the runtime (tests, a remote run service) have no machine to refuse with.
+/// The gateway's own type, not the run service's [`ToolRefusal`](agentprocess_service::ToolRefusal):
+/// tool backends other than the run service (tests, `describe`) refuse with it too, and it is
+/// what the wire carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolError {
     pub code: ErrorCode,

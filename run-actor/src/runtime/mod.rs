@@ -6,8 +6,8 @@
 //!   mod.rs           Runtime, RunService, Write, ToolOutcome, RuntimeError, RuntimeConfig
 //!   pinned.rs        the processes runs pin, cached by version
 //!   fingerprint.rs   what "the same arguments" means for idempotency
-//!   hints.rs         "look sooner" hints from writes to the scheduler
 //!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
+//!   service.rs       the in-process run service: service types in, machine types to the actors
 //!   uploads.rs       the upload tool: bytes to the blob store, record and idempotency together
 //! ```
 //!
@@ -18,9 +18,9 @@
 //! store transaction before it answers.
 
 mod fingerprint;
-mod hints;
 mod pinned;
 mod reads;
+mod service;
 mod uploads;
 
 // Organization-level state lives in its own crate; these names stay reachable here for the
@@ -33,9 +33,7 @@ pub use agentprocess_org::{
     dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook, unbound_issues,
     webhook_from_request, webhooks,
 };
-pub use hints::{Hints, LocalHints, NoHints};
-pub use reads::{GetWork, ListRuns};
-pub use uploads::Upload;
+pub use agentprocess_service::{GetWork, Hints, ListRuns, LocalHints, NoHints, Upload};
 
 use crate::actor::{self, Envelope, RunAddress};
 pub(crate) use crate::machine::hex;
@@ -219,45 +217,6 @@ impl From<OrgError> for RuntimeError {
     }
 }
 
-/// What the gateway and the scheduler call: every write and read of runs. In process now; the
-/// same calls go over gRPC to an actor host in a cluster.
-#[async_trait]
-pub trait RunService: Send + Sync + std::fmt::Debug {
-    /// Applies one protocol write, idempotent on `(organization, request_id)`.
-    async fn execute(
-        &self,
-        caller: &Caller,
-        write: Write,
-        request_id: &str,
-    ) -> Result<ToolOutcome, RuntimeError>;
-
-    /// Fires the timer `timer_id` of the timer index (a wait, a `wait_for` timeout, a due date,
-    /// a claim's expiry) on its run. Idempotent: a timer names the generation or claim lease it
-    /// was armed for, and the run ignores one that no longer applies. A timer id this runtime
-    /// did not write is `Corrupt`.
-    async fn fire_timer(&self, organization: &str, run_id: &str, timer_id: &str) -> Result<(), RuntimeError>;
-
-    async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError>;
-
-    async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError>;
-
-    async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, RuntimeError>;
-
-    async fn list_processes(
-        &self,
-        caller: &Caller,
-        cursor: Option<String>,
-    ) -> Result<ToolOutcome, RuntimeError>;
-
-    /// The `upload` tool: stores the bytes and records their hash and size.
-    async fn upload(
-        &self,
-        caller: &Caller,
-        upload: Upload,
-        request_id: &str,
-    ) -> Result<ToolOutcome, RuntimeError>;
-}
-
 /// Counters of the runtime, for benchmarks and metrics.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -433,9 +392,11 @@ fn bad_token() -> ToolOutcome {
     ToolOutcome::Refused(Refusal::invalid("the token does not verify"))
 }
 
-#[async_trait]
-impl RunService for Runtime {
-    async fn execute(
+/// The runtime's own API, in the machine's types: what the in-process run service
+/// ([`agentprocess_service::RunService`], in `service.rs`) and the actor host's tests call.
+impl Runtime {
+    /// Applies one protocol write, idempotent on `(organization, request_id)`.
+    pub async fn execute(
         &self,
         caller: &Caller,
         write: Write,
@@ -561,7 +522,15 @@ impl RunService for Runtime {
         self.send(address, envelope).await
     }
 
-    async fn fire_timer(&self, organization: &str, run_id: &str, timer_id: &str) -> Result<(), RuntimeError> {
+    /// Fires the timer `timer_id` of the timer index on its run (see
+    /// [`agentprocess_service::RunService::fire_timer`]); a timer id this runtime did not write
+    /// is `Corrupt`.
+    pub async fn fire_timer(
+        &self,
+        organization: &str,
+        run_id: &str,
+        timer_id: &str,
+    ) -> Result<(), RuntimeError> {
         let command = actor::timer_command(timer_id)
             .ok_or_else(|| RuntimeError::Corrupt(format!("timer id {timer_id:?} names no command")))?;
         let address = RunAddress {
@@ -572,19 +541,19 @@ impl RunService for Runtime {
         self.send(address, envelope).await.map(|_| ())
     }
 
-    async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
+    pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
         reads::get_run(&self.inner, caller, run_id).await
     }
 
-    async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError> {
+    pub async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError> {
         reads::get_work(&self.inner, caller, request).await
     }
 
-    async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, RuntimeError> {
+    pub async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, RuntimeError> {
         reads::list_runs(&self.inner, caller, request).await
     }
 
-    async fn list_processes(
+    pub async fn list_processes(
         &self,
         caller: &Caller,
         cursor: Option<String>,
@@ -592,7 +561,7 @@ impl RunService for Runtime {
         reads::list_processes(&self.inner, caller, cursor).await
     }
 
-    async fn upload(
+    pub async fn upload(
         &self,
         caller: &Caller,
         upload: Upload,

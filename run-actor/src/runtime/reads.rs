@@ -5,33 +5,16 @@
 
 use super::{Inner, RuntimeError, ToolOutcome, hex};
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
+use agentprocess_service::{GetWork, ListRuns};
 use agentprocess_store::keys::Assignee;
 use agentprocess_store::{KeyRange, RangeRequest};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::VecDeque;
 
 /// Most index entries one page may skip over for filters before it returns a cursor.
 const SCAN_BUDGET_PER_ITEM: usize = 10;
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
-
-/// `get_work` arguments.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GetWork {
-    pub limit: Option<usize>,
-    pub cursor: Option<String>,
-    pub process: Option<String>,
-}
-
-/// `list_runs` arguments.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListRuns {
-    pub process: Option<String>,
-    pub state: Option<String>,
-    pub inputs: Option<Map<String, Value>>,
-    pub limit: Option<usize>,
-    pub cursor: Option<String>,
-}
 
 pub(super) async fn get_run(
     inner: &Inner,

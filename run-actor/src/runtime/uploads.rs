@@ -5,18 +5,11 @@ use super::{Inner, RuntimeError, ToolOutcome};
 use crate::actor::{self, IdempotencyRecord};
 use crate::machine::{Caller, Refusal, hex};
 use agentprocess_org::{UploadRecord, blob_path};
+use agentprocess_service::Upload;
 use agentprocess_store::{Compare, Txn, TxnOp};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
-
-/// The `upload` tool's arguments, with the content already decoded from base64.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upload {
-    pub file_name: String,
-    pub content_type: String,
-    pub bytes: Vec<u8>,
-}
 
 pub(super) async fn upload(
     inner: &Inner,

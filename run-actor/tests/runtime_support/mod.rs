@@ -5,7 +5,7 @@
 
 use agentprocess_run_actor::machine::{Caller, Mode, Submission, Timestamp};
 use agentprocess_run_actor::runtime::{
-    BlobStore, Clock, LocalBlobs, RunService, Runtime, RuntimeConfig, ToolOutcome, Write,
+    BlobStore, Clock, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
 pub use agentprocess_testkit::run_view::step_state;

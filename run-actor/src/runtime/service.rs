@@ -1,0 +1,188 @@
+//! The in-process run service: the service layer's types in, the machine's types to the actors,
+//! and back. This is the only place the two vocabularies meet.
+
+use super::{Runtime, RuntimeError, ToolOutcome, Write};
+use crate::error_chain;
+use crate::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, Refusal, Submission};
+use agentprocess_service as service;
+use async_trait::async_trait;
+
+#[async_trait]
+impl service::RunService for Runtime {
+    async fn execute(
+        &self,
+        caller: &service::Caller,
+        write: service::Write,
+        request_id: &str,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        outcome(Runtime::execute(self, &caller_of(caller), write_of(write), request_id).await)
+    }
+
+    async fn fire_timer(
+        &self,
+        organization: &str,
+        run_id: &str,
+        timer_id: &str,
+    ) -> Result<(), service::ServiceError> {
+        Runtime::fire_timer(self, organization, run_id, timer_id)
+            .await
+            .map_err(failure)
+    }
+
+    async fn get_run(
+        &self,
+        caller: &service::Caller,
+        run_id: &str,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        outcome(Runtime::get_run(self, &caller_of(caller), run_id).await)
+    }
+
+    async fn get_work(
+        &self,
+        caller: &service::Caller,
+        request: service::GetWork,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        outcome(Runtime::get_work(self, &caller_of(caller), request).await)
+    }
+
+    async fn list_runs(
+        &self,
+        caller: &service::Caller,
+        request: service::ListRuns,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        outcome(Runtime::list_runs(self, &caller_of(caller), request).await)
+    }
+
+    async fn list_processes(
+        &self,
+        caller: &service::Caller,
+        cursor: Option<String>,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        outcome(Runtime::list_processes(self, &caller_of(caller), cursor).await)
+    }
+
+    async fn upload(
+        &self,
+        caller: &service::Caller,
+        upload: service::Upload,
+        request_id: &str,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        outcome(Runtime::upload(self, &caller_of(caller), upload, request_id).await)
+    }
+}
+
+/// An infrastructure failure as the service layer reports it, with every cause.
+fn failure(error: RuntimeError) -> service::ServiceError {
+    service::ServiceError::Unavailable(error_chain(&error))
+}
+
+fn outcome(result: Result<ToolOutcome, RuntimeError>) -> Result<service::ToolOutcome, service::ServiceError> {
+    match result.map_err(failure)? {
+        ToolOutcome::Ok(data) => Ok(service::ToolOutcome::Ok(data)),
+        ToolOutcome::Refused(refusal) => Ok(service::ToolOutcome::Refused(refusal_of(refusal))),
+    }
+}
+
+/// A machine refusal as the caller gets it. What a refusal remembers for the run stays behind.
+fn refusal_of(refusal: Refusal) -> service::ToolRefusal {
+    service::ToolRefusal {
+        code: refusal.code,
+        message: refusal.message,
+        issues: refusal.issues,
+    }
+}
+
+fn caller_of(caller: &service::Caller) -> Caller {
+    Caller {
+        organization: caller.organization.clone(),
+        kind: match &caller.kind {
+            service::CallerKind::Agent { id } => CallerKind::Agent { id: id.clone() },
+            service::CallerKind::Person { email, groups } => CallerKind::Person {
+                email: email.clone(),
+                groups: groups.clone(),
+            },
+        },
+        operator: caller.operator,
+    }
+}
+
+fn mode_of(mode: service::Mode) -> Mode {
+    match mode {
+        service::Mode::Live => Mode::Live,
+        service::Mode::Test => Mode::Test,
+    }
+}
+
+fn decision_of(decision: service::Decision) -> Decision {
+    match decision {
+        service::Decision::Completed => Decision::Completed,
+        service::Decision::Approved => Decision::Approved,
+        service::Decision::Rejected => Decision::Rejected,
+        service::Decision::Returned => Decision::Returned,
+        service::Decision::Failed => Decision::Failed,
+    }
+}
+
+fn evidence_of(items: Vec<service::EvidenceItem>) -> Vec<EvidenceItem> {
+    items
+        .into_iter()
+        .map(|item| EvidenceItem {
+            kind: item.kind,
+            reference: item.reference,
+        })
+        .collect()
+}
+
+fn write_of(write: service::Write) -> Write {
+    match write {
+        service::Write::StartRun {
+            process,
+            version,
+            inputs,
+            mode,
+        } => Write::StartRun {
+            process,
+            version,
+            inputs,
+            mode: mode_of(mode),
+        },
+        service::Write::Claim { run_id, step } => Write::Claim { run_id, step },
+        service::Write::Renew { token, progress } => Write::Renew { token, progress },
+        service::Write::Submit { token, submission } => Write::Submit {
+            token,
+            submission: Submission {
+                output: submission.output,
+                evidence: evidence_of(submission.evidence),
+                summary: submission.summary,
+                next: submission.next,
+                reason: submission.reason,
+            },
+        },
+        service::Write::Escalate { token, note } => Write::Escalate { token, note },
+        service::Write::Decide {
+            run_id,
+            work_item,
+            snapshot,
+            decision,
+            output,
+            evidence,
+            summary,
+            next,
+            reason,
+            note,
+        } => Write::Decide {
+            run_id,
+            work_item,
+            snapshot,
+            decision: decision_of(decision),
+            output,
+            evidence: evidence.map(evidence_of),
+            summary,
+            next,
+            reason,
+            note,
+        },
+        service::Write::Cancel { run_id, reason } => Write::Cancel { run_id, reason },
+        service::Write::SendEvent { run_id, name, data } => Write::SendEvent { run_id, name, data },
+    }
+}

@@ -1,0 +1,35 @@
+//! The interfaces every role uses to reach another, in types of their own: what a gateway or the
+//! scheduler knows of the actor host. The actor host implements them in process (`serve`); a
+//! cluster implements them over gRPC (mirrored in `proto/`). Gateways and the scheduler import
+//! these types, never the machine's, so a change inside the machine stops at the actor host.
+//!
+//! ```text
+//! run.rs     RunService: protocol writes, fired timers, reads, uploads; their arguments and outcomes
+//! hints.rs   Hints: "look sooner" from writers to the scheduler, in memory or from a store watch
+//! ```
+//!
+//! Two values are the protocol's own vocabulary and come from the machine unchanged: the error
+//! codes ([`ErrorCode`]) and points in time ([`Timestamp`]).
+
+mod hints;
+mod run;
+
+pub use agentprocess_machine::{ErrorCode, Timestamp};
+pub use hints::{Hints, LocalHints, NoHints};
+pub use run::{
+    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, RunService, ServiceError,
+    Submission, ToolOutcome, ToolRefusal, Upload, Write,
+};
+
+/// An error and its sources, joined with `: `: an HTTP client's own message alone rarely says
+/// what went wrong.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,197 @@
+//! The run service: every protocol write and read of runs, fired timers and uploads, with the
+//! caller's identity as typed fields (never their token).
+
+use crate::ErrorCode;
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+/// Who is calling, as the gateway verified it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub organization: String,
+    pub kind: CallerKind,
+    /// Whether this identity is one of the organization's operators.
+    pub operator: bool,
+}
+
+/// An agent or a person, with what identifies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallerKind {
+    Agent {
+        id: String,
+    },
+    /// A person's `person` value (an email) and the groups they belong to.
+    Person {
+        email: String,
+        groups: Vec<String>,
+    },
+}
+
+/// `start_run`'s `mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Live,
+    Test,
+}
+
+/// `decide`'s `decision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Completed,
+    Approved,
+    Rejected,
+    Returned,
+    Failed,
+}
+
+/// An evidence item as sent: `{ kind, ref }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidenceItem {
+    /// `file` or `link` (anything else is the run's to refuse).
+    pub kind: String,
+    pub reference: String,
+}
+
+/// What a `submit` hands in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Submission {
+    pub output: Option<Map<String, Value>>,
+    pub evidence: Vec<EvidenceItem>,
+    pub summary: Option<String>,
+    pub next: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// A protocol write: the tool's arguments, without `requestId`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    StartRun {
+        process: String,
+        version: Option<u64>,
+        inputs: Value,
+        mode: Mode,
+    },
+    Claim {
+        run_id: String,
+        step: String,
+    },
+    Renew {
+        token: String,
+        progress: Option<String>,
+    },
+    Submit {
+        token: String,
+        submission: Submission,
+    },
+    Escalate {
+        token: String,
+        note: String,
+    },
+    Decide {
+        run_id: String,
+        work_item: String,
+        snapshot: String,
+        decision: Decision,
+        output: Option<Map<String, Value>>,
+        evidence: Option<Vec<EvidenceItem>>,
+        summary: Option<String>,
+        next: Option<String>,
+        reason: Option<String>,
+        note: Option<String>,
+    },
+    Cancel {
+        run_id: String,
+        reason: String,
+    },
+    SendEvent {
+        run_id: String,
+        name: String,
+        data: Option<Map<String, Value>>,
+    },
+}
+
+/// `get_work` arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GetWork {
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+    pub process: Option<String>,
+}
+
+/// `list_runs` arguments.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListRuns {
+    pub process: Option<String>,
+    pub state: Option<String>,
+    pub inputs: Option<Map<String, Value>>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+/// The `upload` tool's arguments, with the content already decoded from base64.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    pub file_name: String,
+    pub content_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The protocol said no: `{ code, message, issues? }` for the caller. Nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRefusal {
+    pub code: ErrorCode,
+    pub message: String,
+    pub issues: Vec<String>,
+}
+
+/// A tool's answer: the result's `data`, or a refusal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    Ok(Value),
+    Refused(ToolRefusal),
+}
+
+/// The infrastructure failed: the caller sees `retry`. A write that failed this way may or may
+/// not have been committed; retrying it with the same `requestId` is always safe.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// What gateways and the scheduler call: every write and read of runs.
+#[async_trait]
+pub trait RunService: Send + Sync + std::fmt::Debug {
+    /// Applies one protocol write, idempotent on `(organization, request_id)`.
+    async fn execute(
+        &self,
+        caller: &Caller,
+        write: Write,
+        request_id: &str,
+    ) -> Result<ToolOutcome, ServiceError>;
+
+    /// Fires the timer `timer_id` of the timer index (a wait, a `wait_for` timeout, a due date,
+    /// a claim's expiry) on its run. Idempotent: a timer names the generation or claim lease it
+    /// was armed for, and the run ignores one that no longer applies.
+    async fn fire_timer(&self, organization: &str, run_id: &str, timer_id: &str) -> Result<(), ServiceError>;
+
+    async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, ServiceError>;
+
+    async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError>;
+
+    async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, ServiceError>;
+
+    async fn list_processes(
+        &self,
+        caller: &Caller,
+        cursor: Option<String>,
+    ) -> Result<ToolOutcome, ServiceError>;
+
+    /// The `upload` tool: stores the bytes and records their hash and size.
+    async fn upload(
+        &self,
+        caller: &Caller,
+        upload: Upload,
+        request_id: &str,
+    ) -> Result<ToolOutcome, ServiceError>;
+}
