@@ -7,7 +7,9 @@ use std::path::Path;
 
 /// The names in a manifest's `[dependencies]` table (not dev- or build-dependencies).
 fn dependencies(crate_dir: &str) -> BTreeSet<String> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join(crate_dir).join("Cargo.toml");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(crate_dir)
+        .join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let mut section = String::new();
     let mut names = BTreeSet::new();

@@ -42,8 +42,8 @@
 //! The client judges nothing: thresholds and verdicts are the run machine's
 //! (`crate::machine::check`).
 
+use crate::config::Evaluator;
 use crate::machine::{EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest};
-use crate::runtime::Evaluator;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

@@ -14,14 +14,27 @@
 //!
 //! [`evaluator`] is the `check-1` client the actor host asks (an OpenAI-compatible endpoint).
 //!
-//! [`runtime`] is the host around it: [`runtime::Runtime`] implements [`runtime::RunService`],
-//! routes each write to the actor of its run ([`actor`]), which applies commands one at a time
-//! and commits each batch in one store transaction, and serves reads from the indexes.
+//! [`runtime`] is the host around it: [`runtime::Runtime`] routes each write to the actor of its
+//! run ([`actor`]), which applies commands one at a time and commits each batch in one store
+//! transaction, and serves reads from the indexes. Modules depend one way, with no cycle:
+//!
+//! ```text
+//! runtime   → actor → (call, config, idempotency, pinned, rfc3339) → machine
+//! call         Write, ToolOutcome, RuntimeError: a call to the runtime and its answer
+//! config       RuntimeConfig, Evaluator
+//! idempotency  fingerprints, the stored record, replays
+//! pinned       the processes runs pin, cached by version
+//! ```
 
 pub use agentprocess_machine as machine;
 
 pub mod actor;
+mod call;
+mod config;
 pub mod evaluator;
+mod idempotency;
+mod pinned;
+mod rfc3339;
 pub mod runtime;
 
 pub use agentprocess_service::error_chain;

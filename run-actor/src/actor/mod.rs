@@ -21,19 +21,26 @@ mod records;
 
 pub use records::{OutboxEntry, OutboxEvent, Recipients, timer_command};
 
+use crate::call::{RuntimeError, ToolOutcome};
+use crate::config::RuntimeConfig;
+use crate::idempotency::IdempotencyRecord;
+pub(crate) use crate::idempotency::RequestKey;
 use crate::machine::{
     self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, Reply, RunState, Timestamp, Transition,
     UploadLookup, UploadStatus,
 };
-use crate::runtime::{Inner, RuntimeError, ToolOutcome};
+use crate::pinned::PinnedProcesses;
+use agentprocess_org::Clock;
+use agentprocess_store::Store;
+use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, LeaseId, RangeRequest, StoreError, Txn, TxnOp};
-pub(crate) use records::IdempotencyRecord;
 use records::{ClaimRecord, IndexEntries};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -49,11 +56,26 @@ pub(crate) struct RunAddress {
     pub run_id: String,
 }
 
-/// The `requestId` of a write and the fingerprint of its arguments.
-#[derive(Debug, Clone)]
-pub(crate) struct RequestKey {
-    pub id: String,
-    pub fingerprint: String,
+/// Counters of the runtime, for benchmarks and metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub commands: AtomicU64,
+    pub commits: AtomicU64,
+    pub loads: AtomicU64,
+    pub evictions: AtomicU64,
+}
+
+/// What every actor of a runtime shares: the store, the key layout, the settings, the clock, the
+/// pinned processes, the counters, and the actors in memory by run.
+#[derive(Debug)]
+pub(crate) struct Host {
+    pub store: Arc<dyn Store>,
+    pub keys: Keys,
+    pub config: RuntimeConfig,
+    pub clock: Clock,
+    pub pinned: PinnedProcesses,
+    pub stats: Stats,
+    pub actors: Mutex<HashMap<RunAddress, mpsc::Sender<Box<Envelope>>>>,
 }
 
 /// One command on its way to an actor, with what the actor needs to apply it.
@@ -95,8 +117,8 @@ impl Envelope {
 }
 
 /// The sender of the run's actor, spawning the actor if it is not in memory.
-pub(crate) fn sender(inner: &Arc<Inner>, address: &RunAddress) -> mpsc::Sender<Box<Envelope>> {
-    let mut actors = inner.actors.lock().unwrap();
+pub(crate) fn sender(host: &Arc<Host>, address: &RunAddress) -> mpsc::Sender<Box<Envelope>> {
+    let mut actors = host.actors.lock().unwrap();
     if let Some(sender) = actors.get(address)
         && !sender.is_closed()
     {
@@ -105,7 +127,7 @@ pub(crate) fn sender(inner: &Arc<Inner>, address: &RunAddress) -> mpsc::Sender<B
     let (sender, receiver) = mpsc::channel(MAILBOX);
     actors.insert(address.clone(), sender.clone());
     let actor = Actor {
-        inner: inner.clone(),
+        host: host.clone(),
         address: address.clone(),
         loaded: None,
     };
@@ -114,38 +136,13 @@ pub(crate) fn sender(inner: &Arc<Inner>, address: &RunAddress) -> mpsc::Sender<B
 }
 
 /// Drops a sender whose actor has stopped, unless a new actor took its place already.
-pub(crate) fn forget(inner: &Inner, address: &RunAddress, stale: &mpsc::Sender<Box<Envelope>>) {
-    let mut actors = inner.actors.lock().unwrap();
+pub(crate) fn forget(host: &Host, address: &RunAddress, stale: &mpsc::Sender<Box<Envelope>>) {
+    let mut actors = host.actors.lock().unwrap();
     if actors
         .get(address)
         .is_some_and(|current| current.same_channel(stale))
     {
         actors.remove(address);
-    }
-}
-
-/// The answer recorded for `request_id`: the original result for the same arguments,
-/// `conflict` for other arguments; `None` when there is no record.
-pub(crate) async fn replay(
-    inner: &Inner,
-    organization: &str,
-    request_id: &str,
-    fingerprint: &str,
-) -> Result<Option<ToolOutcome>, RuntimeError> {
-    let (record, _) = inner
-        .store
-        .get(&inner.keys.idempotency(organization, request_id))
-        .await?;
-    let Some(record) = record else { return Ok(None) };
-    let record: IdempotencyRecord = serde_json::from_slice(&record.value)
-        .map_err(|e| RuntimeError::Corrupt(format!("idempotency record {request_id}: {e}")))?;
-    if record.fingerprint == fingerprint {
-        Ok(Some(ToolOutcome::Ok(record.data.into_owned())))
-    } else {
-        Ok(Some(ToolOutcome::Refused(Refusal::conflict(
-            "request_id_reused",
-            "this requestId was used with other arguments",
-        ))))
     }
 }
 
@@ -197,15 +194,15 @@ enum Applied {
 }
 
 struct Actor {
-    inner: Arc<Inner>,
+    host: Arc<Host>,
     address: RunAddress,
     loaded: Option<Loaded>,
 }
 
 impl Actor {
     async fn run(mut self, mut mailbox: mpsc::Receiver<Box<Envelope>>) {
-        let idle = self.inner.config.idle_eviction;
-        let max_batch = self.inner.config.max_batch.max(1);
+        let idle = self.host.config.idle_eviction;
+        let max_batch = self.host.config.max_batch.max(1);
         loop {
             let first = match tokio::time::timeout(idle, mailbox.recv()).await {
                 Ok(Some(envelope)) => envelope,
@@ -213,10 +210,10 @@ impl Actor {
                 Err(_) => {
                     // Evict, unless a command arrived meanwhile. Senders are handed out under the
                     // same lock, so none can appear once the entry is gone.
-                    let mut actors = self.inner.actors.lock().unwrap();
+                    let mut actors = self.host.actors.lock().unwrap();
                     if mailbox.is_empty() {
                         actors.remove(&self.address);
-                        self.inner.stats.evictions.fetch_add(1, Ordering::Relaxed);
+                        self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
                     continue;
@@ -277,8 +274,9 @@ impl Actor {
         let mut envelope = envelope;
         for _ in 0..3 {
             if let Some(request) = &envelope.request {
-                match replay(
-                    &self.inner,
+                match crate::idempotency::replay(
+                    self.host.store.as_ref(),
+                    &self.host.keys,
                     &self.address.organization,
                     &request.id,
                     &request.fingerprint,
@@ -308,9 +306,9 @@ impl Actor {
         if self.loaded.is_some() {
             return Ok(());
         }
-        let inner = &self.inner;
+        let host = &self.host;
         let RunAddress { organization, run_id } = &self.address;
-        let (record, _) = inner.store.get(&inner.keys.run(organization, run_id)).await?;
+        let (record, _) = host.store.get(&host.keys.run(organization, run_id)).await?;
         let Some(record) = record else {
             self.loaded = Some(Loaded {
                 run: None,
@@ -323,7 +321,7 @@ impl Actor {
         };
         let run: RunState = serde_json::from_slice(&record.value)
             .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
-        let pinned = inner
+        let pinned = host
             .pinned
             .get(organization, &run.process, run.version)
             .await?
@@ -334,13 +332,13 @@ impl Actor {
                 ))
             })?;
         let mut claims = HashMap::new();
-        let found = inner
+        let found = host
             .store
-            .range(RangeRequest::new(inner.keys.run_claims(organization, run_id)))
+            .range(RangeRequest::new(host.keys.run_claims(organization, run_id)))
             .await?;
         for kv in found.kvs {
             let (Some(key), Ok(record)) = (
-                inner.keys.parse_claim(&kv.key),
+                host.keys.parse_claim(&kv.key),
                 serde_json::from_slice::<ClaimRecord>(&kv.value),
             ) else {
                 continue;
@@ -354,9 +352,9 @@ impl Actor {
                 },
             );
         }
-        inner.stats.loads.fetch_add(1, Ordering::Relaxed);
+        host.stats.loads.fetch_add(1, Ordering::Relaxed);
         self.loaded = Some(Loaded {
-            index: records::index_of(&inner.keys, &pinned, &run),
+            index: records::index_of(&host.keys, &pinned, &run),
             run: Some(run),
             version: record.version,
             pinned: Some(pinned),
@@ -372,9 +370,9 @@ impl Actor {
             }
             return Attempt::Done;
         }
-        let inner = self.inner.clone();
-        let keys = &inner.keys;
-        let config = &inner.config;
+        let host = self.host.clone();
+        let keys = &host.keys;
+        let config = &host.config;
         let loaded = self.loaded.as_ref().expect("loaded above");
         let RunAddress { organization, run_id } = &self.address;
 
@@ -391,7 +389,7 @@ impl Actor {
             let apply = |command: Command, run: Option<&RunState>| {
                 let uploads = Prefetched(&envelope.uploads);
                 let ctx = Ctx {
-                    now: inner.clock.now(),
+                    now: host.clock.now(),
                     seed: envelope.seed,
                     limits: config.limits,
                     person_format: config.person_format,
@@ -413,7 +411,7 @@ impl Actor {
                 ..
             }) = &result
             {
-                let outcome = crate::runtime::evaluate(config.evaluator.as_ref(), request)
+                let outcome = crate::config::evaluate(config.evaluator.as_ref(), request)
                     .instrument(span.clone())
                     .await;
                 result =
@@ -464,7 +462,7 @@ impl Actor {
         }
 
         // Build the transaction.
-        let now = inner.clock.now();
+        let now = host.clock.now();
         let run_key = keys.run(organization, run_id);
         let mut compares = vec![Compare::version_is(run_key.clone(), loaded.version)];
         let mut ops = Vec::new();
@@ -556,9 +554,9 @@ impl Actor {
             .min();
         let notified = seq > 0;
         let txn = Txn::new().when(compares).and_then(ops);
-        match inner.store.txn(txn).await {
+        match host.store.txn(txn).await {
             Ok(result) if result.succeeded => {
-                inner.stats.commits.fetch_add(1, Ordering::Relaxed);
+                host.stats.commits.fetch_add(1, Ordering::Relaxed);
                 self.loaded = Some(Loaded {
                     run: work,
                     version,
@@ -567,20 +565,19 @@ impl Actor {
                     claims,
                 });
                 for lease in revoked {
-                    let store = inner.store.clone();
+                    let store = host.store.clone();
                     tokio::spawn(async move {
                         // Already gone is fine: the lease only guarantees cleanup.
                         let _ = store.lease_revoke(lease).await;
                     });
                 }
                 if let Some(fire_at) = new_timers {
-                    inner
-                        .config
+                    host.config
                         .hints
                         .timer_armed(i64::try_from(fire_at).unwrap_or(i64::MAX));
                 }
                 if notified {
-                    inner.config.hints.outbox_written();
+                    host.config.hints.outbox_written();
                 }
                 events::log(&self.address, &events);
                 self.answer(batch, applied).await;
@@ -607,10 +604,10 @@ impl Actor {
         &self,
         work: Option<&RunState>,
     ) -> Result<(Vec<TxnOp>, HashMap<String, ClaimLease>, Vec<LeaseId>), StoreError> {
-        let inner = &self.inner;
+        let host = &self.host;
         let loaded = self.loaded.as_ref().expect("loaded");
         let RunAddress { organization, run_id } = &self.address;
-        let ttl = i64::try_from(inner.config.limits.lease_seconds).unwrap_or(i64::MAX);
+        let ttl = i64::try_from(host.config.limits.lease_seconds).unwrap_or(i64::MAX);
         let mut ops = Vec::new();
         let mut claims = HashMap::new();
         let mut revoked = Vec::new();
@@ -623,20 +620,20 @@ impl Actor {
                     continue;
                 }
                 Some(old) if old.lease == claim.lease => {
-                    match inner.store.lease_keep_alive(old.store_lease).await {
+                    match host.store.lease_keep_alive(old.store_lease).await {
                         Ok(_) => old.store_lease,
-                        Err(StoreError::LeaseNotFound(_)) => inner.store.lease_grant(ttl).await?.id,
+                        Err(StoreError::LeaseNotFound(_)) => host.store.lease_grant(ttl).await?.id,
                         Err(e) => return Err(e),
                     }
                 }
                 Some(old) => {
                     revoked.push(old.store_lease);
-                    inner.store.lease_grant(ttl).await?.id
+                    host.store.lease_grant(ttl).await?.id
                 }
-                None => inner.store.lease_grant(ttl).await?.id,
+                None => host.store.lease_grant(ttl).await?.id,
             };
             ops.push(TxnOp::put_with_lease(
-                inner.keys.claim(organization, run_id, &step.id),
+                host.keys.claim(organization, run_id, &step.id),
                 ClaimRecord {
                     lease: claim.lease,
                     store_lease: store_lease.0,
@@ -657,7 +654,7 @@ impl Actor {
         }
         for (step, old) in &loaded.claims {
             if !claims.contains_key(step) {
-                ops.push(TxnOp::delete(inner.keys.claim(organization, run_id, step)));
+                ops.push(TxnOp::delete(host.keys.claim(organization, run_id, step)));
                 revoked.push(old.store_lease);
             }
         }
@@ -671,8 +668,9 @@ impl Actor {
             let answer = match outcome {
                 Applied::Ok { data, .. } => Ok(ToolOutcome::Ok(data)),
                 Applied::Refused(refusal) => match &envelope.request {
-                    Some(request) => replay(
-                        &self.inner,
+                    Some(request) => crate::idempotency::replay(
+                        self.host.store.as_ref(),
+                        &self.host.keys,
                         &self.address.organization,
                         &request.id,
                         &request.fingerprint,

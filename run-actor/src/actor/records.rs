@@ -138,7 +138,7 @@ pub struct OutboxEntry {
     /// Notifications of `test` runs are never delivered.
     pub mode: Mode,
     /// When the notification was written, RFC 3339.
-    #[serde(with = "rfc3339")]
+    #[serde(with = "crate::rfc3339")]
     pub at: Timestamp,
     /// What happened: `type` and its fields, next to the fields above.
     #[serde(flatten)]
@@ -258,29 +258,6 @@ impl OutboxEntry {
     }
 }
 
-/// An idempotency record, under the organization's `requestId`: what the first call answered.
-/// A retry with the same fingerprint is answered `data` again; one with another is a `conflict`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct IdempotencyRecord<'a> {
-    /// The fingerprint of the call: tool, arguments without `requestId`, and caller.
-    pub fingerprint: Cow<'a, str>,
-    /// The run the call wrote to; none for an `upload`, which writes to no run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<Cow<'a, str>>,
-    /// When the call was committed, RFC 3339.
-    #[serde(with = "rfc3339")]
-    pub at: Timestamp,
-    /// The original result's `data`.
-    pub data: Cow<'a, Value>,
-}
-
-impl IdempotencyRecord<'_> {
-    pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("JSON values always serialize")
-    }
-}
-
 /// A claim key's value. The key is attached to the store lease `store_lease`, so it disappears
 /// with the lease when the actor host is gone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -303,26 +280,10 @@ impl ClaimRecord<'_> {
     }
 }
 
-/// Timestamps as RFC 3339 text, for records that store them so.
-mod rfc3339 {
-    use crate::machine::Timestamp;
-    use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(at: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&at.to_rfc3339())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Timestamp, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Timestamp::parse_rfc3339(&text)
-            .ok_or_else(|| D::Error::custom(format!("{text:?} is not an RFC 3339 date-time")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::idempotency::IdempotencyRecord;
 
     #[test]
     fn timer_ids_round_trip_to_their_commands() {

@@ -3,28 +3,27 @@
 //!
 //! ```text
 //! runtime/
-//!   mod.rs           Runtime, RunService, Write, ToolOutcome, RuntimeError, RuntimeConfig
-//!   pinned.rs        the processes runs pin, cached by version
-//!   fingerprint.rs   what "the same arguments" means for idempotency
+//!   mod.rs           Runtime: routes writes to actors, prefetches what they look up
 //!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
 //!   service.rs       the in-process run service: service types in, machine types to the actors
 //!   uploads.rs       the upload tool: bytes to the blob store, record and idempotency together
 //! ```
 //!
-//! A write goes: [`RunService::execute`] → the run's id (from the token, the arguments, or for
+//! A write goes: [`Runtime::execute`] → the run's id (from the token, the arguments, or for
 //! `start_run` derived from the organization and `requestId`) → the run's actor
 //! ([`crate::actor`]), which applies it with [`crate::machine::apply`] and commits the new
 //! state, index entries, timers, claim keys, outbox entries and the idempotency record in ONE
 //! store transaction before it answers.
 
-mod fingerprint;
-mod pinned;
 mod reads;
 mod service;
 mod uploads;
 
 // Organization-level state lives in its own crate; these names stay reachable here for the
 // actor host's own callers.
+pub use crate::actor::Stats;
+pub use crate::call::{RuntimeError, ToolOutcome, Write};
+pub use crate::config::{Evaluator, RuntimeConfig};
 pub use agentprocess_org::{
     BlobStore, BlobUrlError, Catalog, CatalogError, CatalogRefusal, Clock, DeadLetterId, Draft, DraftView,
     LocalBlobs, MAX_DEAD_LETTER_RUN_ID_BYTES, MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES,
@@ -35,209 +34,27 @@ pub use agentprocess_org::{
 };
 pub use agentprocess_service::{GetWork, Hints, ListRuns, LocalHints, NoHints, Upload};
 
-use crate::actor::{self, Envelope, RunAddress};
-pub(crate) use crate::machine::hex;
+use crate::actor::{self, Envelope, Host, RunAddress};
+use crate::idempotency;
 use crate::machine::{
-    self, Assignment, Caller, Command, Decide, Decision, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest,
-    EvidenceItem, Limits, Mode, PinnedProcess, Refusal, StartRun, Submission, UploadStatus, token,
+    self, Caller, Command, Decide, EvidenceItem, PinnedProcess, Refusal, StartRun, UploadStatus, token,
 };
-use agentprocess_process::PersonFormat;
+use crate::pinned::PinnedProcesses;
+use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
-use agentprocess_store::{Store, StoreError};
-use async_trait::async_trait;
-use pinned::PinnedProcesses;
-use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// Settings of a runtime. [`RuntimeConfig::default`] suits a single machine.
-#[derive(Debug, Clone)]
-pub struct RuntimeConfig {
-    /// The cluster name under which every key lives.
-    pub cluster: String,
-    pub limits: Limits,
-    pub person_format: PersonFormat,
-    /// Who escalated steps wait on: the operator queue (every operator, plus a named group's
-    /// members), or only a named group.
-    pub escalate_to: Assignment,
-    /// How long an idempotency record answers replays before the scheduler removes it.
-    pub idempotency_retention: Duration,
-    /// How long a run actor stays in memory without commands.
-    pub idle_eviction: Duration,
-    /// Most commands of one run applied together and committed in one transaction.
-    pub max_batch: usize,
-    /// `describe.maxUploadBytes`.
-    pub max_upload_bytes: usize,
-    /// `check-1`: who answers check questions. Without one, every check ends in an evaluator
-    /// error verdict.
-    pub evaluator: Option<Arc<dyn Evaluator>>,
-    /// Where writes send their "look sooner" hints: in memory to a scheduler in this process
-    /// ([`LocalHints`], the default), or nowhere when the scheduler watches the store.
-    pub hints: Arc<dyn Hints>,
-}
-
-/// Answers the questions of a step's `check` (`check-1`): a model behind an API in production.
-#[async_trait]
-pub trait Evaluator: Send + Sync + std::fmt::Debug {
-    /// One answer per question, in question order, and the model that gave them.
-    async fn evaluate(&self, request: &EvaluatorRequest) -> Result<(String, Vec<EvaluatorAnswer>), String>;
-}
-
-/// Asks the evaluator, retrying once; a second failure is the outcome `Failed`.
-pub(crate) async fn evaluate(
-    evaluator: Option<&Arc<dyn Evaluator>>,
-    request: &EvaluatorRequest,
-) -> EvaluatorOutcome {
-    let Some(evaluator) = evaluator else {
-        return EvaluatorOutcome::Failed;
-    };
-    for _ in 0..2 {
-        if let Ok((model, answers)) = evaluator.evaluate(request).await {
-            return EvaluatorOutcome::Answered { model, answers };
-        }
-    }
-    EvaluatorOutcome::Failed
-}
-
-impl Default for RuntimeConfig {
-    fn default() -> Self {
-        RuntimeConfig {
-            cluster: "default".into(),
-            limits: Limits::default(),
-            person_format: PersonFormat::Email,
-            escalate_to: Assignment::Operators { also: None },
-            idempotency_retention: Duration::from_secs(7 * 24 * 3600),
-            idle_eviction: Duration::from_secs(60),
-            max_batch: 64,
-            max_upload_bytes: 10 << 20,
-            evaluator: None,
-            hints: Arc::new(LocalHints::new()),
-        }
-    }
-}
-
-/// A protocol write as the gateway hands it in: the tool's arguments, without `requestId`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Write {
-    StartRun {
-        process: String,
-        version: Option<u64>,
-        inputs: Value,
-        mode: Mode,
-    },
-    Claim {
-        run_id: String,
-        step: String,
-    },
-    Renew {
-        token: String,
-        progress: Option<String>,
-    },
-    Submit {
-        token: String,
-        submission: Submission,
-    },
-    Escalate {
-        token: String,
-        note: String,
-    },
-    Decide {
-        run_id: String,
-        work_item: String,
-        snapshot: String,
-        decision: Decision,
-        output: Option<Map<String, Value>>,
-        evidence: Option<Vec<EvidenceItem>>,
-        summary: Option<String>,
-        next: Option<String>,
-        reason: Option<String>,
-        note: Option<String>,
-    },
-    Cancel {
-        run_id: String,
-        reason: String,
-    },
-    SendEvent {
-        run_id: String,
-        name: String,
-        data: Option<Map<String, Value>>,
-    },
-}
-
-/// A tool's answer: `{ ok: true, data }` or `{ ok: false, error }`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ToolOutcome {
-    Ok(Value),
-    Refused(Refusal),
-}
-
-impl ToolOutcome {
-    pub fn data(&self) -> Option<&Value> {
-        match self {
-            ToolOutcome::Ok(data) => Some(data),
-            ToolOutcome::Refused(_) => None,
-        }
-    }
-
-    pub fn refusal(&self) -> Option<&Refusal> {
-        match self {
-            ToolOutcome::Ok(_) => None,
-            ToolOutcome::Refused(refusal) => Some(refusal),
-        }
-    }
-}
-
-/// An infrastructure failure: the caller sees `retry`. A write that failed this way may or may
-/// not have been committed; retrying it with the same `requestId` is always safe.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum RuntimeError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A stored record does not parse: a bug or a foreign writer.
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
-    /// The run's actor stopped before it answered.
-    #[error("the run's actor is gone")]
-    ActorGone,
-    #[error("blob store failed: {0}")]
-    Blobs(String),
-}
-
-impl From<OrgError> for RuntimeError {
-    fn from(error: OrgError) -> Self {
-        match error {
-            OrgError::Store(error) => RuntimeError::Store(error),
-            OrgError::Corrupt(why) => RuntimeError::Corrupt(why),
-            OrgError::Blobs(why) => RuntimeError::Blobs(why),
-        }
-    }
-}
-
-/// Counters of the runtime, for benchmarks and metrics.
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub commands: AtomicU64,
-    pub commits: AtomicU64,
-    pub loads: AtomicU64,
-    pub evictions: AtomicU64,
-}
-
-/// The shared state of a runtime: what every actor reads.
+/// A runtime's state: what its actors share ([`Host`]), and the organization-level state the
+/// runtime itself reads before a command reaches an actor.
 #[derive(Debug)]
 pub(crate) struct Inner {
-    pub store: Arc<dyn Store>,
-    pub keys: Keys,
-    pub config: RuntimeConfig,
-    pub clock: Clock,
+    pub host: Arc<Host>,
     pub catalog: Catalog,
-    pub pinned: PinnedProcesses,
     pub uploads: Uploads,
-    pub stats: Stats,
-    pub actors: Mutex<HashMap<RunAddress, tokio::sync::mpsc::Sender<Box<Envelope>>>>,
 }
 
 /// The in-process runtime: one actor per live run, on top of a [`Store`].
@@ -259,32 +76,34 @@ impl Runtime {
         Runtime {
             inner: Arc::new(Inner {
                 catalog: Catalog::new(store.clone(), keys.clone(), clock.clone()),
-                pinned: PinnedProcesses::new(Catalog::new(store.clone(), keys.clone(), clock.clone())),
                 uploads: Uploads::new(store.clone(), keys.clone(), blobs),
-                store,
-                keys,
-                config,
-                clock,
-                stats: Stats::default(),
-                actors: Mutex::new(HashMap::new()),
+                host: Arc::new(Host {
+                    pinned: PinnedProcesses::new(Catalog::new(store.clone(), keys.clone(), clock.clone())),
+                    store,
+                    keys,
+                    config,
+                    clock,
+                    stats: Stats::default(),
+                    actors: Mutex::new(HashMap::new()),
+                }),
             }),
         }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
-        &self.inner.store
+        &self.inner.host.store
     }
 
     pub fn keys(&self) -> &Keys {
-        &self.inner.keys
+        &self.inner.host.keys
     }
 
     pub fn clock(&self) -> &Clock {
-        &self.inner.clock
+        &self.inner.host.clock
     }
 
     pub fn config(&self) -> &RuntimeConfig {
-        &self.inner.config
+        &self.inner.host.config
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -298,16 +117,16 @@ impl Runtime {
 
     /// Where this runtime's writes send their hints (see [`RuntimeConfig::hints`]).
     pub fn hints(&self) -> &Arc<dyn Hints> {
-        &self.inner.config.hints
+        &self.inner.host.config.hints
     }
 
     pub fn stats(&self) -> &Stats {
-        &self.inner.stats
+        &self.inner.host.stats
     }
 
     /// How many run actors are in memory now.
     pub fn live_actors(&self) -> usize {
-        self.inner.actors.lock().unwrap().len()
+        self.inner.host.actors.lock().unwrap().len()
     }
 
     /// Publishes a process version (an admin action): see [`Catalog::publish`].
@@ -328,12 +147,12 @@ impl Runtime {
             ..envelope
         }));
         loop {
-            let sender = actor::sender(&self.inner, &address);
+            let sender = actor::sender(&self.inner.host, &address);
             match sender.send(envelope.take().expect("sent once")).await {
                 Ok(()) => break,
                 // The actor was evicted between the lookup and the send: route again.
                 Err(tokio::sync::mpsc::error::SendError(back)) => {
-                    actor::forget(&self.inner, &address, &sender);
+                    actor::forget(&self.inner.host, &address, &sender);
                     envelope = Some(back);
                 }
             }
@@ -402,9 +221,9 @@ impl Runtime {
         write: Write,
         request_id: &str,
     ) -> Result<ToolOutcome, RuntimeError> {
-        self.inner.stats.commands.fetch_add(1, Ordering::Relaxed);
+        self.inner.host.stats.commands.fetch_add(1, Ordering::Relaxed);
         let organization = caller.organization.clone();
-        let fingerprint = fingerprint::of_write(caller, &write);
+        let fingerprint = idempotency::of_write(caller, &write);
         let caller = caller.clone();
         let mut seed = random_seed();
         let mut pinned: Option<Arc<PinnedProcess>> = None;
@@ -420,6 +239,7 @@ impl Runtime {
                 let run_id = machine::run_id_for_seed(seed);
                 match self
                     .inner
+                    .host
                     .pinned
                     .resolve(&organization, &process, version)
                     .await?
@@ -427,8 +247,14 @@ impl Runtime {
                     Some(found) => pinned = Some(found),
                     None => {
                         // A replay of a start whose process was since removed still answers.
-                        if let Some(answer) =
-                            actor::replay(&self.inner, &organization, request_id, &fingerprint).await?
+                        if let Some(answer) = idempotency::replay(
+                            self.inner.host.store.as_ref(),
+                            &self.inner.host.keys,
+                            &organization,
+                            request_id,
+                            &fingerprint,
+                        )
+                        .await?
                         {
                             return Ok(answer);
                         }
@@ -511,7 +337,7 @@ impl Runtime {
         let address = RunAddress { organization, run_id };
         let envelope = Envelope::new(
             command,
-            Some(actor::RequestKey {
+            Some(idempotency::RequestKey {
                 id: request_id.to_string(),
                 fingerprint,
             }),
@@ -542,15 +368,15 @@ impl Runtime {
     }
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
-        reads::get_run(&self.inner, caller, run_id).await
+        reads::get_run(&self.inner.host, caller, run_id).await
     }
 
     pub async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError> {
-        reads::get_work(&self.inner, caller, request).await
+        reads::get_work(&self.inner.host, caller, request).await
     }
 
     pub async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, RuntimeError> {
-        reads::list_runs(&self.inner, caller, request).await
+        reads::list_runs(&self.inner.host, caller, request).await
     }
 
     pub async fn list_processes(
@@ -558,7 +384,7 @@ impl Runtime {
         caller: &Caller,
         cursor: Option<String>,
     ) -> Result<ToolOutcome, RuntimeError> {
-        reads::list_processes(&self.inner, caller, cursor).await
+        reads::list_processes(&self.inner.host, caller, cursor).await
     }
 
     pub async fn upload(
@@ -567,14 +393,15 @@ impl Runtime {
         upload: Upload,
         request_id: &str,
     ) -> Result<ToolOutcome, RuntimeError> {
-        uploads::upload(&self.inner, caller, upload, request_id).await
+        uploads::upload(&self.inner.host, &self.inner.uploads, caller, upload, request_id).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::{self, CallerKind, Ctx, NoUploads, Timestamp};
+    use crate::machine::{self, Assignment, CallerKind, Ctx, Mode, NoUploads, Timestamp};
+    use agentprocess_process::PersonFormat;
     use serde_json::json;
 
     #[test]

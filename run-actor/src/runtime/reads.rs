@@ -3,7 +3,9 @@
 //! proportion to `limit` (and to what a filter skips, capped per page), never to the number of
 //! runs. Cursors are opaque: the hex of the last position read within the range.
 
-use super::{Inner, RuntimeError, ToolOutcome, hex};
+use crate::actor::Host;
+use crate::call::{RuntimeError, ToolOutcome};
+use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
 use agentprocess_service::{GetWork, ListRuns};
 use agentprocess_store::keys::Assignee;
@@ -16,14 +18,10 @@ const SCAN_BUDGET_PER_ITEM: usize = 10;
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
 
-pub(super) async fn get_run(
-    inner: &Inner,
-    caller: &Caller,
-    run_id: &str,
-) -> Result<ToolOutcome, RuntimeError> {
-    let (record, _) = inner
+pub(super) async fn get_run(host: &Host, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
+    let (record, _) = host
         .store
-        .get(&inner.keys.run(&caller.organization, run_id))
+        .get(&host.keys.run(&caller.organization, run_id))
         .await?;
     let Some(record) = record else {
         return Ok(ToolOutcome::Refused(Refusal::not_found(
@@ -32,7 +30,7 @@ pub(super) async fn get_run(
     };
     let run: RunState = serde_json::from_slice(&record.value)
         .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
-    let pinned = inner
+    let pinned = host
         .pinned
         .get(&caller.organization, &run.process, run.version)
         .await?
@@ -92,7 +90,7 @@ impl Source {
         }
     }
 
-    async fn refill(&mut self, inner: &Inner, page: usize) -> Result<(), RuntimeError> {
+    async fn refill(&mut self, host: &Host, page: usize) -> Result<(), RuntimeError> {
         if !self.buffer.is_empty() || self.exhausted {
             return Ok(());
         }
@@ -100,7 +98,7 @@ impl Source {
             start: self.next_start.clone(),
             end: self.range.end.clone(),
         };
-        let found = inner
+        let found = host
             .store
             .range(RangeRequest::new(range).with_limit(page))
             .await?;
@@ -123,7 +121,7 @@ impl Source {
 /// Reads the merge of `ranges` in position order after `after`, keeping the values `keep`
 /// accepts; returns at most `limit` values and the cursor of the next page.
 async fn scan(
-    inner: &Inner,
+    host: &Host,
     ranges: Vec<KeyRange>,
     after: Option<Vec<u8>>,
     limit: usize,
@@ -140,7 +138,7 @@ async fn scan(
     let mut last: Option<Vec<u8>> = None;
     loop {
         for source in &mut sources {
-            source.refill(inner, page).await?;
+            source.refill(host, page).await?;
         }
         let next = sources
             .iter()
@@ -180,7 +178,7 @@ fn page(items: Vec<Value>, next_cursor: Option<String>) -> ToolOutcome {
 }
 
 pub(super) async fn get_work(
-    inner: &Inner,
+    host: &Host,
     caller: &Caller,
     request: GetWork,
 ) -> Result<ToolOutcome, RuntimeError> {
@@ -190,22 +188,22 @@ pub(super) async fn get_work(
     };
     let org = caller.organization.as_str();
     let ranges = match &caller.kind {
-        CallerKind::Agent { .. } => vec![inner.keys.ready_steps(org)],
+        CallerKind::Agent { .. } => vec![host.keys.ready_steps(org)],
         // An item filed under several of these (an escalation in the operator queue and in the
         // escalation group) has one position, so the merge shows it once.
         CallerKind::Person { email, groups } => groups
             .iter()
-            .map(|group| inner.keys.work_items(org, &Assignee::Group(group.clone())))
-            .chain([inner.keys.work_items(org, &Assignee::Person(email.clone()))])
+            .map(|group| host.keys.work_items(org, &Assignee::Group(group.clone())))
+            .chain([host.keys.work_items(org, &Assignee::Person(email.clone()))])
             .chain(
                 caller
                     .operator
-                    .then(|| inner.keys.work_items(org, &Assignee::Operators)),
+                    .then(|| host.keys.work_items(org, &Assignee::Operators)),
             )
             .collect(),
     };
     let process = request.process;
-    let (items, next) = scan(inner, ranges, after, limit, |item| {
+    let (items, next) = scan(host, ranges, after, limit, |item| {
         process
             .as_deref()
             .is_none_or(|p| item["process"].as_str() == Some(p))
@@ -215,7 +213,7 @@ pub(super) async fn get_work(
 }
 
 pub(super) async fn list_runs(
-    inner: &Inner,
+    host: &Host,
     caller: &Caller,
     request: ListRuns,
 ) -> Result<ToolOutcome, RuntimeError> {
@@ -225,23 +223,23 @@ pub(super) async fn list_runs(
     };
     let org = caller.organization.as_str();
     let ranges = match &request.process {
-        Some(process) => vec![inner.keys.process_runs(org, process)],
+        Some(process) => vec![host.keys.process_runs(org, process)],
         None => {
             // Every process of the organization, merged by start time.
-            let catalog = inner
+            let catalog = host
                 .store
-                .range(RangeRequest::new(inner.keys.catalog(org)))
+                .range(RangeRequest::new(host.keys.catalog(org)))
                 .await?;
             catalog
                 .kvs
                 .iter()
                 .filter_map(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
-                .filter_map(|summary| summary["name"].as_str().map(|n| inner.keys.process_runs(org, n)))
+                .filter_map(|summary| summary["name"].as_str().map(|n| host.keys.process_runs(org, n)))
                 .collect()
         }
     };
     let (state, inputs) = (request.state, request.inputs);
-    let (items, next) = scan(inner, ranges, after, limit, |run| {
+    let (items, next) = scan(host, ranges, after, limit, |run| {
         state.as_deref().is_none_or(|s| run["state"].as_str() == Some(s))
             && inputs
                 .as_ref()
@@ -252,7 +250,7 @@ pub(super) async fn list_runs(
 }
 
 pub(super) async fn list_processes(
-    inner: &Inner,
+    host: &Host,
     caller: &Caller,
     cursor: Option<String>,
 ) -> Result<ToolOutcome, RuntimeError> {
@@ -260,7 +258,7 @@ pub(super) async fn list_processes(
         Ok(after) => after,
         Err(refusal) => return Ok(ToolOutcome::Refused(refusal)),
     };
-    let ranges = vec![inner.keys.catalog(&caller.organization)];
-    let (items, next) = scan(inner, ranges, after, DEFAULT_LIMIT, |_| true).await?;
+    let ranges = vec![host.keys.catalog(&caller.organization)];
+    let (items, next) = scan(host, ranges, after, DEFAULT_LIMIT, |_| true).await?;
     Ok(page(items, next))
 }

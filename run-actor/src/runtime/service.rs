@@ -1,7 +1,8 @@
 //! The in-process run service: the service layer's types in, the machine's types to the actors,
 //! and back. This is the only place the two vocabularies meet.
 
-use super::{Runtime, RuntimeError, ToolOutcome, Write};
+use super::Runtime;
+use crate::call::{RuntimeError, ToolOutcome, Write};
 use crate::error_chain;
 use crate::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, Refusal, Submission};
 use agentprocess_service as service;

@@ -1,10 +1,11 @@
 //! The `upload` tool: the bytes go to the organization's blob store, the record and the
 //! idempotency record in one store transaction, so a retried upload answers as the first did.
 
-use super::{Inner, RuntimeError, ToolOutcome};
-use crate::actor::{self, IdempotencyRecord};
+use crate::actor::Host;
+use crate::call::{RuntimeError, ToolOutcome};
+use crate::idempotency::{self, IdempotencyRecord};
 use crate::machine::{Caller, Refusal, hex};
-use agentprocess_org::{UploadRecord, blob_path};
+use agentprocess_org::{UploadRecord, Uploads, blob_path};
 use agentprocess_service::Upload;
 use agentprocess_store::{Compare, Txn, TxnOp};
 use serde_json::json;
@@ -12,13 +13,14 @@ use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 
 pub(super) async fn upload(
-    inner: &Inner,
+    host: &Host,
+    uploads: &Uploads,
     caller: &Caller,
     upload: Upload,
     request_id: &str,
 ) -> Result<ToolOutcome, RuntimeError> {
     let organization = caller.organization.as_str();
-    let max = inner.config.max_upload_bytes;
+    let max = host.config.max_upload_bytes;
     if upload.bytes.len() > max {
         return Ok(ToolOutcome::Refused(
             Refusal::invalid(format!("the file is larger than maxUploadBytes ({max})"))
@@ -26,8 +28,16 @@ pub(super) async fn upload(
         ));
     }
     let sha256 = hex(&Sha256::digest(&upload.bytes));
-    let fingerprint = super::fingerprint::of_upload(caller, &upload, &sha256);
-    if let Some(answer) = actor::replay(inner, organization, request_id, &fingerprint).await? {
+    let fingerprint = idempotency::of_upload(caller, &upload, &sha256);
+    if let Some(answer) = idempotency::replay(
+        host.store.as_ref(),
+        &host.keys,
+        organization,
+        request_id,
+        &fingerprint,
+    )
+    .await?
+    {
         return Ok(answer);
     }
     // The id comes from the request, so a retry writes the same blob and finds the same record.
@@ -39,8 +49,7 @@ pub(super) async fn upload(
         format!("f_{}", &hex(&hasher.finalize())[..20])
     };
     let path = blob_path(organization, &id);
-    inner
-        .uploads
+    uploads
         .blobs()
         .put(&path, &upload.bytes)
         .await
@@ -55,12 +64,12 @@ pub(super) async fn upload(
         by: caller.name().to_string(),
     };
     let data = json!({ "id": id, "sha256": sha256, "bytes": record.bytes });
-    let now = inner.clock.now();
-    let expires = now.plus_seconds(inner.config.idempotency_retention.as_secs());
-    let idempotency = inner.keys.idempotency(organization, request_id);
+    let now = host.clock.now();
+    let expires = now.plus_seconds(host.config.idempotency_retention.as_secs());
+    let idempotency = host.keys.idempotency(organization, request_id);
     let txn = Txn::new().when([Compare::absent(idempotency.clone())]).and_then([
         TxnOp::put(
-            inner.keys.upload(organization, &id),
+            host.keys.upload(organization, &id),
             serde_json::to_vec(&record).expect("an upload record serializes"),
         ),
         TxnOp::put(
@@ -74,7 +83,7 @@ pub(super) async fn upload(
             .to_bytes(),
         ),
         TxnOp::put(
-            inner.keys.idempotency_expiry(
+            host.keys.idempotency_expiry(
                 u64::try_from(expires.as_millis()).unwrap_or(0),
                 organization,
                 request_id,
@@ -82,10 +91,16 @@ pub(super) async fn upload(
             Vec::new(),
         ),
     ]);
-    if inner.store.txn(txn).await?.succeeded {
+    if host.store.txn(txn).await?.succeeded {
         return Ok(ToolOutcome::Ok(data));
     }
-    Ok(actor::replay(inner, organization, request_id, &fingerprint)
-        .await?
-        .unwrap_or(ToolOutcome::Ok(data)))
+    Ok(idempotency::replay(
+        host.store.as_ref(),
+        &host.keys,
+        organization,
+        request_id,
+        &fingerprint,
+    )
+    .await?
+    .unwrap_or(ToolOutcome::Ok(data)))
 }

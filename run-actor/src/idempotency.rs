@@ -1,25 +1,83 @@
-//! What "the same arguments" means for idempotency (spec: repeating a write with the same
-//! arguments returns the original result; other arguments under the same `requestId` is a
-//! `conflict`).
+//! Idempotency, all in one place (spec §4: repeating a write with the same arguments returns the
+//! original result; other arguments under the same `requestId` is a `conflict`): what "the same
+//! arguments" means, the record a write commits, and the replay a retry gets.
 //!
 //! A fingerprint is the SHA-256 of the RFC 8785 canonical JSON of `{ tool, caller, arguments }`,
 //! with the arguments under their names on the wire. Canonical JSON makes the order of keys and
 //! the spelling of a number (`1.5`, `1.50`, `15e-1`) irrelevant, as they are to JSON itself.
 
-use super::{Upload, Write, hex};
-use crate::machine::{Caller, CallerKind, EvidenceItem, Submission};
+use crate::call::{RuntimeError, ToolOutcome, Write};
+use crate::machine::{Caller, CallerKind, EvidenceItem, Refusal, Submission, Timestamp, hex};
 use agentprocess_process::hash::canonical_json;
+use agentprocess_service::Upload;
+use agentprocess_store::Store;
+use agentprocess_store::keys::Keys;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
+
+/// The `requestId` of a write and the fingerprint of its arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestKey {
+    pub id: String,
+    pub fingerprint: String,
+}
+
+/// An idempotency record, under the organization's `requestId`: what the first call answered.
+/// A retry with the same fingerprint is answered `data` again; one with another is a `conflict`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct IdempotencyRecord<'a> {
+    /// The fingerprint of the call: tool, arguments without `requestId`, and caller.
+    pub fingerprint: Cow<'a, str>,
+    /// The run the call wrote to; none for an `upload`, which writes to no run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Cow<'a, str>>,
+    /// When the call was committed, RFC 3339.
+    #[serde(with = "crate::rfc3339")]
+    pub at: Timestamp,
+    /// The original result's `data`.
+    pub data: Cow<'a, Value>,
+}
+
+impl IdempotencyRecord<'_> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("JSON values always serialize")
+    }
+}
+
+/// The answer recorded for `request_id`: the original result for the same arguments,
+/// `conflict` for other arguments; `None` when there is no record.
+pub(crate) async fn replay(
+    store: &dyn Store,
+    keys: &Keys,
+    organization: &str,
+    request_id: &str,
+    fingerprint: &str,
+) -> Result<Option<ToolOutcome>, RuntimeError> {
+    let (record, _) = store.get(&keys.idempotency(organization, request_id)).await?;
+    let Some(record) = record else { return Ok(None) };
+    let record: IdempotencyRecord = serde_json::from_slice(&record.value)
+        .map_err(|e| RuntimeError::Corrupt(format!("idempotency record {request_id}: {e}")))?;
+    if record.fingerprint == fingerprint {
+        Ok(Some(ToolOutcome::Ok(record.data.into_owned())))
+    } else {
+        Ok(Some(ToolOutcome::Refused(Refusal::conflict(
+            "request_id_reused",
+            "this requestId was used with other arguments",
+        ))))
+    }
+}
 
 /// The fingerprint of a protocol write by `caller`.
-pub(super) fn of_write(caller: &Caller, write: &Write) -> String {
+pub(crate) fn of_write(caller: &Caller, write: &Write) -> String {
     let (tool, arguments) = write_arguments(write);
     fingerprint(tool, caller, arguments)
 }
 
 /// The fingerprint of an `upload` by `caller`; the content stands in by its SHA-256.
-pub(super) fn of_upload(caller: &Caller, upload: &Upload, content_sha256: &str) -> String {
+pub(crate) fn of_upload(caller: &Caller, upload: &Upload, content_sha256: &str) -> String {
     let arguments = json!({
         "fileName": upload.file_name,
         "contentType": upload.content_type,

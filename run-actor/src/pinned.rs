@@ -1,7 +1,7 @@
 //! The processes runs pin, parsed once and kept by version: a published version never changes,
 //! so a cached one is never stale.
 
-use super::RuntimeError;
+use crate::call::RuntimeError;
 use crate::machine::PinnedProcess;
 use agentprocess_org::Catalog;
 use agentprocess_process::{Offer, load};

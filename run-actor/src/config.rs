@@ -1,0 +1,74 @@
+//! What a runtime is told: its settings, and who answers `check-1` questions.
+
+use crate::machine::{Assignment, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest, Limits};
+use agentprocess_process::PersonFormat;
+use agentprocess_service::{Hints, LocalHints};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings of a runtime. [`RuntimeConfig::default`] suits a single machine.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// The cluster name under which every key lives.
+    pub cluster: String,
+    pub limits: Limits,
+    pub person_format: PersonFormat,
+    /// Who escalated steps wait on: the operator queue (every operator, plus a named group's
+    /// members), or only a named group.
+    pub escalate_to: Assignment,
+    /// How long an idempotency record answers replays before the scheduler removes it.
+    pub idempotency_retention: Duration,
+    /// How long a run actor stays in memory without commands.
+    pub idle_eviction: Duration,
+    /// Most commands of one run applied together and committed in one transaction.
+    pub max_batch: usize,
+    /// `describe.maxUploadBytes`.
+    pub max_upload_bytes: usize,
+    /// `check-1`: who answers check questions. Without one, every check ends in an evaluator
+    /// error verdict.
+    pub evaluator: Option<Arc<dyn Evaluator>>,
+    /// Where writes send their "look sooner" hints: in memory to a scheduler in this process
+    /// ([`LocalHints`], the default), or nowhere when the scheduler watches the store.
+    pub hints: Arc<dyn Hints>,
+}
+
+/// Answers the questions of a step's `check` (`check-1`): a model behind an API in production.
+#[async_trait]
+pub trait Evaluator: Send + Sync + std::fmt::Debug {
+    /// One answer per question, in question order, and the model that gave them.
+    async fn evaluate(&self, request: &EvaluatorRequest) -> Result<(String, Vec<EvaluatorAnswer>), String>;
+}
+
+/// Asks the evaluator, retrying once; a second failure is the outcome `Failed`.
+pub(crate) async fn evaluate(
+    evaluator: Option<&Arc<dyn Evaluator>>,
+    request: &EvaluatorRequest,
+) -> EvaluatorOutcome {
+    let Some(evaluator) = evaluator else {
+        return EvaluatorOutcome::Failed;
+    };
+    for _ in 0..2 {
+        if let Ok((model, answers)) = evaluator.evaluate(request).await {
+            return EvaluatorOutcome::Answered { model, answers };
+        }
+    }
+    EvaluatorOutcome::Failed
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cluster: "default".into(),
+            limits: Limits::default(),
+            person_format: PersonFormat::Email,
+            escalate_to: Assignment::Operators { also: None },
+            idempotency_retention: Duration::from_secs(7 * 24 * 3600),
+            idle_eviction: Duration::from_secs(60),
+            max_batch: 64,
+            max_upload_bytes: 10 << 20,
+            evaluator: None,
+            hints: Arc::new(LocalHints::new()),
+        }
+    }
+}
