@@ -17,13 +17,13 @@
 //! committed with the batch.
 
 mod events;
+mod plan;
 mod records;
 
 pub use records::{OutboxEntry, OutboxEvent, Recipients, timer_command};
 
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::config::RuntimeConfig;
-use crate::idempotency::IdempotencyRecord;
 pub(crate) use crate::idempotency::RequestKey;
 use crate::machine::{
     self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, Reply, RunState, Timestamp, Transition,
@@ -33,7 +33,7 @@ use crate::pinned::PinnedProcesses;
 use agentprocess_org::Clock;
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
-use agentprocess_store::{Compare, LeaseId, RangeRequest, StoreError, Txn, TxnOp};
+use agentprocess_store::{LeaseId, RangeRequest, StoreError, Txn, TxnOp};
 use records::{ClaimRecord, IndexEntries};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -185,12 +185,21 @@ impl UploadLookup for Prefetched<'_> {
 }
 
 /// The outcome of one command within a batch, before the commit.
-enum Applied {
+pub(crate) enum Applied {
     Ok {
         data: Value,
         notifications: Vec<Notification>,
     },
     Refused(Refusal),
+}
+
+/// A batch applied to a working copy of the run: the run and the process it pins afterwards,
+/// one outcome per command, and what is worth a log line once committed.
+struct AppliedBatch {
+    run: Option<RunState>,
+    pinned: Option<Arc<PinnedProcess>>,
+    outcomes: Vec<Applied>,
+    events: Vec<events::RunEvent>,
 }
 
 struct Actor {
@@ -363,6 +372,8 @@ impl Actor {
         Ok(())
     }
 
+    /// One try at a batch: apply its commands to a working copy of the run, plan the
+    /// transaction, add the claim keys (which need store leases), commit, then act.
     async fn attempt(&mut self, batch: Vec<Envelope>) -> Attempt {
         if let Err(e) = self.load().await {
             for envelope in batch {
@@ -370,20 +381,96 @@ impl Actor {
             }
             return Attempt::Done;
         }
-        let host = self.host.clone();
-        let keys = &host.keys;
-        let config = &host.config;
+        let applied = self.apply_batch(&batch).await;
         let loaded = self.loaded.as_ref().expect("loaded above");
-        let RunAddress { organization, run_id } = &self.address;
+        let changed = applied.run != loaded.run;
+        let records_needed = batch
+            .iter()
+            .zip(&applied.outcomes)
+            .any(|(e, a)| e.request.is_some() && matches!(a, Applied::Ok { .. }));
+        if !changed && !records_needed {
+            self.answer(batch, applied.outcomes).await;
+            return Attempt::Done;
+        }
+        let requests: Vec<Option<&RequestKey>> = batch.iter().map(|e| e.request.as_ref()).collect();
+        let plan = match plan::plan(plan::Inputs {
+            keys: &self.host.keys,
+            address: &self.address,
+            loaded_version: loaded.version,
+            loaded_index: &loaded.index,
+            run: applied.run.as_ref(),
+            pinned: applied.pinned.as_deref(),
+            changed,
+            requests: &requests,
+            outcomes: &applied.outcomes,
+            now: self.host.clock.now(),
+            retention_seconds: self.host.config.idempotency_retention.as_secs(),
+        }) {
+            Ok(plan) => plan,
+            Err(error) => {
+                for envelope in batch {
+                    envelope.answer(Err(error.clone()));
+                }
+                return Attempt::Done;
+            }
+        };
+        if plan.ops.len() > MAX_TXN_OPS && batch.len() > 1 {
+            return Attempt::TooLarge(batch);
+        }
+        let (claim_ops, claims, revoked) = match self.claim_changes(applied.run.as_ref()).await {
+            Ok(changes) => changes,
+            Err(e) => {
+                for envelope in batch {
+                    envelope.answer(Err(e.clone().into()));
+                }
+                return Attempt::Done;
+            }
+        };
+        let mut ops = plan.ops;
+        ops.extend(claim_ops);
+        let txn = Txn::new().when(plan.compares).and_then(ops);
+        match self.host.store.txn(txn).await {
+            Ok(result) if result.succeeded => {
+                self.host.stats.commits.fetch_add(1, Ordering::Relaxed);
+                self.loaded = Some(Loaded {
+                    run: applied.run,
+                    version: plan.version,
+                    pinned: applied.pinned,
+                    index: plan.index,
+                    claims,
+                });
+                self.after_commit(revoked, plan.earliest_new_timer, plan.notified, &applied.events);
+                self.answer(batch, applied.outcomes).await;
+                Attempt::Done
+            }
+            Ok(_) => Attempt::Raced(batch),
+            // Over the store's operation count or request size (many claim results, each with
+            // its run data, in idempotency records): commit the batch in halves.
+            Err(StoreError::TooLarge(_)) if batch.len() > 1 => Attempt::TooLarge(batch),
+            Err(e) => {
+                // The outcome is unknown: forget what we know and read the store again next time.
+                self.loaded = None;
+                for envelope in batch {
+                    envelope.answer(Err(e.clone().into()));
+                }
+                Attempt::Done
+            }
+        }
+    }
 
-        // Apply every command in order to a working copy.
+    /// Applies every command of the batch in order to a working copy of the run.
+    async fn apply_batch(&self, batch: &[Envelope]) -> AppliedBatch {
+        let host = &self.host;
+        let config = &host.config;
+        let loaded = self.loaded.as_ref().expect("loaded before applying");
+        let run_id = &self.address.run_id;
         let mut work = loaded.run.clone();
         let mut pinned = loaded.pinned.clone();
-        let mut applied = Vec::with_capacity(batch.len());
+        let mut outcomes = Vec::with_capacity(batch.len());
         let mut events = Vec::new();
-        for envelope in &batch {
+        for envelope in batch {
             let Some(process) = pinned.clone().or_else(|| envelope.pinned.clone()) else {
-                applied.push(Applied::Refused(machine::no_such_run(&envelope.command)));
+                outcomes.push(Applied::Refused(machine::no_such_run(&envelope.command)));
                 continue;
             };
             let apply = |command: Command, run: Option<&RunState>| {
@@ -437,7 +524,7 @@ impl Actor {
                         pinned = Some(process);
                     }
                     work = Some(transition.state);
-                    applied.push(Applied::Ok {
+                    outcomes.push(Applied::Ok {
                         data: transition.reply.data().clone(),
                         notifications,
                     });
@@ -446,156 +533,50 @@ impl Actor {
                     if let Some(state) = refusal.remember.take() {
                         work = Some(*state);
                     }
-                    applied.push(Applied::Refused(refusal));
+                    outcomes.push(Applied::Refused(refusal));
                 }
             }
         }
-
-        let changed = work != loaded.run;
-        let records_needed = batch
-            .iter()
-            .zip(&applied)
-            .any(|(e, a)| e.request.is_some() && matches!(a, Applied::Ok { .. }));
-        if !changed && !records_needed {
-            self.answer(batch, applied).await;
-            return Attempt::Done;
+        AppliedBatch {
+            run: work,
+            pinned,
+            outcomes,
+            events,
         }
+    }
 
-        // Build the transaction.
-        let now = host.clock.now();
-        let run_key = keys.run(organization, run_id);
-        let mut compares = vec![Compare::version_is(run_key.clone(), loaded.version)];
-        let mut ops = Vec::new();
-        let version = if changed {
-            loaded.version + 1
-        } else {
-            loaded.version
-        };
-        let index = match (&work, &pinned) {
-            (Some(run), Some(process)) => records::index_of(keys, process, run),
-            _ => IndexEntries::new(),
-        };
-        if changed && let Some(run) = &work {
-            let bytes = match serde_json::to_vec(run) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    let error = RuntimeError::Corrupt(format!("run {run_id} does not serialize: {e}"));
-                    for envelope in batch {
-                        envelope.answer(Err(error.clone()));
+    /// What follows a commit: leases of ended claims revoked, the scheduler told of new timers
+    /// and notifications, the run's events logged.
+    fn after_commit(
+        &self,
+        revoked: Vec<LeaseId>,
+        earliest_new_timer: Option<u64>,
+        notified: bool,
+        events: &[events::RunEvent],
+    ) {
+        let host = &self.host;
+        for lease in revoked {
+            let store = host.store.clone();
+            tokio::spawn(async move {
+                // Already gone is fine: the lease only guarantees cleanup. Anything else is
+                // worth a line: the lease lingers until its TTL runs out.
+                match store.lease_revoke(lease).await {
+                    Ok(()) | Err(StoreError::LeaseNotFound(_)) => {}
+                    Err(error) => {
+                        tracing::warn!(%error, "a claim's store lease could not be revoked; it lapses at its TTL")
                     }
-                    return Attempt::Done;
                 }
-            };
-            ops.push(TxnOp::put(run_key, bytes));
+            });
         }
-        for (key, value) in &index {
-            if loaded.index.get(key) != Some(value) {
-                ops.push(TxnOp::put(key.clone(), value.clone()));
-            }
+        if let Some(fire_at) = earliest_new_timer {
+            host.config
+                .hints
+                .timer_armed(i64::try_from(fire_at).unwrap_or(i64::MAX));
         }
-        for key in loaded.index.keys() {
-            if !index.contains_key(key) {
-                ops.push(TxnOp::delete(key.clone()));
-            }
+        if notified {
+            host.config.hints.outbox_written();
         }
-        let mut seq = 0u64;
-        for outcome in &applied {
-            let (Applied::Ok { notifications, .. }, Some(run)) = (outcome, &work) else {
-                continue;
-            };
-            for notification in notifications {
-                let number = (u64::try_from(version).unwrap_or(0) << 16) | seq;
-                seq += 1;
-                let entry = OutboxEntry::new(run, format!("{run_id}.{number}"), now, notification);
-                ops.push(TxnOp::put(
-                    keys.outbox(records::millis(now), organization, run_id, number),
-                    entry.to_bytes(),
-                ));
-            }
-        }
-        let expires_at = now.plus_seconds(config.idempotency_retention.as_secs());
-        for (envelope, outcome) in batch.iter().zip(&applied) {
-            if let (Some(request), Applied::Ok { data, .. }) = (&envelope.request, outcome) {
-                let key = keys.idempotency(organization, &request.id);
-                compares.push(Compare::absent(key.clone()));
-                let record = IdempotencyRecord {
-                    fingerprint: Cow::Borrowed(&request.fingerprint),
-                    run_id: Some(Cow::Borrowed(run_id)),
-                    at: now,
-                    data: Cow::Borrowed(data),
-                };
-                ops.push(TxnOp::put(key, record.to_bytes()));
-                ops.push(TxnOp::put(
-                    keys.idempotency_expiry(records::millis(expires_at), organization, &request.id),
-                    Vec::new(),
-                ));
-            }
-        }
-        if ops.len() > MAX_TXN_OPS && batch.len() > 1 {
-            return Attempt::TooLarge(batch);
-        }
-        let (claim_ops, claims, revoked) = match self.claim_changes(work.as_ref()).await {
-            Ok(changes) => changes,
-            Err(e) => {
-                for envelope in batch {
-                    envelope.answer(Err(e.clone().into()));
-                }
-                return Attempt::Done;
-            }
-        };
-        ops.extend(claim_ops);
-
-        let loaded = self.loaded.as_ref().expect("loaded above");
-        let new_timers = index
-            .keys()
-            .filter(|key| !loaded.index.contains_key(*key))
-            .filter_map(|key| keys.parse_timer(key))
-            .map(|timer| timer.fire_at_ms)
-            .min();
-        let notified = seq > 0;
-        let txn = Txn::new().when(compares).and_then(ops);
-        match host.store.txn(txn).await {
-            Ok(result) if result.succeeded => {
-                host.stats.commits.fetch_add(1, Ordering::Relaxed);
-                self.loaded = Some(Loaded {
-                    run: work,
-                    version,
-                    pinned,
-                    index,
-                    claims,
-                });
-                for lease in revoked {
-                    let store = host.store.clone();
-                    tokio::spawn(async move {
-                        // Already gone is fine: the lease only guarantees cleanup.
-                        let _ = store.lease_revoke(lease).await;
-                    });
-                }
-                if let Some(fire_at) = new_timers {
-                    host.config
-                        .hints
-                        .timer_armed(i64::try_from(fire_at).unwrap_or(i64::MAX));
-                }
-                if notified {
-                    host.config.hints.outbox_written();
-                }
-                events::log(&self.address, &events);
-                self.answer(batch, applied).await;
-                Attempt::Done
-            }
-            Ok(_) => Attempt::Raced(batch),
-            // Over the store's operation count or request size (many claim results, each with
-            // its run data, in idempotency records): commit the batch in halves.
-            Err(StoreError::TooLarge(_)) if batch.len() > 1 => Attempt::TooLarge(batch),
-            Err(e) => {
-                // The outcome is unknown: forget what we know and read the store again next time.
-                self.loaded = None;
-                for envelope in batch {
-                    envelope.answer(Err(e.clone().into()));
-                }
-                Attempt::Done
-            }
-        }
+        events::log(&self.address, events);
     }
 
     /// The claim key operations that bring the store's claims to `work`'s, granting or
