@@ -9,6 +9,7 @@
 use crate::SchedulerConfig;
 use crate::SchedulerParts;
 use agentprocess_org::webhooks;
+use agentprocess_service::error_chain;
 use agentprocess_store::keys::OutboxKey;
 use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
 use async_trait::async_trait;
@@ -71,7 +72,7 @@ impl Transport for HttpTransport {
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let response = request.send().await.map_err(|e| DeliveryError(with_causes(&e)))?;
+        let response = request.send().await.map_err(|e| DeliveryError(error_chain(&e)))?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -87,19 +88,6 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     let digest = mac.finalize().into_bytes();
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256={hex}")
-}
-
-/// An error and its sources, joined with `: `: reqwest's own message alone ("error sending
-/// request") does not say that the connection was refused or timed out.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Delivery state of an entry that failed, kept in memory (a restart starts it again).
