@@ -147,6 +147,20 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
         &[" INFO ", "step escalated", &escalated, "step=validate"],
     )
     .await;
+    // A token-only tool's span names the run its token routes to.
+    agent
+        .refused(
+            "submit",
+            json!({ "token": claimed["token"], "output": {}, "summary": "Late", "requestId": request_id() }),
+            "stale",
+        )
+        .await;
+    let run_field = format!("runId=\"{escalated}\"");
+    logged(
+        &server,
+        &["DEBUG", "tool call refused", "tool=\"submit\"", &run_field],
+    )
+    .await;
     logged(
         &server,
         &[

@@ -15,6 +15,13 @@ mod hints;
 mod run;
 
 pub use agentprocess_machine::{ErrorCode, Timestamp};
+
+/// The run a claim token belongs to, read from the token itself (it carries its run id in the
+/// clear so that any role can route it without a lookup); `None` when it is not a claim token.
+/// Says nothing about whether the token verifies: only the run's actor knows that.
+pub fn run_id_of_token(token: &str) -> Option<&str> {
+    agentprocess_machine::token::run_id(token)
+}
 pub use hints::{Hints, LocalHints, NoHints};
 pub use run::{
     Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, RunService, ServiceError,
@@ -32,4 +39,17 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_token_names_its_run_and_anything_else_names_none() {
+        let token = format!("apt1.r_8f2.3.{}", "ab".repeat(32));
+        assert_eq!(run_id_of_token(&token), Some("r_8f2"));
+        assert_eq!(run_id_of_token("eyJhbGciOi.x.y"), None);
+        assert_eq!(run_id_of_token(""), None);
+    }
 }

@@ -129,12 +129,19 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
             organization = identity.organization.as_str(),
             runId = tracing::field::Empty,
         );
-        if let Some(run_id) = request
-            .arguments
-            .as_ref()
+        // The run a call is about: its `runId`, or the run a claim token names (`submit`,
+        // `renew`, `escalate` carry only the token).
+        let arguments = request.arguments.as_ref();
+        let run_id = arguments
             .and_then(|a| a.get("runId"))
             .and_then(Value::as_str)
-        {
+            .or_else(|| {
+                arguments
+                    .and_then(|a| a.get("token"))
+                    .and_then(Value::as_str)
+                    .and_then(agentprocess_service::run_id_of_token)
+            });
+        if let Some(run_id) = run_id {
             span.record("runId", run_id);
         }
         let result = self
