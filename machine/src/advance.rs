@@ -98,37 +98,19 @@ impl<'a> Tx<'a> {
             generation,
             fire_at,
         });
-        self.effects.push(Effect::ArmTimer {
-            step: step.to_string(),
-            kind,
-            fire_at,
-            generation,
-        });
     }
 
     /// Cancels the step's armed timers of the given kinds (all kinds when `None`).
     pub fn cancel_timers(&mut self, step: &str, kind: Option<TimerKind>) {
-        let timers = std::mem::take(&mut self.step_run(step).timers);
-        let (cancel, keep): (Vec<_>, Vec<_>) =
-            timers.into_iter().partition(|t| kind.is_none_or(|k| k == t.kind));
-        self.step_run(step).timers = keep;
-        for timer in cancel {
-            self.effects.push(Effect::CancelTimer {
-                step: step.to_string(),
-                kind: timer.kind,
-                generation: timer.generation,
-            });
-        }
+        self.step_run(step)
+            .timers
+            .retain(|t| kind.is_some_and(|k| k != t.kind));
     }
 
     /// Ends the step's claim: the token stops working (a later use is `stale`), the lease goes.
     pub fn release_claim(&mut self, step: &str) -> Option<Claim> {
         let claim = self.step_run(step).claim.take()?;
         self.retire_token(&claim);
-        self.effects.push(Effect::RevokeClaimLease {
-            step: step.to_string(),
-            lease: claim.lease,
-        });
         Some(claim)
     }
 
@@ -155,9 +137,8 @@ impl<'a> Tx<'a> {
         if let Some(id) = self.step_run(step).work_item.take() {
             self.run.work_items.retain(|w| w.id != id);
             if decided {
-                self.run.decided_work_items.push(id.clone());
+                self.run.decided_work_items.push(id);
             }
-            self.effects.push(Effect::CloseWorkItem { id });
         }
     }
 
@@ -167,13 +148,7 @@ impl<'a> Tx<'a> {
         let now = self.now();
         let run_step = self.step_run(step);
         run_step.state = Some(StepState::Ready);
-        let ready_since = *run_step.ready_since.get_or_insert(now);
-        let due = run_step.due_at;
-        self.effects.push(Effect::StepReady {
-            step: step.to_string(),
-            ready_since,
-            due,
-        });
+        run_step.ready_since.get_or_insert(now);
     }
 
     /// A task a person returned from escalation (`check-1`): a new task work item for the
@@ -222,12 +197,6 @@ impl<'a> Tx<'a> {
             generation,
             expires_at,
             progress,
-        });
-        self.effects.push(Effect::GrantClaimLease {
-            step: step.to_string(),
-            lease,
-            holder: holder.to_string(),
-            expires_at,
         });
         (token, expires_at)
     }
@@ -279,14 +248,8 @@ impl<'a> Tx<'a> {
         run_step.overdue = false;
     }
 
-    /// Closes what an attempt holds open: claim, work item, timers, ready-index entry.
+    /// Closes what an attempt holds open: claim, work item, timers.
     fn close_attempt(&mut self, step: &str, decided: bool) {
-        let was_ready = matches!(self.step_run(step).state, Some(StepState::Ready));
-        if was_ready {
-            self.effects.push(Effect::StepNotReady {
-                step: step.to_string(),
-            });
-        }
         self.release_claim(step);
         self.close_work_item(step, decided);
         self.cancel_timers(step, None);
@@ -365,12 +328,7 @@ impl<'a> Tx<'a> {
         match &step.kind {
             StepKind::Agent { .. } => {
                 run_step.state = Some(StepState::Ready);
-                let due = self.start_due_clock(step);
-                self.effects.push(Effect::StepReady {
-                    step: id.to_string(),
-                    ready_since: now,
-                    due,
-                });
+                self.start_due_clock(step);
                 None
             }
             StepKind::Task { person, .. } | StepKind::Approve { person, .. } => {
@@ -489,12 +447,11 @@ impl<'a> Tx<'a> {
         }
     }
 
-    fn start_due_clock(&mut self, step: &Step) -> Option<Timestamp> {
-        let due = step.due()?;
+    fn start_due_clock(&mut self, step: &Step) {
+        let Some(due) = step.due() else { return };
         let due_at = self.now().plus_seconds(due.as_seconds());
         self.step_run(step.id.as_str()).due_at = Some(due_at);
         self.arm_timer(step.id.as_str(), TimerKind::Due, due_at);
-        Some(due_at)
     }
 
     pub fn open_work_item(&mut self, step: &str, kind: WorkItemKind, assigned_to: Assignment) -> String {
@@ -505,16 +462,10 @@ impl<'a> Tx<'a> {
             id: id.clone(),
             step: step.to_string(),
             kind,
-            assigned_to: assigned_to.clone(),
-            opened_at,
-        });
-        self.step_run(step).work_item = Some(id.clone());
-        self.effects.push(Effect::OpenWorkItem {
-            id: id.clone(),
-            step: step.to_string(),
             assigned_to,
             opened_at,
         });
+        self.step_run(step).work_item = Some(id.clone());
         id
     }
 
@@ -588,9 +539,7 @@ impl<'a> Tx<'a> {
             self.close_attempt(&step, false);
             self.step_run(&step).state = Some(StepState::Cancelled);
         }
-        for item in std::mem::take(&mut self.run.work_items) {
-            self.effects.push(Effect::CloseWorkItem { id: item.id });
-        }
+        self.run.work_items.clear();
         self.run.held_events.clear();
         // Every write to an ended run is `run_ended` before any token is looked at.
         self.run.retired_tokens.clear();

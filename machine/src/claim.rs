@@ -4,7 +4,6 @@
 use super::Answer;
 use super::advance::Tx;
 use super::ctx::Caller;
-use super::effect::Effect;
 use super::refusal::Refusal;
 use super::state::StepState;
 use agentprocess_process::StepKind;
@@ -57,9 +56,6 @@ pub(crate) fn claim(tx: &mut Tx<'_>, caller: &Caller, step_id: &str) -> Result<A
             format!("step {step_id} is not ready"),
         ));
     }
-    tx.effects.push(Effect::StepNotReady {
-        step: step_id.to_string(),
-    });
     let (token, _) = tx.grant_claim(step_id, caller.name(), None, None);
     Ok(Answer::Claim {
         step: step_id.to_string(),

@@ -41,7 +41,7 @@ pub enum Command {
         name: String,
         data: Option<Map<String, Value>>,
     },
-    /// The scheduler fired a timer armed by an `ArmTimer` effect.
+    /// The scheduler fired a timer the run armed (a step's `timers` entry).
     TimerFired {
         step: String,
         kind: TimerKind,

@@ -1,56 +1,18 @@
-//! Effects: what the runtime must do after it committed a transition, named by intent. The
-//! runtime turns them into index entries, timers, leases and outbox entries in the same store
-//! transaction as the new state, and acts on them only after the commit.
+//! Effects: what the runtime must do after it committed a transition and cannot read off the
+//! new state. Only notifications are; see [`Effect`].
 
-use super::state::{Assignment, TimerKind};
-use super::time::Timestamp;
+use super::state::Assignment;
 
+/// Something to do once the transition is committed, and only then.
+///
+/// Notifications are the only effects: the state records that a work item is open, not that
+/// its assignees were told, so a notification cannot be derived from the state. Everything
+/// else the runtime keeps (the ready-step index, work-item index, timers, claim leases) it
+/// derives from the state, diffing before and after: a step's `state` and `ready_since`, its
+/// `timers`, its `claim` and the run's `work_items`. Do NOT add an effect for anything the state
+/// already says: the state is the one source of truth.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    /// An agent step became claimable: put it in the ready-step index (ordered by `ready_since`).
-    StepReady {
-        step: String,
-        ready_since: Timestamp,
-        due: Option<Timestamp>,
-    },
-    /// An agent step is no longer claimable (claimed, escalated, done, run ended).
-    StepNotReady {
-        step: String,
-    },
-    /// A person's work item exists now: index it under its assignment.
-    OpenWorkItem {
-        id: String,
-        step: String,
-        assigned_to: Assignment,
-        opened_at: Timestamp,
-    },
-    CloseWorkItem {
-        id: String,
-    },
-    /// Fire `TimerFired { step, kind, generation }` at `fire_at`.
-    ArmTimer {
-        step: String,
-        kind: TimerKind,
-        fire_at: Timestamp,
-        generation: u64,
-    },
-    CancelTimer {
-        step: String,
-        kind: TimerKind,
-        generation: u64,
-    },
-    /// Create, or extend, the claim lease of `lease` on `step` until `expires_at`; when it
-    /// lapses, send `ClaimExpired { step, lease }`.
-    GrantClaimLease {
-        step: String,
-        lease: u64,
-        holder: String,
-        expires_at: Timestamp,
-    },
-    RevokeClaimLease {
-        step: String,
-        lease: u64,
-    },
     /// Deliver a notification. Never emitted for runs in `mode: test`.
     Notify(Notification),
 }

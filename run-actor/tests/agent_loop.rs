@@ -4,7 +4,9 @@
 mod common;
 
 use agentprocess_process::{EvidenceKind, FieldType, PersonRef};
-use agentprocess_run_actor::machine::{Command, Effect, ErrorCode, Mode, Notification, Submission, token};
+use agentprocess_run_actor::machine::{
+    Command, Effect, ErrorCode, Mode, Notification, StepState, Submission, token,
+};
 use common::*;
 use serde_json::json;
 
@@ -33,10 +35,21 @@ fn spec_3_2_start_makes_the_first_step_ready() {
         view["data"],
         json!({ "inputs": { "vendorName": "Acme", "amount": 48000 }, "steps": {} })
     );
-    assert!(matches!(
-        &transition.effects[..],
-        [Effect::StepReady { step, due: None, .. }] if step == "check_vendor"
-    ));
+    assert!(transition.effects.is_empty(), "an agent step notifies no one");
+    let ready: Vec<_> = transition
+        .state
+        .steps
+        .iter()
+        .filter(|s| s.state == Some(StepState::Ready))
+        .collect();
+    assert_eq!(ready.len(), 1, "only the first step is ready");
+    assert_eq!(ready[0].id, "check_vendor");
+    assert_eq!(
+        ready[0].ready_since.map(|t| t.to_rfc3339()).as_deref(),
+        Some("2026-10-06T09:00:00Z")
+    );
+    assert_eq!(ready[0].due_at, None);
+    assert!(ready[0].timers.is_empty(), "no due clock runs");
     let item = agentprocess_run_actor::machine::render::agent_work_item(world.run(), "check_vendor").unwrap();
     assert_eq!(item["claim"]["arguments"]["stepId"], "check_vendor");
     assert_eq!(item["readySince"], "2026-10-06T09:00:00Z");
@@ -146,18 +159,12 @@ fn tools_claim_returns_token_step_body_data_and_handoff() {
     assert_eq!(data["handoff"], json!(null));
     assert_eq!(data["body"], world.process.body.as_str());
     assert_eq!(world.step_state("check_vendor"), "claimed");
-    assert!(
-        transition
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::StepNotReady { .. }))
-    );
-    assert!(
-        transition
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::GrantClaimLease { lease: 1, .. }))
-    );
+    let run_step = transition.state.step("check_vendor").unwrap();
+    assert_eq!(run_step.state, Some(StepState::Claimed), "no longer ready");
+    let claim = run_step.claim.as_ref().expect("a claim lease is granted");
+    assert_eq!(claim.lease, 1);
+    assert_eq!(claim.holder, "a_screener");
+    assert_eq!(claim.expires_at.to_rfc3339(), "2026-10-06T09:10:00Z");
 }
 
 #[test]
@@ -254,12 +261,15 @@ fn spec_3_3_renew_rotates_the_token_and_keeps_progress() {
     assert_eq!(renewed.reply.data()["expiresAt"], "2026-10-06T09:15:00Z");
     let new = renewed.reply.data()["token"].as_str().unwrap().to_string();
     assert_ne!(new, old);
-    assert!(
-        renewed
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::GrantClaimLease { lease: 1, .. }))
-    );
+    let claim = renewed
+        .state
+        .step("check_vendor")
+        .unwrap()
+        .claim
+        .as_ref()
+        .expect("the claim is still held");
+    assert_eq!(claim.lease, 1, "the same lease is extended");
+    assert_eq!(claim.expires_at.to_rfc3339(), "2026-10-06T09:15:00Z");
     assert_eq!(
         refused(world.submit(agent("a_screener"), &old, screening("approve"))).0,
         ErrorCode::Stale
@@ -306,16 +316,15 @@ fn spec_3_3_an_expired_lease_hands_the_last_progress_note_to_the_next_claim() {
         })
         .unwrap();
     world.advance(599);
+    let before = world.run().clone();
     let early = world
         .apply(Command::ClaimExpired {
             step: "check_vendor".into(),
             lease: 1,
         })
         .unwrap();
-    assert!(
-        early.effects.is_empty(),
-        "a lease that has not lapsed is not expired"
-    );
+    assert!(early.effects.is_empty());
+    assert_eq!(early.state, before, "a lease that has not lapsed is not expired");
     world.advance(2);
     let expired = world
         .apply(Command::ClaimExpired {
@@ -323,11 +332,13 @@ fn spec_3_3_an_expired_lease_hands_the_last_progress_note_to_the_next_claim() {
             lease: 1,
         })
         .unwrap();
-    assert!(
-        expired
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::StepReady { .. }))
+    let run_step = expired.state.step("check_vendor").unwrap();
+    assert_eq!(run_step.state, Some(StepState::Ready));
+    assert_eq!(run_step.claim, None, "the lease is gone");
+    assert_eq!(
+        run_step.ready_since.map(|t| t.to_rfc3339()).as_deref(),
+        Some("2026-10-06T09:00:00Z"),
+        "the same attempt keeps its place in the queue"
     );
     assert_eq!(world.step_state("check_vendor"), "ready");
     let item = agentprocess_run_actor::machine::render::agent_work_item(world.run(), "check_vendor").unwrap();
@@ -348,11 +359,17 @@ fn spec_3_3_a_lapsed_lease_is_claimable_at_once_even_before_the_expiry_arrives()
     let token = world.claim_token(agent("a_screener"), "check_vendor");
     world.advance(600);
     let claim = world.claim(agent("a_second"), "check_vendor").unwrap();
-    assert!(
-        claim
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::RevokeClaimLease { lease: 1, .. }))
+    let held = claim
+        .state
+        .step("check_vendor")
+        .unwrap()
+        .claim
+        .as_ref()
+        .expect("the step is claimed again");
+    assert_eq!(
+        (held.holder.as_str(), held.lease),
+        ("a_second", 2),
+        "the lapsed lease 1 is gone, a new lease holds the step"
     );
     assert_eq!(
         refused(world.submit(agent("a_screener"), &token, screening("approve"))).0,
@@ -534,11 +551,10 @@ fn spec_3_2_an_accepted_submission_records_everything_and_follows_the_chosen_rou
             .iter()
             .any(|e| matches!(e, Effect::Notify(Notification::WorkOpened { .. })))
     );
-    assert!(
-        transition
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::RevokeClaimLease { .. }))
+    assert_eq!(
+        transition.state.step("check_vendor").unwrap().claim,
+        None,
+        "the claim lease is revoked"
     );
     assert_eq!(
         refused(world.submit(agent("a_screener"), &token, screening("approve"))).0,

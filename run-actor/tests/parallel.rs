@@ -4,7 +4,7 @@
 mod common;
 
 use agentprocess_process::{FieldType, StepKind, Target};
-use agentprocess_run_actor::machine::{Decision, Effect, ErrorCode, Submission, render};
+use agentprocess_run_actor::machine::{Decision, ErrorCode, StepState, Submission, Timestamp, render};
 use common::*;
 use serde_json::{Value, json};
 
@@ -245,13 +245,13 @@ fn submit_step(world: &mut World, step: &str, output: Value) {
 fn parallel_1_several_agent_steps_are_ready_at_once() {
     let mut world = two_agent_branches();
     let transition = world.last.clone().unwrap();
+    let started_at = Timestamp::from_millis(world.now);
     let ready: Vec<&str> = transition
-        .effects
+        .state
+        .steps
         .iter()
-        .filter_map(|e| match e {
-            Effect::StepReady { step, .. } => Some(step.as_str()),
-            _ => None,
-        })
+        .filter(|s| s.state == Some(StepState::Ready) && s.ready_since == Some(started_at))
+        .map(|s| s.id.as_str())
         .collect();
     assert_eq!(ready, vec!["a1", "b1"]);
     assert_eq!(world.run_state(), "active");

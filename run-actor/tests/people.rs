@@ -3,7 +3,9 @@
 mod common;
 
 use agentprocess_process::{EvidenceKind, FieldType, PersonRef};
-use agentprocess_run_actor::machine::{Command, Decision, Effect, ErrorCode, Notification, render};
+use agentprocess_run_actor::machine::{
+    Command, Decision, Effect, ErrorCode, Notification, StepState, TimerKind, render,
+};
 use common::*;
 use serde_json::json;
 
@@ -224,25 +226,25 @@ fn spec_3_4_returned_makes_the_step_ready_with_the_note_and_keeps_due() {
         })
         .unwrap();
     let item = world.work_item_on("one");
+    let due_timers = world.run().step("one").unwrap().timers.clone();
+    assert!(
+        matches!(&due_timers[..], [t] if t.kind == TimerKind::Due && t.fire_at.to_rfc3339() == "2026-10-06T13:00:00Z"),
+        "{due_timers:?}"
+    );
     world.advance(600);
     let transition = world
         .decide(operator(), &item, Decision::Returned)
         .note("Use the backup list.")
         .send()
         .unwrap();
-    assert!(
-        transition
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::StepReady { .. }))
+    let run_step = transition.state.step("one").unwrap();
+    assert_eq!(run_step.state, Some(StepState::Ready));
+    assert_eq!(
+        run_step.ready_since.map(|t| t.to_rfc3339()).as_deref(),
+        Some("2026-10-06T09:00:00Z"),
+        "the same attempt keeps its place in the queue"
     );
-    assert!(
-        !transition
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::ArmTimer { .. })),
-        "due does not restart"
-    );
+    assert_eq!(run_step.timers, due_timers, "due does not restart");
     assert_eq!(world.step_state("one"), "ready");
     assert_eq!(world.view()["steps"][0]["due"], due);
     let handoff = json!({ "returned": { "note": "Use the backup list.", "by": "ops@acme.example", "at": "2026-10-06T09:10:00Z" } });
@@ -566,11 +568,10 @@ fn spec_3_5_cancel_ends_everything_and_later_writes_conflict() {
     );
     assert_eq!(view["steps"][0]["state"], "cancelled");
     assert_eq!(view["steps"][1]["state"], json!(null));
-    assert!(
-        transition
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::RevokeClaimLease { .. }))
+    assert_eq!(
+        transition.state.step("check_vendor").unwrap().claim,
+        None,
+        "the claim lease is revoked"
     );
     let run_ended = (ErrorCode::Conflict, vec!["run_ended".to_string()]);
     assert_eq!(
@@ -603,25 +604,25 @@ fn spec_3_5_cancel_ends_everything_and_later_writes_conflict() {
 fn spec_3_5_a_run_with_people_ends_with_work_items_removed() {
     let mut world = at_approval();
     let item = world.work_item_on("approve");
+    assert!(
+        world
+            .run()
+            .step("approve")
+            .unwrap()
+            .timers
+            .iter()
+            .any(|t| t.kind == TimerKind::Due)
+    );
     let transition = world
         .apply(Command::Cancel {
             caller: operator(),
             reason: "Stop.".into(),
         })
         .unwrap();
-    assert!(
-        transition
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::CloseWorkItem { id } if *id == item))
-    );
-    assert!(
-        transition
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::CancelTimer { .. })),
-        "the due timer goes"
-    );
+    assert_eq!(transition.state.work_item(&item), None);
+    let approve = transition.state.step("approve").unwrap();
+    assert_eq!(approve.work_item, None, "the work item is closed");
+    assert!(approve.timers.is_empty(), "the due timer goes");
     assert_eq!(transition.reply.data()["workItems"], json!([]));
     assert_eq!(world.step_state("approve"), "cancelled");
 }

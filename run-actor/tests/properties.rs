@@ -183,6 +183,7 @@ fn act(world: &mut World, tokens: &mut Vec<String>, action: u8) {
                 world.apply(Command::ClaimExpired { step, lease }).unwrap();
             }
             world.fire_due_timers();
+            let fired = world.run().clone();
             let ignored = world
                 .apply(Command::TimerFired {
                     step: "approve".into(),
@@ -191,6 +192,7 @@ fn act(world: &mut World, tokens: &mut Vec<String>, action: u8) {
                 })
                 .unwrap();
             assert!(ignored.effects.is_empty());
+            assert_eq!(&ignored.state, &fired, "a stale firing changes nothing");
             Ok(ignored)
         }
         11 => world.apply(Command::Cancel {

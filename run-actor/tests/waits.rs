@@ -100,13 +100,11 @@ fn spec_3_6_an_event_for_a_waiting_step_is_consumed_at_once() {
     let transition = world.submit(agent("a"), &token, done()).unwrap();
     assert_eq!(world.step_state("settled"), "waiting");
     assert_eq!(world.run_state(), "waiting");
-    assert!(transition.effects.iter().any(|e| matches!(
-        e,
-        Effect::ArmTimer {
-            kind: TimerKind::WaitForTimeout,
-            ..
-        }
-    )));
+    let timers = &transition.state.step("settled").unwrap().timers;
+    assert!(
+        matches!(&timers[..], [t] if t.kind == TimerKind::WaitForTimeout && t.fire_at.to_rfc3339() == "2026-10-06T10:00:00Z"),
+        "{timers:?}"
+    );
     let reply = send(
         &mut world,
         agent("a_bank"),
@@ -115,14 +113,9 @@ fn spec_3_6_an_event_for_a_waiting_step_is_consumed_at_once() {
     );
     assert_eq!(reply, json!({ "consumedBy": "settled" }));
     assert_eq!(world.run_state(), "ended");
-    assert!(
-        world.last.as_ref().unwrap().effects.iter().any(|e| matches!(
-            e,
-            Effect::CancelTimer {
-                kind: TimerKind::WaitForTimeout,
-                ..
-            }
-        )),
+    assert_eq!(
+        world.run().step("settled").unwrap().timers,
+        [],
         "the timeout is cancelled"
     );
 }
@@ -207,17 +200,12 @@ fn spec_2_2_a_wait_continues_after_its_duration_and_stale_firings_are_ignored() 
     );
     let mut world = World::new(process);
     let transition = world.start(mira(), json!({})).unwrap();
-    let Some(Effect::ArmTimer {
-        fire_at, generation, ..
-    }) = transition
-        .effects
-        .iter()
-        .find(|e| matches!(e, Effect::ArmTimer { .. }))
-        .cloned()
-    else {
+    let [timer] = &transition.state.step("cool").unwrap().timers[..] else {
         panic!("a wait arms a timer")
     };
-    assert_eq!(fire_at.to_rfc3339(), "2026-10-06T09:30:00Z");
+    assert_eq!(timer.kind, TimerKind::Wait);
+    assert_eq!(timer.fire_at.to_rfc3339(), "2026-10-06T09:30:00Z");
+    let generation = timer.generation;
     assert_eq!(world.run_state(), "waiting");
     let before = world.run().clone();
     let ignored = world
@@ -288,9 +276,14 @@ fn spec_2_2_a_wait_until_in_the_future_fires_at_that_time() {
     let transition = world
         .start(mira(), json!({ "startDate": "2026-10-06T13:00:00+02:00" }))
         .unwrap();
-    assert!(transition.effects.iter().any(
-        |e| matches!(e, Effect::ArmTimer { fire_at, .. } if fire_at.to_rfc3339() == "2026-10-06T11:00:00Z")
-    ));
+    assert!(
+        transition
+            .state
+            .steps
+            .iter()
+            .flat_map(|s| &s.timers)
+            .any(|t| t.kind == TimerKind::Wait && t.fire_at.to_rfc3339() == "2026-10-06T11:00:00Z")
+    );
     // Exactly now counts as past.
     let mut world = World::new(start_date_process());
     world
@@ -385,14 +378,17 @@ fn spec_2_2_due_is_cancelled_when_the_step_completes() {
     let mut world = World::new(process);
     world.start(mira(), json!({})).unwrap();
     let token = world.claim_token(agent("a"), "one");
+    assert!(
+        world
+            .run()
+            .step("one")
+            .unwrap()
+            .timers
+            .iter()
+            .any(|t| t.kind == TimerKind::Due)
+    );
     let transition = world.submit(agent("a"), &token, done()).unwrap();
-    assert!(transition.effects.iter().any(|e| matches!(
-        e,
-        Effect::CancelTimer {
-            kind: TimerKind::Due,
-            ..
-        }
-    )));
+    assert_eq!(transition.state.step("one").unwrap().timers, []);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! transition before its commit, logged only once the commit succeeded.
 
 use super::RunAddress;
-use crate::machine::{Command, Effect, RunState, WorkItemKind};
+use crate::machine::{Command, RunState, WorkItemKind};
 
 /// One thing that happened to a run, worth a line in the server's log.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,14 +30,9 @@ pub(crate) enum RunEvent {
     ClaimLapsed { step: String, holder: String },
 }
 
-/// What `command` did to the run, going from `before` (`None`: no run yet) to `after` with
-/// `effects`.
-pub(crate) fn events_of(
-    command: &Command,
-    before: Option<&RunState>,
-    after: &RunState,
-    effects: &[Effect],
-) -> Vec<RunEvent> {
+/// What `command` did to the run, going from `before` (`None`: no run yet) to `after`. Read off
+/// the two states, as everything else the host derives.
+pub(crate) fn events_of(command: &Command, before: Option<&RunState>, after: &RunState) -> Vec<RunEvent> {
     let mut events = Vec::new();
     if before.is_none() {
         events.push(RunEvent::Started {
@@ -47,32 +42,31 @@ pub(crate) fn events_of(
             by: after.started_by.clone(),
         });
     }
-    for effect in effects {
-        if let Effect::OpenWorkItem { id, step, .. } = effect
-            && let Some(item) = after.work_item(id)
-            && item.kind == WorkItemKind::Escalation
+    // Work item ids are never reused, so an escalation item `before` does not hold is new.
+    let opened = after.work_items.iter().filter(|item| {
+        item.kind == WorkItemKind::Escalation && before.is_none_or(|run| run.work_item(&item.id).is_none())
+    });
+    for item in opened {
+        events.push(RunEvent::Escalated {
+            step: item.step.clone(),
+            work_item: item.id.clone(),
+            to: format!("{:?}", item.assigned_to),
+        });
+    }
+    if let Command::ClaimExpired { step, lease } = command {
+        let claim_of = |run: &RunState| {
+            run.step(step)
+                .and_then(|run_step| run_step.claim.clone())
+                .filter(|claim| claim.lease == *lease)
+        };
+        if let Some(lapsed) = before.and_then(claim_of)
+            && claim_of(after).is_none()
         {
-            events.push(RunEvent::Escalated {
+            events.push(RunEvent::ClaimLapsed {
                 step: step.clone(),
-                work_item: id.clone(),
-                to: format!("{:?}", item.assigned_to),
+                holder: lapsed.holder,
             });
         }
-    }
-    if let Command::ClaimExpired { step, lease } = command
-        && effects.iter().any(
-            |effect| matches!(effect, Effect::RevokeClaimLease { step: s, lease: l } if s == step && l == lease),
-        )
-    {
-        let holder = before
-            .and_then(|run| run.step(step))
-            .and_then(|run_step| run_step.claim.as_ref())
-            .map(|claim| claim.holder.clone())
-            .unwrap_or_default();
-        events.push(RunEvent::ClaimLapsed {
-            step: step.clone(),
-            holder,
-        });
     }
     if let Some(end) = &after.end
         && before.is_none_or(|run| run.end.is_none())
@@ -107,5 +101,110 @@ pub(crate) fn log(address: &RunAddress, events: &[RunEvent]) {
                 tracing::info!(%organization, %run_id, %step, %holder, "claim lease expired; the step is claimable again")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{
+        self, Assignment, Caller, Ctx, Limits, Mode, NoUploads, PinnedProcess, StartRun, Timestamp,
+    };
+    use agentprocess_process::{Offer, PersonFormat, load};
+    use serde_json::json;
+
+    const SOURCE: &str = "---\nname: p\ndescription: d\nsteps:\n  - id: screen\n    agent: Screen.\n  - id: done\n    finish: done\n---\n\nbody\n";
+
+    /// Applies commands in turn from a fresh run, returning each command's events.
+    fn events_along(commands: Vec<(i64, Command)>) -> Vec<Vec<RunEvent>> {
+        let loaded = load(SOURCE.as_bytes(), &Offer::EVERYTHING).unwrap();
+        let pinned = PinnedProcess {
+            process: loaded.process,
+            version: 1,
+            body: loaded.body,
+            roles: Default::default(),
+        };
+        let escalate_to = Assignment::Operators { also: None };
+        let mut run: Option<RunState> = None;
+        let mut token = String::new();
+        let mut events = Vec::new();
+        for (seconds, mut command) in commands {
+            if let Command::Escalate { token: t, .. } = &mut command {
+                t.clone_from(&token);
+            }
+            let ctx = Ctx {
+                now: Timestamp::from_millis(1_790_812_800_000 + seconds * 1000),
+                seed: [7; 32],
+                limits: Limits::default(),
+                person_format: PersonFormat::Email,
+                escalate_to: &escalate_to,
+                uploads: &NoUploads,
+            };
+            let transition = machine::apply(&pinned, run.as_ref(), command.clone(), &ctx).unwrap();
+            if let Some(t) = transition.reply.data()["token"].as_str() {
+                token = t.to_string();
+            }
+            events.push(events_of(&command, run.as_ref(), &transition.state));
+            run = Some(transition.state);
+        }
+        events
+    }
+
+    fn start() -> (i64, Command) {
+        let command = Command::StartRun(StartRun {
+            caller: Caller::agent("acme", "a1"),
+            inputs: json!({}),
+            mode: Mode::Live,
+        });
+        (0, command)
+    }
+
+    fn claim() -> (i64, Command) {
+        let caller = Caller::agent("acme", "a1");
+        let step = "screen".to_string();
+        (0, Command::Claim { caller, step })
+    }
+
+    fn expired(seconds: i64, lease: u64) -> (i64, Command) {
+        let step = "screen".to_string();
+        (seconds, Command::ClaimExpired { step, lease })
+    }
+
+    #[test]
+    fn a_lapsed_lease_is_logged_with_its_holder_and_an_early_or_unknown_one_is_not() {
+        let lapsed = RunEvent::ClaimLapsed {
+            step: "screen".into(),
+            holder: "a1".into(),
+        };
+        let events = events_along(vec![
+            start(),
+            claim(),
+            expired(1, 1),
+            expired(3600, 2),
+            expired(3600, 1),
+        ]);
+        assert_eq!(events[2], vec![], "the lease has not lapsed yet");
+        assert_eq!(events[3], vec![], "lease 2 was never granted");
+        assert_eq!(events[4], vec![lapsed]);
+    }
+
+    #[test]
+    fn an_escalation_is_logged_once_with_its_new_work_item() {
+        let escalate = Command::Escalate {
+            caller: Caller::agent("acme", "a1"),
+            token: String::new(),
+            note: "Stuck.".into(),
+        };
+        let events = events_along(vec![start(), claim(), (0, escalate)]);
+        assert!(matches!(&events[0][..], [RunEvent::Started { .. }]));
+        assert_eq!(events[1], vec![]);
+        assert_eq!(
+            events[2],
+            vec![RunEvent::Escalated {
+                step: "screen".into(),
+                work_item: "w_1".into(),
+                to: format!("{:?}", Assignment::Operators { also: None }),
+            }]
+        );
     }
 }

@@ -510,15 +510,11 @@ impl Actor {
                         &envelope.command,
                         work.as_ref(),
                         &transition.state,
-                        &transition.effects,
                     ));
                     let notifications = transition
                         .effects
                         .into_iter()
-                        .filter_map(|effect| match effect {
-                            Effect::Notify(notification) => Some(notification),
-                            _ => None,
-                        })
+                        .map(|Effect::Notify(notification)| notification)
                         .collect();
                     if work.is_none() {
                         pinned = Some(process);

@@ -207,10 +207,7 @@ mod tests {
         let notifications = transition
             .effects
             .iter()
-            .filter_map(|effect| match effect {
-                machine::Effect::Notify(n) => Some(n.clone()),
-                _ => None,
-            })
+            .map(|machine::Effect::Notify(n)| n.clone())
             .collect();
         let outcomes = vec![Applied::Ok {
             data: transition.reply.data().clone(),
