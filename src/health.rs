@@ -54,7 +54,7 @@ async fn ready(State(probes): State<Probes>) -> (StatusCode, Json<Value>) {
 mod tests {
     use super::*;
     use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
-    use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerConfig, SchedulerParts};
+    use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerConfig};
     use agentprocess_store::EmbeddedOptions;
     use std::time::Duration;
 
@@ -74,13 +74,7 @@ mod tests {
             Clock::system(),
         );
         let transport = Arc::new(HttpTransport::new(Duration::from_secs(1)));
-        let parts = SchedulerParts {
-            store: store.clone(),
-            keys: runtime.keys().clone(),
-            clock: runtime.clock().clone(),
-            runs: Arc::new(runtime.clone()),
-            hints: runtime.hints().clone(),
-        };
+        let parts = crate::serve_cmd::scheduler_parts(&runtime);
         let scheduler = Scheduler::start(parts, transport, SchedulerConfig::default());
         let probes = Probes {
             store: store.clone(),

@@ -133,14 +133,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let transport = Arc::new(HttpTransport::new(Duration::from_secs(
         settings.webhook_timeout_seconds,
     )));
-    let parts = SchedulerParts {
-        store: store.clone(),
-        keys: runtime.keys().clone(),
-        clock: clock.clone(),
-        runs: Arc::new(runtime.clone()),
-        hints: runtime.hints().clone(),
-    };
-    let scheduler = Scheduler::start(parts, transport, settings.scheduler());
+    let scheduler = Scheduler::start(scheduler_parts(&runtime), transport, settings.scheduler());
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -195,6 +188,18 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     scheduler.stop().await;
     store.close().await;
     Ok(())
+}
+
+/// A scheduler in this process: it reads the runtime's store with its keys and clock, fires
+/// through the runtime, and takes the runtime's in-memory hints.
+pub(crate) fn scheduler_parts(runtime: &Runtime) -> SchedulerParts {
+    SchedulerParts {
+        store: runtime.store().clone(),
+        keys: runtime.keys().clone(),
+        clock: runtime.clock().clone(),
+        runs: Arc::new(runtime.clone()),
+        hints: runtime.hints().clone(),
+    }
 }
 
 fn print_banner(settings: &Settings, local: SocketAddr) {

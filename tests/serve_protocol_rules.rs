@@ -8,7 +8,7 @@ mod common;
 use agentprocess_testkit::run_view::step_state;
 use common::{Mcp, Server, Who, request_id, status_and_json};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const DIAGNOSER: Who = Who::Agent("a_diagnose");
 /// An operator who is in no group named `operators` (as the README's own OPS token).
@@ -82,6 +82,28 @@ async fn decide(person: &Mcp, run_id: &str, item: &Value, decision: &str, extra:
         arguments[key] = value.clone();
     }
     person.call("decide", arguments).await
+}
+
+/// The `PROCESS.md` of an accepted case of the process crate's corpus.
+fn accepted_case(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("process/tests/corpus/accepted")
+        .join(name)
+        .join("PROCESS.md")
+}
+
+/// Imports `path` as a draft through the admin API as `OPS`; returns the 201 answer.
+async fn import_draft(server: &Server, path: &Path) -> Value {
+    let imported = reqwest::Client::new()
+        .post(format!("{}/admin/v1/processes", server.url))
+        .bearer_auth(server.token(&OPS))
+        .body(std::fs::read(path).unwrap())
+        .send()
+        .await
+        .unwrap();
+    let (status, answer) = status_and_json(imported).await;
+    assert_eq!(status, 201, "{answer}");
+    answer
 }
 
 fn code(envelope: &Value) -> &str {
@@ -420,17 +442,8 @@ async fn tools_list_processes_carries_requires_when_the_process_declares_it() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
     server.publish_fixture("support-escalation");
-    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("process/tests/corpus/accepted/requires-and-every-duration-unit/PROCESS.md");
-    let imported = reqwest::Client::new()
-        .post(format!("{}/admin/v1/processes", server.url))
-        .bearer_auth(server.token(&OPS))
-        .body(std::fs::read(&case).unwrap())
-        .send()
-        .await
-        .unwrap();
-    let (status, answer) = status_and_json(imported).await;
-    assert_eq!(status, 201, "{answer}");
+    let case = accepted_case("requires-and-every-duration-unit");
+    let answer = import_draft(&server, &case).await;
     let systems = json!({ "systems": ["sanctions-screening", "erp"] });
     assert_eq!(answer["draft"]["requires"], systems, "{answer}");
     let (code, out, err) = server.import(&case, &[("finance-approver", "finance")], true);
@@ -456,17 +469,8 @@ async fn tools_list_processes_carries_requires_when_the_process_declares_it() {
 async fn spec_2_2_on_timeout_without_timeout_publishes_with_a_warning() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("process/tests/corpus/accepted/on-timeout-without-timeout/PROCESS.md");
-    let imported = reqwest::Client::new()
-        .post(format!("{}/admin/v1/processes", server.url))
-        .bearer_auth(server.token(&OPS))
-        .body(std::fs::read(&case).unwrap())
-        .send()
-        .await
-        .unwrap();
-    let (status, answer) = status_and_json(imported).await;
-    assert_eq!(status, 201, "{answer}");
+    let case = accepted_case("on-timeout-without-timeout");
+    let answer = import_draft(&server, &case).await;
     assert_eq!(
         answer["draft"]["warnings"],
         json!(["steps[2].on_timeout: never taken: the step has no timeout"])

@@ -73,12 +73,13 @@ impl Runtime {
         clock: Clock,
     ) -> Self {
         let keys = Keys::new(&config.cluster);
+        let catalog = Catalog::new(store.clone(), keys.clone(), clock.clone());
         Runtime {
             inner: Arc::new(Inner {
-                catalog: Catalog::new(store.clone(), keys.clone(), clock.clone()),
+                catalog: catalog.clone(),
                 uploads: Uploads::new(store.clone(), keys.clone(), blobs),
                 host: Arc::new(Host {
-                    pinned: PinnedProcesses::new(Catalog::new(store.clone(), keys.clone(), clock.clone())),
+                    pinned: PinnedProcesses::new(catalog),
                     store,
                     keys,
                     config,
