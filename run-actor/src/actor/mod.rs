@@ -286,6 +286,7 @@ impl Actor {
                 match crate::idempotency::replay(
                     self.host.store.as_ref(),
                     &self.host.keys,
+                    &self.host.pinned,
                     &self.address.organization,
                     &request.id,
                     &request.fingerprint,
@@ -648,6 +649,7 @@ impl Actor {
                     Some(request) => crate::idempotency::replay(
                         self.host.store.as_ref(),
                         &self.host.keys,
+                        &self.host.pinned,
                         &self.address.organization,
                         &request.id,
                         &request.fingerprint,
