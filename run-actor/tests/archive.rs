@@ -1,0 +1,248 @@
+//! Ended runs move to the archive when their time in the hot store is over: the hot store lets
+//! go of every key they had, and `get_run`, `list_runs` (filters and cursors), refusals of
+//! writes and replays of earlier writes answer exactly as before.
+
+mod runtime_support;
+
+use agentprocess_run_actor::machine::{Caller, ErrorCode};
+use agentprocess_run_actor::runtime::{
+    Clock, ListRuns, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Write,
+};
+use agentprocess_store::{RangeRequest, Store};
+use runtime_support::*;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const ARCHIVE_AFTER: Duration = Duration::from_secs(60);
+
+fn archiving_runtime(store: Arc<dyn Store>, dir: &Path) -> Runtime {
+    Runtime::new(
+        store,
+        Arc::new(LocalBlobs::new(dir.join("blobs"))),
+        RuntimeConfig {
+            archive_ended_runs_after: ARCHIVE_AFTER,
+            ..RuntimeConfig::default()
+        },
+        Clock::starting_at(START),
+    )
+}
+
+fn operator() -> Caller {
+    let mut caller = person("ops@acme.test", &["ops"]);
+    caller.operator = true;
+    caller
+}
+
+async fn cancel(runtime: &Runtime, run: &str, request: &str) -> ToolOutcome {
+    runtime
+        .execute(
+            &operator(),
+            Write::Cancel {
+                run_id: run.into(),
+                reason: "no longer needed".into(),
+            },
+            request,
+        )
+        .await
+        .unwrap()
+}
+
+/// Fires every timer due now through the runtime, as the scheduler would; returns their ids.
+async fn fire_due_timers(runtime: &Runtime) -> Vec<String> {
+    let now = u64::try_from(runtime.clock().now().as_millis()).unwrap();
+    let due = runtime
+        .store()
+        .range(RangeRequest::new(runtime.keys().timers_due(now)))
+        .await
+        .unwrap();
+    let mut fired = Vec::new();
+    for kv in due.kvs {
+        let timer = runtime.keys().parse_timer(&kv.key).unwrap();
+        runtime
+            .fire_timer(&timer.org, &timer.run_id, &timer.timer_id)
+            .await
+            .unwrap();
+        fired.push(timer.timer_id);
+    }
+    fired
+}
+
+/// Every `list_runs` item for `request`, read `page` at a time.
+async fn list_all(runtime: &Runtime, request: ListRuns, page: usize) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut cursor = None;
+    loop {
+        let found = ok(runtime
+            .list_runs(
+                &agent("lister"),
+                ListRuns {
+                    limit: Some(page),
+                    cursor: cursor.take(),
+                    ..request.clone()
+                },
+            )
+            .await
+            .unwrap());
+        items.extend(found["items"].as_array().unwrap().iter().cloned());
+        match found["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => return items,
+        }
+    }
+}
+
+/// The hot store's keys that name `run`, its idempotency records and notifications (delivered
+/// by the scheduler, which this test does not run) aside.
+async fn hot_keys_of(store: &dyn Store, run: &str) -> Vec<String> {
+    let all = store
+        .range(RangeRequest::new(agentprocess_store::KeyRange::from(Vec::new())))
+        .await
+        .unwrap();
+    all.kvs
+        .iter()
+        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+        .filter(|key| key.contains(run) && !key.contains("/idem") && !key.contains("/outbox/"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let runtime = archiving_runtime(store.clone(), dir.path());
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_fixture(&runtime, ORG, "blog-publication").await;
+
+    // Eight runs over two processes, started a millisecond apart or in the same millisecond;
+    // five end (cancelled), three stay open.
+    let mut runs = Vec::new();
+    for i in 0..8 {
+        let view = if i % 2 == 0 {
+            start(
+                &runtime,
+                &agent("starter"),
+                "support-escalation",
+                json!({ "ticketId": format!("T-{i}") }),
+                &format!("s-{i}"),
+            )
+            .await
+        } else {
+            start(
+                &runtime,
+                &agent("starter"),
+                "blog-publication",
+                json!({ "brief": "b", "slug": format!("p-{i}"), "publishAt": "2027-01-01T00:00:00Z" }),
+                &format!("s-{i}"),
+            )
+            .await
+        };
+        runs.push(run_id(&view));
+        if i != 3 {
+            runtime.clock().advance(Duration::from_millis(1));
+        }
+    }
+    let ended: Vec<&String> = runs.iter().step_by(2).chain([&runs[3]]).collect();
+    let mut cancelled = Vec::new();
+    for (i, run) in ended.iter().enumerate() {
+        cancelled.push(ok(cancel(&runtime, run, &format!("x-{i}")).await));
+    }
+
+    // What the reads answer while every run is hot.
+    let mut views = Vec::new();
+    for run in &runs {
+        views.push(ok(runtime.get_run(&agent("reader"), run).await.unwrap()));
+    }
+    let requests = [
+        ListRuns::default(),
+        ListRuns {
+            process: Some("support-escalation".into()),
+            ..ListRuns::default()
+        },
+        ListRuns {
+            state: Some("cancelled".into()),
+            ..ListRuns::default()
+        },
+        ListRuns {
+            inputs: Some(object(json!({ "ticketId": "T-4" }))),
+            ..ListRuns::default()
+        },
+    ];
+    let mut listed = Vec::new();
+    for request in &requests {
+        listed.push(list_all(&runtime, request.clone(), 100).await);
+    }
+    assert_eq!(listed[0].len(), 8);
+    assert_eq!(listed[2].len(), 5);
+
+    // Not due yet: the archive timer leaves the run where it is.
+    runtime.clock().advance(ARCHIVE_AFTER - Duration::from_secs(1));
+    for run in &ended {
+        runtime.fire_timer(ORG, run, "archive").await.unwrap();
+        assert!(!hot_keys_of(store.as_ref(), run).await.is_empty());
+    }
+    runtime.clock().advance(Duration::from_secs(1));
+    let fired = fire_due_timers(&runtime).await;
+    assert_eq!(fired.iter().filter(|id| *id == "archive").count(), 5, "{fired:?}");
+
+    // The hot store holds nothing of an ended run any more; the open ones are untouched.
+    for run in &ended {
+        assert_eq!(hot_keys_of(store.as_ref(), run).await, Vec::<String>::new());
+    }
+    for run in runs.iter().filter(|r| !ended.contains(r)) {
+        assert!(!hot_keys_of(store.as_ref(), run).await.is_empty());
+    }
+    assert!(dir.path().join("blobs/archive").is_dir());
+
+    // Reads answer the same, from the archive, and in pages of any size.
+    for (run, view) in runs.iter().zip(&views) {
+        assert_eq!(&ok(runtime.get_run(&agent("reader"), run).await.unwrap()), view);
+    }
+    for (request, before) in requests.iter().zip(&listed) {
+        for page in [1, 2, 3, 100] {
+            assert_eq!(
+                &list_all(&runtime, request.clone(), page).await,
+                before,
+                "{request:?} by {page}"
+            );
+        }
+    }
+
+    // An archived run refuses writes as any ended run does; replays answer as first answered.
+    let refusal = refused(cancel(&runtime, ended[0], "x-again").await);
+    assert_eq!(refusal.code, ErrorCode::Conflict);
+    assert_eq!(refusal.issues, vec!["run_ended".to_string()]);
+    let refusal = refused(
+        runtime
+            .execute(
+                &agent("a"),
+                Write::SendEvent {
+                    run_id: ended[0].clone(),
+                    name: "anything".into(),
+                    data: None,
+                },
+                "e-1",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(refusal.issues, vec!["run_ended".to_string()]);
+    assert_eq!(ok(cancel(&runtime, ended[1], "x-1").await), cancelled[1]);
+
+    // A timer that comes again finds nothing to move; a new runtime over the same store and
+    // blobs (a restart) reads the archive too.
+    runtime.fire_timer(ORG, ended[0], "archive").await.unwrap();
+    let restarted = archiving_runtime(store.clone(), dir.path());
+    assert_eq!(
+        ok(restarted.get_run(&agent("reader"), ended[2]).await.unwrap()),
+        views[4]
+    );
+    assert_eq!(list_all(&restarted, ListRuns::default(), 3).await, listed[0]);
+    // Another organization sees neither tier's runs.
+    let stranger = in_org(agent("reader"), "other-org");
+    assert_eq!(
+        refused(restarted.get_run(&stranger, ended[0]).await.unwrap()).code,
+        ErrorCode::NotFound
+    );
+}
