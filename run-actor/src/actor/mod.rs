@@ -236,12 +236,7 @@ impl Actor {
                     Ok(Some(mail)) => mail,
                     Ok(None) => return,
                     Err(_) => {
-                        // Evict, unless a command arrived meanwhile. Senders are handed out under the
-                        // same lock, so none can appear once the entry is gone.
-                        let mut actors = self.host.actors.lock().unwrap();
-                        if mailbox.is_empty() {
-                            actors.remove(&self.address);
-                            self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
+                        if self.evict_if_idle(&mailbox) {
                             return;
                         }
                         continue;
@@ -253,6 +248,10 @@ impl Actor {
                 Mail::Archive(done) => {
                     let outcome = self.archive().await;
                     let _ = done.send(outcome);
+                    // Archived or not, an ended run has nothing left to wait for.
+                    if self.evict_if_idle(&mailbox) {
+                        return;
+                    }
                     continue;
                 }
             };
@@ -268,7 +267,30 @@ impl Actor {
                 }
             }
             self.handle(batch).await;
+            // An ended run refuses every later write from its record alone: keep no actor for it.
+            if held.is_none() && self.run_ended() && self.evict_if_idle(&mailbox) {
+                return;
+            }
         }
+    }
+
+    /// Leaves memory unless mail arrived meanwhile; whether it left. Senders are handed out
+    /// under the same lock, so none can appear once the entry is gone.
+    fn evict_if_idle(&self, mailbox: &mpsc::Receiver<Mail>) -> bool {
+        let mut actors = self.host.actors.lock().unwrap();
+        if !mailbox.is_empty() {
+            return false;
+        }
+        actors.remove(&self.address);
+        self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    fn run_ended(&self) -> bool {
+        self.loaded
+            .as_ref()
+            .and_then(|loaded| loaded.run.as_ref())
+            .is_some_and(|run| run.end.is_some())
     }
 
     /// Applies a batch in order. A `requestId` seen twice in one batch starts a new batch, so
