@@ -4,9 +4,9 @@
 
 mod runtime_support;
 
-use agentprocess_run_actor::machine::{Caller, ErrorCode};
+use agentprocess_run_actor::machine::{Caller, Decision, ErrorCode, Mode};
 use agentprocess_run_actor::runtime::{
-    Clock, ListRuns, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Write,
+    Clock, ListRuns, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
 use agentprocess_store::{RangeRequest, Store};
 use runtime_support::*;
@@ -245,4 +245,147 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
         refused(restarted.get_run(&stranger, ended[0]).await.unwrap()).code,
         ErrorCode::NotFound
     );
+}
+
+/// A decision on the run's only open work item, as it stands now.
+fn decision(view: &Value, run: &str, decision: Decision, note: Option<&str>) -> Write {
+    let item = &view["workItems"][0];
+    Write::Decide {
+        run_id: run.into(),
+        work_item: item["id"].as_str().unwrap().into(),
+        snapshot: item["snapshot"].as_str().unwrap().into(),
+        decision,
+        output: None,
+        evidence: None,
+        summary: None,
+        next: None,
+        reason: None,
+        note: note.map(str::to_string),
+    }
+}
+
+/// Tools.md: a replay returns the original result. That holds for every kind of write after
+/// the run it wrote to moved to the archive, as long as the record's own retention lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let runtime = archiving_runtime(store.clone(), dir.path());
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let (worker, lead) = (agent("a_worker"), person("lead@acme.test", &["g_tier1-lead"]));
+    let mut writes: Vec<(Caller, Write, &str, Value)> = Vec::new();
+    let mut write = async |caller: &Caller, write: Write, request: &'static str| -> Value {
+        let data = ok(runtime.execute(caller, write.clone(), request).await.unwrap());
+        writes.push((caller.clone(), write, request, data.clone()));
+        data
+    };
+
+    let started = write(
+        &worker,
+        Write::StartRun {
+            process: "support-escalation".into(),
+            version: None,
+            inputs: json!({ "ticketId": "T-1" }),
+            mode: Mode::Live,
+        },
+        "w-start",
+    )
+    .await;
+    let run = run_id(&started);
+    let claim_diagnose = || Write::Claim {
+        run_id: run.clone(),
+        step: "diagnose".into(),
+    };
+    let claimed = write(&worker, claim_diagnose(), "w-claim").await;
+    let renewed = write(
+        &worker,
+        Write::Renew {
+            token: claimed["token"].as_str().unwrap().into(),
+            progress: Some("read the ticket".into()),
+        },
+        "w-renew",
+    )
+    .await;
+    let escalated = write(
+        &worker,
+        Write::Escalate {
+            token: renewed["token"].as_str().unwrap().into(),
+            note: "the logs are missing".into(),
+        },
+        "w-escalate",
+    )
+    .await;
+    write(
+        &operator(),
+        decision(&escalated, &run, Decision::Returned, Some("logs attached now")),
+        "w-return",
+    )
+    .await;
+    let claimed = write(&worker, claim_diagnose(), "w-claim-again").await;
+    let submitted = write(
+        &worker,
+        Write::Submit {
+            token: claimed["token"].as_str().unwrap().into(),
+            submission: diagnosis(),
+        },
+        "w-submit",
+    )
+    .await;
+    write(
+        &worker,
+        Write::SendEvent {
+            run_id: run.clone(),
+            name: "customer_replied".into(),
+            data: Some(object(json!({ "text": "works now" }))),
+        },
+        "w-event",
+    )
+    .await;
+    write(
+        &lead,
+        decision(&submitted, &run, Decision::Approved, None),
+        "w-approve",
+    )
+    .await;
+    write(
+        &operator(),
+        Write::Cancel {
+            run_id: run.clone(),
+            reason: "closed by hand".into(),
+        },
+        "w-cancel",
+    )
+    .await;
+    let upload = || Upload {
+        file_name: "report.txt".into(),
+        content_type: "text/plain".into(),
+        bytes: b"all good".to_vec(),
+    };
+    let uploaded = ok(runtime.upload(&worker, upload(), "w-upload").await.unwrap());
+
+    runtime.clock().advance(ARCHIVE_AFTER);
+    assert!(fire_due_timers(&runtime).await.contains(&"archive".to_string()));
+    assert_eq!(hot_keys_of(store.as_ref(), &run).await, Vec::<String>::new());
+
+    for (caller, write, request, first) in &writes {
+        let again = runtime.execute(caller, write.clone(), request).await.unwrap();
+        assert_eq!(&ok(again), first, "{request}");
+    }
+    assert_eq!(
+        ok(runtime.upload(&worker, upload(), "w-upload").await.unwrap()),
+        uploaded
+    );
+    // Other arguments under a used requestId are still a conflict.
+    let other = runtime
+        .execute(
+            &operator(),
+            Write::Cancel {
+                run_id: run.clone(),
+                reason: "another reason".into(),
+            },
+            "w-cancel",
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused(other).code, ErrorCode::Conflict);
 }
