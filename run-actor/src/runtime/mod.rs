@@ -360,8 +360,8 @@ impl Runtime {
     }
 
     /// Fires the timer `timer_id` of the timer index on its run (see
-    /// [`agentprocess_service::RunService::fire_timer`]); a timer id this runtime did not write
-    /// is `Corrupt`.
+    /// [`agentprocess_service::RunService::fire_timer`]): a machine command, or moving an ended
+    /// run to the archive; a timer id this runtime did not write is `Corrupt`.
     pub async fn fire_timer(
         &self,
         organization: &str,
