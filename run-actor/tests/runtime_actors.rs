@@ -918,6 +918,66 @@ async fn an_upload_reads_back_in_its_organization_and_only_with_its_recorded_has
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_actor_of_an_ended_run_leaves_memory_at_once_and_its_run_still_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Idle actors would stay an hour: only the end of the run can make this one go.
+    let runtime = Runtime::new(
+        open_store(&dir.path().join("store")).await,
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        RuntimeConfig {
+            idle_eviction: Duration::from_secs(3600),
+            ..Default::default()
+        },
+        Clock::starting_at(START),
+    );
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let caller = agent("a1");
+    let open = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+    let ended = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "support-escalation",
+            json!({ "ticketId": "T-2" }),
+            "s-2",
+        )
+        .await,
+    );
+    assert_eq!(runtime.live_actors(), 2);
+    let mut operator = person("ops@acme.test", &["ops"]);
+    operator.operator = true;
+    let cancel = |request: &'static str| {
+        let (runtime, operator, ended) = (runtime.clone(), operator.clone(), ended.clone());
+        async move {
+            runtime
+                .execute(
+                    &operator,
+                    Write::Cancel {
+                        run_id: ended,
+                        reason: "done with it".into(),
+                    },
+                    request,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    ok(cancel("x-1").await);
+    until("the ended run's actor is gone", || runtime.live_actors() == 1).await;
+    assert_eq!(refused(cancel("x-2").await).issues, vec!["run_ended".to_string()]);
+    assert!(ok(claim(&runtime, &caller, &open, "diagnose", "c-1").await)["token"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_actors_are_evicted_and_reload_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;

@@ -282,6 +282,25 @@ impl Keys {
         self.process(org, process).lit("runs").prefix()
     }
 
+    /// Where run `run_id`, started at `started_at_ms`, sits within [`Keys::process_runs`]: the
+    /// key without the range's prefix. The archive orders its runs by the same bytes, so one
+    /// cursor walks both tiers.
+    pub fn process_run_position(started_at_ms: u64, run_id: &str) -> Vec<u8> {
+        let mut position = format!("{started_at_ms:020}/").into_bytes();
+        push_id(&mut position, run_id);
+        position
+    }
+
+    /// The start time and run id of a [`Keys::process_run_position`]; `None` for other bytes.
+    pub fn parse_process_run_position(position: &[u8]) -> Option<(u64, String)> {
+        let (time, id) = (position.get(..20)?, position.get(21..)?);
+        if position[20] != b'/' || !time.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let started_at_ms = std::str::from_utf8(time).ok()?.parse().ok()?;
+        Some((started_at_ms, decode_id(id)?))
+    }
+
     pub fn parse_process_run(&self, key: &[u8]) -> Option<ProcessRunKey> {
         let mut p = self.parse(key)?;
         p.lit("o")?;
@@ -726,6 +745,24 @@ mod tests {
             k.work_item("acme", &Assignee::Person("ana@example.com".into()), 5, "r1", "w1"),
             b"/agentprocess/prod/o/acme/work/person/ana@example.com/00000000000000000005/r1/w1"
         );
+    }
+
+    #[test]
+    fn a_process_run_position_is_its_key_below_the_range_and_parses_back() {
+        let k = keys();
+        for (at, id) in [(0u64, "r_1"), (1_700_000_000_000, "r/odd id%"), (u64::MAX, "")] {
+            let key = k.process_run("acme", "invoice", at, id);
+            let range = k.process_runs("acme", "invoice");
+            let position = Keys::process_run_position(at, id);
+            assert_eq!(&key[range.start.len()..], position.as_slice());
+            assert_eq!(
+                Keys::parse_process_run_position(&position),
+                Some((at, id.to_string()))
+            );
+        }
+        assert_eq!(Keys::parse_process_run_position(b"00000000000000000001-r"), None);
+        assert_eq!(Keys::parse_process_run_position(b"0000000000000000000x/r"), None);
+        assert_eq!(Keys::parse_process_run_position(b"short"), None);
     }
 
     #[test]

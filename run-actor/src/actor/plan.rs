@@ -30,6 +30,8 @@ pub(crate) struct Inputs<'a> {
     pub now: Timestamp,
     /// How long an idempotency record answers replays.
     pub retention_seconds: u64,
+    /// How long an ended run stays in the hot store before it moves to the archive.
+    pub archive_after_ms: u64,
 }
 
 /// A batch's transaction without its claim keys.
@@ -64,6 +66,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
         outcomes,
         now,
         retention_seconds,
+        archive_after_ms,
     } = inputs;
     let RunAddress { organization, run_id } = address;
     let run_key = keys.run(organization, run_id);
@@ -75,7 +78,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
         loaded_version
     };
     let index = match (run, pinned) {
-        (Some(run), Some(process)) => records::index_of(keys, process, run),
+        (Some(run), Some(process)) => records::index_of(keys, process, run, archive_after_ms),
         _ => IndexEntries::new(),
     };
     if changed && let Some(run) = run {
@@ -239,6 +242,7 @@ mod tests {
             outcomes: &outcomes,
             now,
             retention_seconds: 60,
+            archive_after_ms: 60_000,
         })
         .unwrap();
 
@@ -284,6 +288,7 @@ mod tests {
             outcomes: &[Applied::Refused(machine::Refusal::invalid("no"))],
             now,
             retention_seconds: 60,
+            archive_after_ms: 60_000,
         })
         .unwrap();
         assert!(again.ops.is_empty(), "{:?}", again.ops);

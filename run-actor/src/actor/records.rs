@@ -24,13 +24,27 @@ pub(crate) fn millis(at: Timestamp) -> u64 {
     u64::try_from(at.as_millis()).unwrap_or(0)
 }
 
-pub(crate) fn index_of(keys: &Keys, pinned: &PinnedProcess, run: &RunState) -> IndexEntries {
+/// The timer id under which an ended run waits to move to the archive.
+pub(crate) const ARCHIVE_TIMER: &str = "archive";
+
+/// Every index and timer entry `run` implies. An ended run keeps its `list_runs` entry and one
+/// timer, [`ARCHIVE_TIMER`], `archive_after_ms` after it ended.
+pub(crate) fn index_of(
+    keys: &Keys,
+    pinned: &PinnedProcess,
+    run: &RunState,
+    archive_after_ms: u64,
+) -> IndexEntries {
     let org = run.organization.as_str();
     let mut entries = IndexEntries::new();
     entries.insert(
         keys.process_run(org, &run.process, millis(run.started_at), &run.id),
         run_summary(run).to_string().into_bytes(),
     );
+    if let Some(end) = &run.end {
+        let fire_at = millis(end.at).saturating_add(archive_after_ms);
+        entries.insert(keys.timer(fire_at, org, &run.id, ARCHIVE_TIMER), Vec::new());
+    }
     for step in &run.steps {
         if let (Some(ready_since), Some(item)) = (step.ready_since, render::agent_work_item(run, &step.id)) {
             entries.insert(

@@ -25,8 +25,8 @@ pub use crate::actor::Stats;
 pub use crate::call::{RuntimeError, ToolOutcome, Write};
 pub use crate::config::{Evaluator, RuntimeConfig};
 pub use agentprocess_org::{
-    BlobStore, BlobUrlError, Catalog, CatalogError, CatalogRefusal, Clock, DeadLetterId, Draft, DraftView,
-    LocalBlobs, MAX_DEAD_LETTER_RUN_ID_BYTES, MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES,
+    Archive, BlobStore, BlobUrlError, Catalog, CatalogError, CatalogRefusal, Clock, DeadLetterId, Draft,
+    DraftView, LocalBlobs, MAX_DEAD_LETTER_RUN_ID_BYTES, MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES,
     MAX_WEBHOOK_URL_CHARS, ObjectBlobs, OrgError, ProcessEntry, PublishedVersion, Redelivery, UploadRecord,
     Uploads, VersionSummary, Webhook, WebhookView, binding_issues, blob_store_from_url, configure_webhook,
     dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook, unbound_issues,
@@ -34,7 +34,7 @@ pub use agentprocess_org::{
 };
 pub use agentprocess_service::{GetWork, Hints, ListRuns, LocalHints, NoHints, Upload};
 
-use crate::actor::{self, Envelope, Host, RunAddress};
+use crate::actor::{self, Envelope, Host, Mail, RunAddress};
 use crate::idempotency;
 use crate::machine::{
     self, Caller, Command, Decide, EvidenceItem, PinnedProcess, Refusal, StartRun, UploadStatus, token,
@@ -77,7 +77,7 @@ impl Runtime {
         Runtime {
             inner: Arc::new(Inner {
                 catalog: catalog.clone(),
-                uploads: Uploads::new(store.clone(), keys.clone(), blobs),
+                uploads: Uploads::new(store.clone(), keys.clone(), blobs.clone()),
                 host: Arc::new(Host {
                     pinned: PinnedProcesses::new(catalog),
                     store,
@@ -85,6 +85,7 @@ impl Runtime {
                     config,
                     clock,
                     stats: Stats::default(),
+                    archive: Archive::new(blobs),
                     actors: Mutex::new(HashMap::new()),
                 }),
             }),
@@ -143,22 +144,31 @@ impl Runtime {
     async fn send(&self, address: RunAddress, envelope: Envelope) -> Result<ToolOutcome, RuntimeError> {
         let (reply, answer) = oneshot::channel();
         // Boxed, so that an idle actor's mailbox costs a block of pointers, not of envelopes.
-        let mut envelope = Some(Box::new(Envelope {
-            reply: Some(reply),
-            ..envelope
-        }));
+        self.deliver(
+            &address,
+            Mail::Apply(Box::new(Envelope {
+                reply: Some(reply),
+                ..envelope
+            })),
+        )
+        .await;
+        answer.await.map_err(|_| RuntimeError::ActorGone)?
+    }
+
+    /// Puts `mail` in the mailbox of the run's actor, starting the actor if need be.
+    async fn deliver(&self, address: &RunAddress, mail: Mail) {
+        let mut mail = Some(mail);
         loop {
-            let sender = actor::sender(&self.inner.host, &address);
-            match sender.send(envelope.take().expect("sent once")).await {
-                Ok(()) => break,
+            let sender = actor::sender(&self.inner.host, address);
+            match sender.send(mail.take().expect("sent once")).await {
+                Ok(()) => return,
                 // The actor was evicted between the lookup and the send: route again.
                 Err(tokio::sync::mpsc::error::SendError(back)) => {
-                    actor::forget(&self.inner.host, &address, &sender);
-                    envelope = Some(back);
+                    actor::forget(&self.inner.host, address, &sender);
+                    mail = Some(back);
                 }
             }
         }
-        answer.await.map_err(|_| RuntimeError::ActorGone)?
     }
 
     /// One upload of `organization` with its bytes, for serving file evidence: `None` when the
@@ -351,20 +361,25 @@ impl Runtime {
     }
 
     /// Fires the timer `timer_id` of the timer index on its run (see
-    /// [`agentprocess_service::RunService::fire_timer`]); a timer id this runtime did not write
-    /// is `Corrupt`.
+    /// [`agentprocess_service::RunService::fire_timer`]): a machine command, or moving an ended
+    /// run to the archive; a timer id this runtime did not write is `Corrupt`.
     pub async fn fire_timer(
         &self,
         organization: &str,
         run_id: &str,
         timer_id: &str,
     ) -> Result<(), RuntimeError> {
-        let command = actor::timer_command(timer_id)
-            .ok_or_else(|| RuntimeError::Corrupt(format!("timer id {timer_id:?} names no command")))?;
         let address = RunAddress {
             organization: organization.to_string(),
             run_id: run_id.to_string(),
         };
+        if timer_id == actor::ARCHIVE_TIMER {
+            let (done, archived) = oneshot::channel();
+            self.deliver(&address, Mail::Archive(done)).await;
+            return archived.await.map_err(|_| RuntimeError::ActorGone)?;
+        }
+        let command = actor::timer_command(timer_id)
+            .ok_or_else(|| RuntimeError::Corrupt(format!("timer id {timer_id:?} names no command")))?;
         let envelope = Envelope::new(command, None, random_seed(), None, HashMap::new());
         self.send(address, envelope).await.map(|_| ())
     }

@@ -8,6 +8,7 @@ use agentprocess_run_actor::runtime::{
     BlobStore, Clock, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
+#[allow(unused_imports)]
 pub use agentprocess_testkit::run_view::step_state;
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
