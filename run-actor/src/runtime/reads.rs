@@ -5,6 +5,7 @@
 
 use crate::actor::Host;
 use crate::call::{RuntimeError, ToolOutcome};
+use crate::machine::RunId;
 use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
 use agentprocess_service::{GetWork, ListRuns};
@@ -18,7 +19,11 @@ const SCAN_BUDGET_PER_ITEM: usize = 10;
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
 
-pub(super) async fn get_run(host: &Host, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
+pub(super) async fn get_run(
+    host: &Host,
+    caller: &Caller,
+    run_id: &RunId,
+) -> Result<ToolOutcome, RuntimeError> {
     let (record, _) = host
         .store
         .get(&host.keys.run(&caller.organization, run_id))
@@ -186,7 +191,7 @@ pub(super) async fn get_work(
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(ToolOutcome::Refused(refusal)),
     };
-    let org = caller.organization.as_str();
+    let org = &caller.organization;
     let ranges = match &caller.kind {
         CallerKind::Agent { .. } => vec![host.keys.ready_steps(org)],
         // An item filed under several of these (an escalation in the operator queue and in the
@@ -221,7 +226,7 @@ pub(super) async fn list_runs(
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(ToolOutcome::Refused(refusal)),
     };
-    let org = caller.organization.as_str();
+    let org = &caller.organization;
     let ranges = match &request.process {
         Some(process) => vec![host.keys.process_runs(org, process)],
         None => {
