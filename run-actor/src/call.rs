@@ -1,7 +1,7 @@
 //! A call to the runtime and its answer: the protocol write as the gateway hands it in, the
 //! tool's outcome, and the infrastructure failure that is not an outcome.
 
-use crate::machine::{Decision, EvidenceItem, Mode, Refusal, Submission};
+use crate::machine::{Decision, EvidenceItem, Mode, Refusal, RunId, StepId, Submission};
 use agentprocess_org::OrgError;
 use agentprocess_store::StoreError;
 use serde_json::{Map, Value};
@@ -16,8 +16,8 @@ pub enum Write {
         mode: Mode,
     },
     Claim {
-        run_id: String,
-        step: String,
+        run_id: RunId,
+        step: StepId,
     },
     Renew {
         token: String,
@@ -32,7 +32,7 @@ pub enum Write {
         note: String,
     },
     Decide {
-        run_id: String,
+        run_id: RunId,
         work_item: String,
         snapshot: String,
         decision: Decision,
@@ -44,11 +44,11 @@ pub enum Write {
         note: Option<String>,
     },
     Cancel {
-        run_id: String,
+        run_id: RunId,
         reason: String,
     },
     SendEvent {
-        run_id: String,
+        run_id: RunId,
         name: String,
         data: Option<Map<String, Value>>,
     },

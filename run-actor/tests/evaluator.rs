@@ -1,6 +1,7 @@
 //! The `check-1` evaluator client over real HTTP against the fake evaluator: every question kind
 //! reaches pass, fail, unsure and error, and a run through the runtime gets each verdict.
 
+use agentprocess_ids::{OrgId, RunId, StepId};
 use agentprocess_run_actor::machine::check::judge;
 use agentprocess_run_actor::machine::{
     Caller, CallerKind, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
@@ -326,7 +327,10 @@ async fn vendor_check_runtime(fake: &FakeEvaluator, blobs: &std::path::Path) -> 
     let roles = [("finance-approver".to_owned(), "g_finance".to_owned())]
         .into_iter()
         .collect();
-    runtime.publish(ORG, &source, roles).await.expect("publishes");
+    runtime
+        .publish(&OrgId::from(ORG), &source, roles)
+        .await
+        .expect("publishes");
     runtime
 }
 
@@ -364,8 +368,8 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
         .unwrap());
     let claimed = ok(execute(
         Write::Claim {
-            run_id: run,
-            step: "check_vendor".into(),
+            run_id: RunId::from(run),
+            step: StepId::from_wire("check_vendor"),
         },
         format!("claim-{key}"),
     )

@@ -37,7 +37,8 @@ pub use agentprocess_service::{GetWork, Hints, ListRuns, LocalHints, NoHints, Up
 use crate::actor::{self, Envelope, Host, Mail, RunAddress};
 use crate::idempotency;
 use crate::machine::{
-    self, Caller, Command, Decide, EvidenceItem, PinnedProcess, Refusal, StartRun, UploadStatus, token,
+    self, Caller, Command, Decide, EvidenceItem, OrgId, PinnedProcess, Refusal, RunId, StartRun,
+    UploadStatus, token,
 };
 use crate::pinned::PinnedProcesses;
 use agentprocess_store::Store;
@@ -134,7 +135,7 @@ impl Runtime {
     /// Publishes a process version (an admin action): see [`Catalog::publish`].
     pub async fn publish(
         &self,
-        organization: &str,
+        organization: &OrgId,
         source: &[u8],
         roles: indexmap::IndexMap<String, String>,
     ) -> Result<u64, CatalogError> {
@@ -176,7 +177,7 @@ impl Runtime {
     /// recorded SHA-256 are an error, not a different file.
     pub async fn read_upload(
         &self,
-        organization: &str,
+        organization: &OrgId,
         upload_id: &str,
     ) -> Result<Option<(UploadRecord, Vec<u8>)>, RuntimeError> {
         Ok(self.inner.uploads.read(organization, upload_id).await?)
@@ -186,7 +187,7 @@ impl Runtime {
     /// the actor (the machine's lookup is synchronous; the blob store is not).
     async fn prefetch_uploads(
         &self,
-        organization: &str,
+        organization: &OrgId,
         evidence: &[EvidenceItem],
     ) -> Result<HashMap<String, UploadStatus>, RuntimeError> {
         let mut found = HashMap::new();
@@ -209,10 +210,10 @@ pub(crate) fn random_seed() -> [u8; 32] {
 
 /// The seed of a `start_run`: derived from the organization and the `requestId`, so that a
 /// retry mints the same run id and lands on the same actor, which answers it from the record.
-fn start_seed(organization: &str, request_id: &str) -> [u8; 32] {
+fn start_seed(organization: &OrgId, request_id: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(b"agentprocess start_run\0");
-    hasher.update(organization.as_bytes());
+    hasher.update(organization.as_str().as_bytes());
     hasher.update([0]);
     hasher.update(request_id.as_bytes());
     hasher.finalize().into()
@@ -282,7 +283,7 @@ impl Runtime {
             Write::Claim { run_id, step } => (run_id, Command::Claim { caller, step }),
             Write::Renew { token, progress } => match token::run_id(&token) {
                 Some(run_id) => (
-                    run_id.to_string(),
+                    RunId::from(run_id),
                     Command::Renew {
                         caller,
                         token,
@@ -295,7 +296,7 @@ impl Runtime {
                 Some(run_id) => {
                     uploads = self.prefetch_uploads(&organization, &submission.evidence).await?;
                     (
-                        run_id.to_string(),
+                        RunId::from(run_id),
                         Command::Submit {
                             caller,
                             token,
@@ -307,7 +308,7 @@ impl Runtime {
                 None => return Ok(bad_token()),
             },
             Write::Escalate { token, note } => match token::run_id(&token) {
-                Some(run_id) => (run_id.to_string(), Command::Escalate { caller, token, note }),
+                Some(run_id) => (RunId::from(run_id), Command::Escalate { caller, token, note }),
                 None => return Ok(bad_token()),
             },
             Write::Decide {
@@ -364,13 +365,13 @@ impl Runtime {
     /// run to the archive; a timer id this runtime did not write is `Corrupt`.
     pub async fn fire_timer(
         &self,
-        organization: &str,
-        run_id: &str,
+        organization: &OrgId,
+        run_id: &RunId,
         timer_id: &str,
     ) -> Result<(), RuntimeError> {
         let address = RunAddress {
-            organization: organization.to_string(),
-            run_id: run_id.to_string(),
+            organization: organization.clone(),
+            run_id: run_id.clone(),
         };
         if timer_id == actor::ARCHIVE_TIMER {
             let (done, archived) = oneshot::channel();
@@ -383,7 +384,7 @@ impl Runtime {
         self.send(address, envelope).await.map(|_| ())
     }
 
-    pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
+    pub async fn get_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, RuntimeError> {
         reads::get_run(&self.inner.host, caller, run_id).await
     }
 
@@ -431,7 +432,7 @@ mod tests {
             body: loaded.body,
             roles: indexmap::IndexMap::new(),
         };
-        let seed = start_seed("acme", "req-1");
+        let seed = start_seed(&OrgId::from("acme"), "req-1");
         let ctx = Ctx {
             now: Timestamp::from_millis(1_000),
             seed,
@@ -453,7 +454,7 @@ mod tests {
         let transition = machine::apply(&pinned, None, command, &ctx).expect("starts");
         assert_eq!(transition.state.id, machine::run_id_for_seed(seed));
         assert_ne!(
-            machine::run_id_for_seed(start_seed("acme", "req-2")),
+            machine::run_id_for_seed(start_seed(&OrgId::from("acme"), "req-2")),
             transition.state.id
         );
     }

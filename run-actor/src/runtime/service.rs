@@ -4,7 +4,7 @@
 use super::Runtime;
 use crate::call::{RuntimeError, ToolOutcome, Write};
 use crate::error_chain;
-use crate::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, Refusal, Submission};
+use crate::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, OrgId, Refusal, RunId, Submission};
 use agentprocess_service as service;
 use async_trait::async_trait;
 
@@ -21,8 +21,8 @@ impl service::RunService for Runtime {
 
     async fn fire_timer(
         &self,
-        organization: &str,
-        run_id: &str,
+        organization: &OrgId,
+        run_id: &RunId,
         timer_id: &str,
     ) -> Result<(), service::ServiceError> {
         Runtime::fire_timer(self, organization, run_id, timer_id)
@@ -33,7 +33,7 @@ impl service::RunService for Runtime {
     async fn get_run(
         &self,
         caller: &service::Caller,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Result<service::ToolOutcome, service::ServiceError> {
         outcome(Runtime::get_run(self, &caller_of(caller), run_id).await)
     }
