@@ -4,11 +4,11 @@
 use agentprocess_gateway::files::{FileUrlSigner, add_file_urls, file_routes};
 use agentprocess_ids::{OrgId, RunId, StepId};
 use agentprocess_run_actor::machine::{
-    Caller, Decision, EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Submission,
-    Timestamp,
+    Caller, EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest, Timestamp,
 };
 use agentprocess_run_actor::runtime::{
-    Clock, Evaluator, GetWork, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    Clock, Decision, Evaluator, EvidenceItem, GetWork, LocalBlobs, Runtime, RuntimeConfig, Submission,
+    ToolOutcome, Upload, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
 use agentprocess_testkit::assert_matches_schema;
@@ -331,7 +331,7 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
                 process: "vendor-check".into(),
                 version: None,
                 inputs: json!({ "vendorName": "Acme", "amount": 48000 }),
-                mode: agentprocess_run_actor::machine::Mode::Live,
+                mode: agentprocess_run_actor::runtime::Mode::Live,
             },
             "s-1",
         )

@@ -9,8 +9,8 @@
 //! records an idempotency entry. Every command is acknowledged only after the log is synced.
 
 use agentprocess_ids::{OrgId, RunId, StepId};
-use agentprocess_run_actor::machine::{Caller, CallerKind, Mode, Timestamp};
-use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Write};
+use agentprocess_run_actor::machine::{Caller, CallerKind, Timestamp};
+use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Mode, Runtime, RuntimeConfig, ToolOutcome, Write};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store, Txn, TxnOp};
 use indexmap::IndexMap;

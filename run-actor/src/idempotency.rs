@@ -6,10 +6,10 @@
 //! with the arguments under their names on the wire. Canonical JSON makes the order of keys and
 //! the spelling of a number (`1.5`, `1.50`, `15e-1`) irrelevant, as they are to JSON itself.
 
-use crate::call::{RuntimeError, ToolOutcome, Write};
-use crate::machine::{Caller, CallerKind, EvidenceItem, OrgId, Refusal, Submission, Timestamp, hex};
+use crate::call::{RuntimeError, ToolOutcome};
+use crate::machine::{Caller, CallerKind, OrgId, Refusal, Timestamp, hex};
 use agentprocess_process::hash::canonical_json;
-use agentprocess_service::Upload;
+use agentprocess_service::{EvidenceItem, Submission, Upload, Write};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use serde::{Deserialize, Serialize};
@@ -230,8 +230,8 @@ fn sorted_keys(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::Mode;
     use crate::machine::StepId;
+    use agentprocess_service::Mode;
 
     fn agent() -> Caller {
         Caller {

@@ -5,10 +5,10 @@ use agentprocess_ids::{OrgId, RunId, StepId};
 use agentprocess_run_actor::machine::check::judge;
 use agentprocess_run_actor::machine::{
     Caller, CallerKind, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
-    EvidenceItem, Mode, Probability, QuestionResult, Submission, Timestamp,
+    EvidenceItem, Probability, QuestionResult, Timestamp,
 };
 use agentprocess_run_actor::runtime::{
-    Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    self, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
 use agentprocess_run_actor::{EvaluatorConfig, OpenAiEvaluator};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
@@ -348,7 +348,7 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
             process: "vendor-check".into(),
             version: None,
             inputs: json!({ "vendorName": "Acme", "amount": 48000 }),
-            mode: Mode::Live,
+            mode: runtime::Mode::Live,
         },
         format!("start-{key}"),
     )
@@ -374,9 +374,9 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
         format!("claim-{key}"),
     )
     .await);
-    let submission = Submission {
+    let submission = runtime::Submission {
         output: Some(object(json!({ "cleared": true, "summary": summary }))),
-        evidence: vec![EvidenceItem {
+        evidence: vec![runtime::EvidenceItem {
             kind: "file".into(),
             reference: report["id"].as_str().unwrap().into(),
         }],

@@ -4,10 +4,10 @@
 mod runtime_support;
 
 use agentprocess_ids::OrgId;
-use agentprocess_run_actor::machine::{ErrorCode, EvidenceItem, Submission};
+use agentprocess_run_actor::machine::ErrorCode;
 use agentprocess_run_actor::runtime::{
-    Clock, GetWork, ListRuns, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Upload, Write,
-    blob_store_from_url,
+    Clock, EvidenceItem, GetWork, ListRuns, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Submission,
+    Upload, Write, blob_store_from_url,
 };
 use agentprocess_store::{
     KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus, RangeRequest, RangeResult, Store, StoreError, Txn,
@@ -695,7 +695,7 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
         run_id: run.clone(),
         work_item: item["id"].as_str().unwrap().into(),
         snapshot: snapshot.into(),
-        decision: agentprocess_run_actor::machine::Decision::Completed,
+        decision: agentprocess_run_actor::runtime::Decision::Completed,
         output: Some(object(json!({ "revision": "r1", "summary": "terms" }))),
         evidence: Some(vec![EvidenceItem {
             kind: "file".into(),

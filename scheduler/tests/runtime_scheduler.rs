@@ -4,10 +4,10 @@
 //! runtime's injected clock, moved forward with `Clock::advance`.
 
 use agentprocess_ids::{OrgId, RunId, StepId};
-use agentprocess_run_actor::machine::{Caller, Decision, Mode, Timestamp};
+use agentprocess_run_actor::machine::{Caller, Timestamp};
 use agentprocess_run_actor::runtime::{
-    Clock, DeadLetterId, GetWork, LocalBlobs, NoHints, Redelivery, Runtime, RuntimeConfig, ToolOutcome,
-    Write, redeliver_dead_letter,
+    Clock, DeadLetterId, Decision, GetWork, LocalBlobs, Mode, NoHints, Redelivery, Runtime, RuntimeConfig,
+    ToolOutcome, Write, redeliver_dead_letter,
 };
 use agentprocess_scheduler::{
     HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerParts, StoreWatchHints, Webhook,

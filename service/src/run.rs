@@ -34,6 +34,16 @@ pub enum Mode {
     Test,
 }
 
+impl Mode {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Test => "test",
+        }
+    }
+}
+
 /// `decide`'s `decision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -42,6 +52,19 @@ pub enum Decision {
     Rejected,
     Returned,
     Failed,
+}
+
+impl Decision {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Completed => "completed",
+            Decision::Approved => "approved",
+            Decision::Rejected => "rejected",
+            Decision::Returned => "returned",
+            Decision::Failed => "failed",
+        }
+    }
 }
 
 /// An evidence item as sent: `{ kind, ref }`.

@@ -22,7 +22,7 @@ mod uploads;
 // Organization-level state lives in its own crate; these names stay reachable here for the
 // actor host's own callers.
 pub use crate::actor::Stats;
-pub use crate::call::{RuntimeError, ToolOutcome, Write};
+pub use crate::call::{RuntimeError, ToolOutcome};
 pub use crate::config::{Evaluator, RuntimeConfig};
 pub use agentprocess_org::{
     Archive, BlobStore, BlobUrlError, Catalog, CatalogError, CatalogRefusal, Clock, DeadLetterId, Draft,
@@ -32,13 +32,14 @@ pub use agentprocess_org::{
     dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook, unbound_issues,
     webhook_from_request, webhooks,
 };
-pub use agentprocess_service::{GetWork, Hints, ListRuns, LocalHints, NoHints, Upload};
+pub use agentprocess_service::{
+    Decision, EvidenceItem, GetWork, Hints, ListRuns, LocalHints, Mode, NoHints, Submission, Upload, Write,
+};
 
 use crate::actor::{self, Envelope, Host, Mail, RunAddress};
 use crate::idempotency;
 use crate::machine::{
-    self, Caller, Command, Decide, EvidenceItem, OrgId, PinnedProcess, Refusal, RunId, StartRun,
-    UploadStatus, token,
+    self, Caller, Command, Decide, OrgId, PinnedProcess, Refusal, RunId, StartRun, UploadStatus, token,
 };
 use crate::pinned::PinnedProcesses;
 use agentprocess_store::Store;
@@ -188,7 +189,7 @@ impl Runtime {
     async fn prefetch_uploads(
         &self,
         organization: &OrgId,
-        evidence: &[EvidenceItem],
+        evidence: &[machine::EvidenceItem],
     ) -> Result<HashMap<String, UploadStatus>, RuntimeError> {
         let mut found = HashMap::new();
         for item in evidence.iter().filter(|e| e.kind == "file") {
@@ -223,8 +224,9 @@ fn bad_token() -> ToolOutcome {
     ToolOutcome::Refused(Refusal::invalid("the token does not verify"))
 }
 
-/// The runtime's own API, in the machine's types: what the in-process run service
-/// ([`agentprocess_service::RunService`], in `service.rs`) and the actor host's tests call.
+/// The runtime's own API, in the machine's types but for the write, which is the service
+/// layer's [`Write`] (`execute` turns it into a machine command): what the in-process run
+/// service ([`agentprocess_service::RunService`], in `service.rs`) and the actor host's tests call.
 impl Runtime {
     /// Applies one protocol write, idempotent on `(organization, request_id)`.
     pub async fn execute(
@@ -278,7 +280,14 @@ impl Runtime {
                         return Ok(ToolOutcome::Refused(Refusal::not_found(reason)));
                     }
                 }
-                (run_id, Command::StartRun(StartRun { caller, inputs, mode }))
+                (
+                    run_id,
+                    Command::StartRun(StartRun {
+                        caller,
+                        inputs,
+                        mode: service::mode_of(mode),
+                    }),
+                )
             }
             Write::Claim { run_id, step } => (run_id, Command::Claim { caller, step }),
             Write::Renew { token, progress } => match token::run_id(&token) {
@@ -294,6 +303,7 @@ impl Runtime {
             },
             Write::Submit { token, submission } => match token::run_id(&token) {
                 Some(run_id) => {
+                    let submission = service::submission_of(submission);
                     uploads = self.prefetch_uploads(&organization, &submission.evidence).await?;
                     (
                         RunId::from(run_id),
@@ -323,6 +333,7 @@ impl Runtime {
                 reason,
                 note,
             } => {
+                let evidence = evidence.map(service::evidence_of);
                 if let Some(evidence) = &evidence {
                     uploads = self.prefetch_uploads(&organization, evidence).await?;
                 }
@@ -332,7 +343,7 @@ impl Runtime {
                         caller,
                         work_item,
                         snapshot,
-                        decision,
+                        decision: service::decision_of(decision),
                         output,
                         evidence,
                         summary,

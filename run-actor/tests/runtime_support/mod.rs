@@ -3,9 +3,9 @@
 
 #![allow(dead_code)]
 
-use agentprocess_run_actor::machine::{Caller, Mode, OrgId, RunId, StepId, Submission, Timestamp};
+use agentprocess_run_actor::machine::{Caller, OrgId, RunId, StepId, Timestamp};
 use agentprocess_run_actor::runtime::{
-    BlobStore, Clock, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Write,
+    BlobStore, Clock, LocalBlobs, Mode, Runtime, RuntimeConfig, Submission, ToolOutcome, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
 #[allow(unused_imports)]
@@ -160,7 +160,7 @@ pub fn diagnosis() -> Submission {
         output: Some(object(
             json!({ "diagnosis": "cache", "attemptedFixes": "flushed it" }),
         )),
-        evidence: vec![agentprocess_run_actor::machine::EvidenceItem {
+        evidence: vec![agentprocess_run_actor::runtime::EvidenceItem {
             kind: "link".into(),
             reference: "https://tickets.example/1".into(),
         }],
