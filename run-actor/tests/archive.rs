@@ -4,9 +4,9 @@
 
 mod runtime_support;
 
-use agentprocess_run_actor::machine::{Caller, Decision, ErrorCode, Mode, RunId, StepId};
+use agentprocess_run_actor::machine::{Caller, ErrorCode, RunId, StepId};
 use agentprocess_run_actor::runtime::{
-    Clock, ListRuns, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    Clock, Decision, ListRuns, LocalBlobs, Mode, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
 use agentprocess_store::{RangeRequest, Store};
 use runtime_support::*;
