@@ -4,6 +4,8 @@
 mod admin;
 mod mcp_client;
 mod processes;
+#[cfg(test)]
+mod record_sizes;
 mod stats;
 mod workers;
 

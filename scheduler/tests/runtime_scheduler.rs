@@ -574,6 +574,53 @@ async fn idempotency_records_go_after_their_retention() {
     store.close().await;
 }
 
+/// `idempotency_retention_seconds` is a setting: a record goes once a shorter retention passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_records_go_after_a_retention_set_shorter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = EmbeddedStore::open(dir.path().join("store"), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    let config = RuntimeConfig {
+        idempotency_retention: Duration::from_secs(60),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(
+        Arc::new(store.clone()),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        config,
+        Clock::starting_at(START),
+    );
+    publish(&runtime, "support-escalation").await;
+    let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
+    start(
+        &runtime,
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        Mode::Live,
+        "s-1",
+    )
+    .await;
+    let record = runtime.keys().idempotency(&ORG.into(), "s-1");
+    let half_way = runtime.clock().now().plus_seconds(30);
+    runtime.clock().advance(Duration::from_secs(30));
+    eventually("a sweep ran half way", || async {
+        scheduler.swept_at() >= half_way
+    })
+    .await;
+    assert!(
+        runtime.store().get(&record).await.unwrap().0.is_some(),
+        "kept for the retention"
+    );
+    runtime.clock().advance(Duration::from_secs(31));
+    eventually("the record is gone", || async {
+        runtime.store().get(&record).await.unwrap().0.is_none()
+    })
+    .await;
+    scheduler.stop().await;
+    store.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_window_fires_every_timer_in_turn() {
     let dir = tempfile::tempdir().unwrap();

@@ -340,6 +340,7 @@ impl Actor {
                 match crate::idempotency::replay(
                     self.host.store.as_ref(),
                     &self.host.keys,
+                    &self.host.pinned,
                     &self.address.organization,
                     &request.id,
                     &request.fingerprint,
@@ -726,6 +727,7 @@ impl Actor {
                     Some(request) => crate::idempotency::replay(
                         self.host.store.as_ref(),
                         &self.host.keys,
+                        &self.host.pinned,
                         &self.address.organization,
                         &request.id,
                         &request.fingerprint,
