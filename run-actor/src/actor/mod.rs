@@ -17,7 +17,7 @@
 //! committed with the batch.
 
 mod events;
-mod plan;
+pub(crate) mod plan;
 mod records;
 
 pub use records::{OutboxEntry, OutboxEvent, Recipients, timer_command};
@@ -34,7 +34,8 @@ use agentprocess_org::Clock;
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{LeaseId, RangeRequest, StoreError, Txn, TxnOp};
-use records::{ClaimRecord, IndexEntries};
+use records::ClaimRecord;
+pub(crate) use records::IndexEntries;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
