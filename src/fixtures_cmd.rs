@@ -10,7 +10,7 @@ use crate::serve_cmd::{offer, open_store};
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::DEFAULT_DATA_DIR;
 use agentprocess_run_actor::fixtures::run_writes;
-use agentprocess_run_actor::machine::{PinnedProcess, Timestamp};
+use agentprocess_run_actor::machine::{OrgId, PinnedProcess, Timestamp};
 use agentprocess_run_actor::runtime::{Catalog, Clock, RuntimeConfig};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
@@ -153,12 +153,17 @@ async fn write_runs(
     counts: Counts,
     store: &agentprocess_store::EmbeddedStore,
 ) -> anyhow::Result<(u64, Duration)> {
-    let config = RuntimeConfig::default();
+    // What `serve` runs with, where it shapes what a commit writes (the archive timer).
+    let config = RuntimeConfig {
+        archive_ended_runs_after: settings.archive_ended_runs_after(),
+        ..RuntimeConfig::default()
+    };
     let keys = Keys::new(&config.cluster);
     let shared: Arc<dyn Store> = Arc::new(store.clone());
     let catalog = Catalog::new(shared, keys.clone(), Clock::system());
     let offer = offer(settings);
-    let org = args.org.as_str();
+    let org = OrgId::from(args.org.as_str());
+    let org = &org;
     let resolve = |name: String, needed: bool| {
         let (catalog, offer) = (&catalog, &offer);
         async move {
@@ -180,7 +185,7 @@ async fn write_runs(
     let timer = resolve(processes::TIMER.to_owned(), counts.timers > 0).await?;
 
     let mut driver = Driver::new(
-        org,
+        org.as_str(),
         settings.limits(),
         config.person_format,
         settings.escalate_to(),
@@ -222,8 +227,8 @@ async fn write_runs(
                     driver.start(process, Some(inputs), now)?
                 }
             };
-            let writes =
-                run_writes(&keys, process, &run).with_context(|| format!("writing run {}", run.id))?;
+            let writes = run_writes(&keys, &config, process, &run)
+                .with_context(|| format!("writing run {}", run.id))?;
             writer.add(writes).await?;
             progress.tick(writer.committed);
         }

@@ -120,6 +120,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         limits: settings.limits(),
         escalate_to: settings.escalate_to(),
         idempotency_retention: settings.idempotency_retention(),
+        archive_ended_runs_after: settings.archive_ended_runs_after(),
         max_upload_bytes: usize::try_from(settings.limits.max_upload_bytes).unwrap_or(usize::MAX),
         ..RuntimeConfig::default()
     };

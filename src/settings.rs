@@ -41,6 +41,8 @@ pub struct Settings {
     pub escalate_to_operators: bool,
     /// How long a `requestId` answers replays, in seconds.
     pub idempotency_retention_seconds: u64,
+    /// How long an ended run stays in the store before it moves to the archive, in seconds.
+    pub archive_ended_runs_after_seconds: u64,
     /// Where uploaded files go: a URL (`s3://bucket/prefix`, `gs://…`, `az://…`, `file:///…`);
     /// default the `uploads` folder in the data folder.
     pub uploads: Option<String>,
@@ -133,6 +135,7 @@ impl Default for Settings {
             escalation_group: None,
             escalate_to_operators: true,
             idempotency_retention_seconds: 7 * 24 * 3600,
+            archive_ended_runs_after_seconds: 3 * 24 * 3600,
             uploads: None,
             webhook_timeout_seconds: 10,
             allowed_hosts: Vec::new(),
@@ -333,6 +336,10 @@ impl Settings {
 
     pub fn idempotency_retention(&self) -> Duration {
         Duration::from_secs(self.idempotency_retention_seconds)
+    }
+
+    pub fn archive_ended_runs_after(&self) -> Duration {
+        Duration::from_secs(self.archive_ended_runs_after_seconds)
     }
 
     /// The scheduler's settings: its defaults with the delivery retries of `[notifications]`.

@@ -206,7 +206,10 @@ async fn count(store: &dyn Store) -> anyhow::Result<(FamilyTallies, BTreeMap<Str
             let owner = keys.family_of(&kv.key);
             let family = owner.as_ref().map(|o| o.family);
             let organization = match &owner {
-                Some(owner) => owner.organization.clone().unwrap_or_else(|| CLUSTER.to_owned()),
+                Some(owner) => owner
+                    .organization
+                    .clone()
+                    .map_or_else(|| CLUSTER.to_owned(), |org| org.into_string()),
                 None => OTHER.to_owned(),
             };
             families

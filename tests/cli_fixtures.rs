@@ -153,7 +153,8 @@ async fn a_server_started_on_fixtures_serves_them_as_ordinary_runs() {
 
 /// `store stats` counts the keys of each family a fixture set implies: a record and a
 /// per-process entry per run, a ready entry per open run, a group work entry per waiting run, a
-/// timer per timer run, and the three processes' catalog entries, drafts and versions.
+/// timer per timer run and per ended run (its move to the archive), and the three processes'
+/// catalog entries, drafts and versions.
 #[test]
 fn store_stats_counts_the_keys_of_every_family() {
     let data = tempfile::tempdir().unwrap();
@@ -174,7 +175,8 @@ fn store_stats_counts_the_keys_of_every_family() {
     assert_eq!(family("process-runs"), runs, "{report}");
     assert_eq!(family("ready"), OPEN as u64, "{report}");
     assert_eq!(family("work"), WAITING as u64, "{report}");
-    assert_eq!(family("timer"), TIMERS as u64, "{report}");
+    // A timer per timer run, and the archive timer of each ended run.
+    assert_eq!(family("timer"), (TIMERS + ENDED) as u64, "{report}");
     for name in ["catalog", "draft", "published"] {
         assert_eq!(family(name), 3, "{name}: {report}");
     }
@@ -185,7 +187,11 @@ fn store_stats_counts_the_keys_of_every_family() {
     );
     assert_eq!(family("other"), 0, "{report}");
     let total = report["total"]["keys"].as_u64().unwrap();
-    assert_eq!(total, runs * 2 + (OPEN + WAITING + TIMERS) as u64 + 9, "{report}");
+    assert_eq!(
+        total,
+        runs * 2 + (OPEN + WAITING + TIMERS + ENDED) as u64 + 9,
+        "{report}"
+    );
     let organizations = report["organizations"].as_array().unwrap();
     assert_eq!(organizations.len(), 1, "{report}");
     assert_eq!(organizations[0]["organization"], "acme");

@@ -4,6 +4,7 @@
 //! [`Uploads::read`] serves the bytes of a file link.
 
 use crate::OrgError;
+use agentprocess_ids::OrgId;
 use agentprocess_machine::{UploadStatus, hex};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
@@ -23,6 +24,24 @@ pub trait BlobStore: Send + Sync + std::fmt::Debug {
     async fn put(&self, path: &str, bytes: &[u8]) -> Result<(), String>;
     /// The bytes at `path`, or `None` when there are none.
     async fn get(&self, path: &str) -> Result<Option<Vec<u8>>, String>;
+    /// Stores every object durably: when this returns, all of them survive a crash. An
+    /// implementation may make them durable together (one sync for the lot).
+    async fn put_all(&self, objects: Vec<(String, Vec<u8>)>) -> Result<(), String> {
+        for (path, bytes) in objects {
+            self.put(&path, &bytes).await?;
+        }
+        Ok(())
+    }
+    /// The names directly under the folder `dir` (`""` for the root): sub-folders and objects,
+    /// in no particular order. A folder that does not exist is empty.
+    async fn list_folder(&self, dir: &str) -> Result<Folder, String>;
+}
+
+/// What one folder of a blob store holds: names, not paths.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Folder {
+    pub folders: Vec<String>,
+    pub objects: Vec<String>,
 }
 
 /// A blob store in a local directory: the default for a single machine.
@@ -68,6 +87,62 @@ impl BlobStore for LocalBlobs {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("reading {path}: {e}")),
         }
+    }
+
+    /// Writes each object to a temporary file renamed into place, then syncs the file system
+    /// once: one sync for the whole batch instead of two per object.
+    async fn put_all(&self, objects: Vec<(String, Vec<u8>)>) -> Result<(), String> {
+        if objects.is_empty() {
+            return Ok(());
+        }
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), String> {
+            for (path, bytes) in &objects {
+                let target = dir.join(path);
+                let temporary = target.with_extension("partial");
+                let write = || -> std::io::Result<()> {
+                    if let Some(parent) = target.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    std::fs::write(&temporary, bytes)?;
+                    std::fs::rename(&temporary, &target)
+                };
+                write().map_err(|e| format!("writing {path}: {e}"))?;
+            }
+            let root = std::fs::File::open(&dir).map_err(|e| format!("opening {}: {e}", dir.display()))?;
+            rustix::fs::syncfs(&root).map_err(|e| format!("syncing {}: {e}", dir.display()))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    async fn list_folder(&self, dir: &str) -> Result<Folder, String> {
+        let path = self.dir.join(dir);
+        tokio::task::spawn_blocking(move || -> Result<Folder, String> {
+            let mut folder = Folder::default();
+            let entries = match std::fs::read_dir(&path) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(folder),
+                Err(e) => return Err(format!("listing {}: {e}", path.display())),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| format!("listing {}: {e}", path.display()))?;
+                let Ok(name) = entry.file_name().into_string() else {
+                    continue;
+                };
+                let kind = entry
+                    .file_type()
+                    .map_err(|e| format!("listing {}: {e}", path.display()))?;
+                if kind.is_dir() {
+                    folder.folders.push(name);
+                } else if !name.ends_with(".partial") {
+                    folder.objects.push(name);
+                }
+            }
+            Ok(folder)
+        })
+        .await
+        .map_err(|e| e.to_string())?
     }
 }
 
@@ -118,6 +193,40 @@ impl BlobStore for ObjectBlobs {
             Err(e) => Err(format!("reading {path}: {e}")),
         }
     }
+
+    /// Every object is durable once its put returns; they are written a few at a time.
+    async fn put_all(&self, objects: Vec<(String, Vec<u8>)>) -> Result<(), String> {
+        use futures_util::StreamExt;
+        let mut puts = futures_util::stream::iter(objects)
+            .map(|(path, bytes)| async move { self.put(&path, &bytes).await })
+            .buffer_unordered(16);
+        while let Some(put) = puts.next().await {
+            put?;
+        }
+        Ok(())
+    }
+
+    async fn list_folder(&self, dir: &str) -> Result<Folder, String> {
+        let location = if dir.is_empty() {
+            self.prefix.clone()
+        } else {
+            self.location(dir)
+        };
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&location))
+            .await
+            .map_err(|e| format!("listing {dir}: {e}"))?;
+        let name = |path: &ObjectPath| path.filename().map(str::to_string);
+        Ok(Folder {
+            folders: listed.common_prefixes.iter().filter_map(name).collect(),
+            objects: listed
+                .objects
+                .iter()
+                .filter_map(|meta| name(&meta.location))
+                .collect(),
+        })
+    }
 }
 
 /// Why a blob store location does not open.
@@ -155,8 +264,8 @@ pub struct UploadRecord {
 
 /// Where an upload's bytes go in the blob store: under the organization, hex-encoded so any
 /// organization id makes a safe path.
-pub fn blob_path(organization: &str, id: &str) -> String {
-    format!("{}/{id}", hex(organization.as_bytes()))
+pub fn blob_path(organization: &OrgId, id: &str) -> String {
+    format!("{}/{id}", hex(organization.as_str().as_bytes()))
 }
 
 /// The organizations' uploads: records in the store, bytes in the blob store.
@@ -180,7 +289,7 @@ impl Uploads {
     /// The record of `upload_id` in the organization, or `None` when it has no such upload.
     pub async fn record(
         &self,
-        organization: &str,
+        organization: &OrgId,
         upload_id: &str,
     ) -> Result<Option<UploadRecord>, OrgError> {
         let (record, _) = self.store.get(&self.keys.upload(organization, upload_id)).await?;
@@ -193,7 +302,7 @@ impl Uploads {
     }
 
     /// Whether `upload_id` exists in the organization and its stored bytes still match.
-    pub async fn verify(&self, organization: &str, upload_id: &str) -> Result<UploadStatus, OrgError> {
+    pub async fn verify(&self, organization: &OrgId, upload_id: &str) -> Result<UploadStatus, OrgError> {
         let Some(record) = self.record(organization, upload_id).await? else {
             return Ok(UploadStatus::NotFound);
         };
@@ -211,7 +320,7 @@ impl Uploads {
     /// infrastructure error, NEVER a silently different file.
     pub async fn read(
         &self,
-        organization: &str,
+        organization: &OrgId,
         upload_id: &str,
     ) -> Result<Option<(UploadRecord, Vec<u8>)>, OrgError> {
         let Some(record) = self.record(organization, upload_id).await? else {

@@ -19,6 +19,9 @@ pub struct RuntimeConfig {
     pub escalate_to: Assignment,
     /// How long an idempotency record answers replays before the scheduler removes it.
     pub idempotency_retention: Duration,
+    /// How long an ended run stays in the hot store before it moves to the archive in the
+    /// blob store (where `get_run` and `list_runs` still read it).
+    pub archive_ended_runs_after: Duration,
     /// How long a run actor stays in memory without commands.
     pub idle_eviction: Duration,
     /// Most commands of one run applied together and committed in one transaction.
@@ -64,6 +67,7 @@ impl Default for RuntimeConfig {
             person_format: PersonFormat::Email,
             escalate_to: Assignment::Operators { also: None },
             idempotency_retention: Duration::from_secs(7 * 24 * 3600),
+            archive_ended_runs_after: Duration::from_secs(3 * 24 * 3600),
             idle_eviction: Duration::from_secs(60),
             max_batch: 64,
             max_upload_bytes: 10 << 20,

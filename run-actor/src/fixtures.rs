@@ -2,10 +2,12 @@
 //! processes they need: for fixtures that fill a stopped server's store with many runs in minutes.
 
 use crate::actor::plan::{self, Inputs};
-use crate::actor::{IndexEntries, RunAddress};
+use crate::actor::{IndexEntries, RunAddress, archive_after_ms};
 use crate::call::RuntimeError;
+use crate::config::RuntimeConfig;
 use crate::machine::{PinnedProcess, RunState, Timestamp};
 use crate::pinned::PinnedProcesses;
+use agentprocess_ids::{OrgId, RunId, StepId};
 use agentprocess_org::Catalog;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, TxnOp};
@@ -25,19 +27,25 @@ pub struct RunWrites {
 pub enum FixtureError {
     /// A claim key lives on a store lease held by a running actor host; a fixture has none.
     #[error("run {run} holds a claim on step {step}: only runs without a live claim can be written directly")]
-    Claimed { run: String, step: String },
+    Claimed { run: RunId, step: StepId },
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
 }
 
-/// The writes of `run` as its actor's first commit would make them, with the same planner: the
-/// run record and every index and timer entry its state implies (ready steps, work items, the
-/// per-process run entry, timers), on the condition that no run of that id exists.
+/// The writes of `run` as the first commit of its actor, in a runtime with `config`, would make
+/// them, with the same planner: the run record and every index and timer entry its state implies
+/// (ready steps, work items, the per-process run entry, timers, an ended run's archive timer),
+/// on the condition that no run of that id exists.
 ///
 /// What a live write adds BESIDE the state is left out on purpose: idempotency records (they
 /// answer retries of the calls that made the run, and expire), outbox entries (the scheduler
 /// delivers and removes them) and claim keys (a run holding a claim is refused).
-pub fn run_writes(keys: &Keys, pinned: &PinnedProcess, run: &RunState) -> Result<RunWrites, FixtureError> {
+pub fn run_writes(
+    keys: &Keys,
+    config: &RuntimeConfig,
+    pinned: &PinnedProcess,
+    run: &RunState,
+) -> Result<RunWrites, FixtureError> {
     if let Some(step) = run.steps.iter().find(|step| step.claim.is_some()) {
         return Err(FixtureError::Claimed {
             run: run.id.clone(),
@@ -60,6 +68,7 @@ pub fn run_writes(keys: &Keys, pinned: &PinnedProcess, run: &RunState) -> Result
         outcomes: &[],
         now: Timestamp::from_millis(0),
         retention_seconds: 0,
+        archive_after_ms: archive_after_ms(config),
     })?;
     Ok(RunWrites {
         compares: plan.compares,
@@ -71,7 +80,7 @@ pub fn run_writes(keys: &Keys, pinned: &PinnedProcess, run: &RunState) -> Result
 /// the way the actor host does; `None` when there is no such version.
 pub async fn pinned_process(
     catalog: &Catalog,
-    organization: &str,
+    organization: &OrgId,
     name: &str,
     version: u64,
 ) -> Result<Option<Arc<PinnedProcess>>, RuntimeError> {

@@ -5,10 +5,10 @@ mod runtime_support;
 
 use agentprocess_run_actor::fixtures::{self, FixtureError};
 use agentprocess_run_actor::machine::{
-    self, Assignment, Caller, Command, Ctx, Decision, NoUploads, PinnedProcess, Reply, RunState, StartRun,
-    Submission,
+    self, Assignment, Caller, Command, Ctx, NoUploads, OrgId, PinnedProcess, Reply, RunState, StartRun,
+    StepId,
 };
-use agentprocess_run_actor::runtime::{GetWork, Runtime, RuntimeConfig, Write};
+use agentprocess_run_actor::runtime::{Decision, GetWork, Runtime, RuntimeConfig, Submission, Write};
 use agentprocess_store::keys::KeyFamily;
 use agentprocess_store::{KeyRange, RangeRequest, Txn, TxnOp};
 use indexmap::IndexMap;
@@ -39,10 +39,14 @@ steps:
 # Write-up
 ";
 
+fn acme() -> OrgId {
+    OrgId::from(runtime_support::ORG)
+}
+
 async fn published(runtime: &Runtime) -> Arc<PinnedProcess> {
     let roles: IndexMap<String, String> = [("editor".to_string(), "editors".to_string())].into();
-    let version = runtime.publish("acme", PROCESS.as_bytes(), roles).await.unwrap();
-    fixtures::pinned_process(runtime.catalog(), "acme", "write-up", version)
+    let version = runtime.publish(&acme(), PROCESS.as_bytes(), roles).await.unwrap();
+    fixtures::pinned_process(runtime.catalog(), &acme(), "write-up", version)
         .await
         .unwrap()
         .expect("published")
@@ -121,11 +125,11 @@ async fn a_run_written_directly_holds_exactly_what_its_actor_stored() {
     let stored = state_keys(&runtime).await;
     let (record, _) = runtime
         .store()
-        .get(&runtime.keys().run("acme", &run))
+        .get(&runtime.keys().run(&acme(), &run))
         .await
         .unwrap();
     let state: RunState = serde_json::from_slice(&record.unwrap().value).unwrap();
-    let writes = fixtures::run_writes(runtime.keys(), &pinned, &state).unwrap();
+    let writes = fixtures::run_writes(runtime.keys(), &RuntimeConfig::default(), &pinned, &state).unwrap();
     let planned = puts(&writes);
     let families: Vec<KeyFamily> = planned
         .keys()
@@ -138,7 +142,8 @@ async fn a_run_written_directly_holds_exactly_what_its_actor_stored() {
 }
 
 /// A run built with the machine and written directly is seen by `get_work`, claimed, submitted
-/// and approved through the runtime, and its indexes follow to the end.
+/// and approved through the runtime, and its indexes follow to the end: its record, its
+/// `list_runs` entry and the timer that moves it to the archive.
 #[tokio::test]
 async fn a_run_written_directly_is_taken_up_by_its_actor() {
     let dir = tempfile::tempdir().unwrap();
@@ -165,7 +170,7 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
     )
     .unwrap()
     .state;
-    let writes = fixtures::run_writes(runtime.keys(), &pinned, &started).unwrap();
+    let writes = fixtures::run_writes(runtime.keys(), &RuntimeConfig::default(), &pinned, &started).unwrap();
     let committed = runtime
         .store()
         .txn(Txn::new().when(writes.compares).and_then(writes.ops))
@@ -220,8 +225,8 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
         .collect();
     assert_eq!(
         left,
-        [KeyFamily::ProcessRun, KeyFamily::Run],
-        "no index entry outlives the run"
+        [KeyFamily::ProcessRun, KeyFamily::Run, KeyFamily::Timer],
+        "no index entry outlives the run; its archive timer waits"
     );
 }
 
@@ -260,13 +265,13 @@ async fn a_claimed_run_is_refused() {
         Some(&started),
         Command::Claim {
             caller: writer,
-            step: "write".into(),
+            step: StepId::from_wire("write"),
         },
         &ctx(2),
     )
     .unwrap();
     assert!(matches!(claimed.reply, Reply::Claim(Value::Object(_))));
-    match fixtures::run_writes(runtime.keys(), &pinned, &claimed.state) {
+    match fixtures::run_writes(runtime.keys(), &RuntimeConfig::default(), &pinned, &claimed.state) {
         Err(FixtureError::Claimed { step, .. }) => assert_eq!(step, "write"),
         other => panic!("expected a refusal of the claimed run, got {other:?}"),
     }

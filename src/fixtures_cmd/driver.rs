@@ -4,7 +4,7 @@
 use agentprocess_process::{FieldMap, FieldSpec, FieldType, Next, PersonFormat, StepKind};
 use agentprocess_run_actor::machine::{
     self, Assignment, Caller, Command, Ctx, Decide, Decision, EvidenceItem, Limits, Mode, NoUploads,
-    PinnedProcess, Reply, RunState, StartRun, Submission, Timestamp, WorkItemKind, render,
+    PinnedProcess, Reply, RunState, StartRun, StepId, Submission, Timestamp, WorkItemKind, render,
 };
 use anyhow::{anyhow, bail};
 use serde_json::{Map, Value, json};
@@ -226,7 +226,7 @@ impl Driver {
 
     /// A submission that meets the step's declaration: sample outputs, link evidence, the first
     /// route when the step declares several.
-    fn submission(&self, process: &PinnedProcess, step_id: &str) -> anyhow::Result<Submission> {
+    fn submission(&self, process: &PinnedProcess, step_id: &StepId) -> anyhow::Result<Submission> {
         let step = process
             .process
             .steps

@@ -4,7 +4,7 @@
 use crate::load_cmd::processes as load;
 use agentprocess_process::Offer;
 use agentprocess_run_actor::fixtures::pinned_process;
-use agentprocess_run_actor::machine::PinnedProcess;
+use agentprocess_run_actor::machine::{OrgId, PinnedProcess};
 use agentprocess_run_actor::runtime::{Catalog, CatalogError, CatalogRefusal};
 use anyhow::{Context, anyhow};
 use indexmap::IndexMap;
@@ -58,7 +58,7 @@ pub struct Resolved {
 /// (as `agentprocess load` publishes it); any other must be published already.
 pub async fn resolve(
     catalog: &Catalog,
-    organization: &str,
+    organization: &OrgId,
     name: &str,
     offer: &Offer,
 ) -> anyhow::Result<Resolved> {
@@ -92,7 +92,7 @@ pub async fn resolve(
 /// when it already has this content and these bindings.
 async fn publish(
     catalog: &Catalog,
-    organization: &str,
+    organization: &OrgId,
     text: &str,
     bindings: &IndexMap<String, String>,
     offer: &Offer,

@@ -16,21 +16,23 @@
 //! A refusal is never recorded; when it comes with a state to remember, that state is
 //! committed with the batch.
 
+mod archiving;
 mod events;
 pub(crate) mod plan;
 mod records;
 
+pub(crate) use records::ARCHIVE_TIMER;
 pub use records::{OutboxEntry, OutboxEvent, Recipients, timer_command};
 
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::config::RuntimeConfig;
 pub(crate) use crate::idempotency::RequestKey;
 use crate::machine::{
-    self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, Reply, RunState, Timestamp, Transition,
-    UploadLookup, UploadStatus,
+    self, Command, Ctx, Effect, Notification, OrgId, PinnedProcess, Refusal, Reply, RunId, RunState, StepId,
+    Timestamp, Transition, UploadLookup, UploadStatus,
 };
 use crate::pinned::PinnedProcesses;
-use agentprocess_org::Clock;
+use agentprocess_org::{Archive, Clock};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{LeaseId, RangeRequest, StoreError, Txn, TxnOp};
@@ -53,8 +55,8 @@ const MAX_TXN_OPS: usize = 128;
 /// Which run an actor owns. Runs are per organization, so the organization is part of it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct RunAddress {
-    pub organization: String,
-    pub run_id: String,
+    pub organization: OrgId,
+    pub run_id: RunId,
 }
 
 /// Counters of the runtime, for benchmarks and metrics.
@@ -76,7 +78,18 @@ pub(crate) struct Host {
     pub clock: Clock,
     pub pinned: PinnedProcesses,
     pub stats: Stats,
-    pub actors: Mutex<HashMap<RunAddress, mpsc::Sender<Box<Envelope>>>>,
+    /// Where ended runs go once their time in the hot store is over.
+    pub archive: Archive,
+    pub actors: Mutex<HashMap<RunAddress, mpsc::Sender<Mail>>>,
+}
+
+/// What an actor's mailbox carries: a command to apply, or the order to move its ended run to
+/// the archive (the scheduler's [`ARCHIVE_TIMER`]).
+#[derive(Debug)]
+pub(crate) enum Mail {
+    /// Boxed, so that an idle actor's mailbox costs a block of pointers, not of envelopes.
+    Apply(Box<Envelope>),
+    Archive(oneshot::Sender<Result<(), RuntimeError>>),
 }
 
 /// One command on its way to an actor, with what the actor needs to apply it.
@@ -118,7 +131,7 @@ impl Envelope {
 }
 
 /// The sender of the run's actor, spawning the actor if it is not in memory.
-pub(crate) fn sender(host: &Arc<Host>, address: &RunAddress) -> mpsc::Sender<Box<Envelope>> {
+pub(crate) fn sender(host: &Arc<Host>, address: &RunAddress) -> mpsc::Sender<Mail> {
     let mut actors = host.actors.lock().unwrap();
     if let Some(sender) = actors.get(address)
         && !sender.is_closed()
@@ -137,7 +150,7 @@ pub(crate) fn sender(host: &Arc<Host>, address: &RunAddress) -> mpsc::Sender<Box
 }
 
 /// Drops a sender whose actor has stopped, unless a new actor took its place already.
-pub(crate) fn forget(host: &Host, address: &RunAddress, stale: &mpsc::Sender<Box<Envelope>>) {
+pub(crate) fn forget(host: &Host, address: &RunAddress, stale: &mpsc::Sender<Mail>) {
     let mut actors = host.actors.lock().unwrap();
     if actors
         .get(address)
@@ -163,7 +176,9 @@ struct Loaded {
     version: i64,
     pinned: Option<Arc<PinnedProcess>>,
     index: IndexEntries,
-    claims: HashMap<String, ClaimLease>,
+    claims: HashMap<StepId, ClaimLease>,
+    /// The run was read from the archive: it ended, and the hot store no longer holds it.
+    archived: bool,
 }
 
 /// How one attempt at a batch ended.
@@ -180,7 +195,7 @@ enum Attempt {
 struct Prefetched<'a>(&'a HashMap<String, UploadStatus>);
 
 impl UploadLookup for Prefetched<'_> {
-    fn lookup(&self, _organization: &str, upload_id: &str) -> UploadStatus {
+    fn lookup(&self, _organization: &OrgId, upload_id: &str) -> UploadStatus {
         self.0.get(upload_id).cloned().unwrap_or(UploadStatus::NotFound)
     }
 }
@@ -210,20 +225,32 @@ struct Actor {
 }
 
 impl Actor {
-    async fn run(mut self, mut mailbox: mpsc::Receiver<Box<Envelope>>) {
+    async fn run(mut self, mut mailbox: mpsc::Receiver<Mail>) {
         let idle = self.host.config.idle_eviction;
         let max_batch = self.host.config.max_batch.max(1);
+        // Mail taken out of the mailbox while collecting a batch, that the batch cannot carry.
+        let mut held: Option<Mail> = None;
         loop {
-            let first = match tokio::time::timeout(idle, mailbox.recv()).await {
-                Ok(Some(envelope)) => envelope,
-                Ok(None) => return,
-                Err(_) => {
-                    // Evict, unless a command arrived meanwhile. Senders are handed out under the
-                    // same lock, so none can appear once the entry is gone.
-                    let mut actors = self.host.actors.lock().unwrap();
-                    if mailbox.is_empty() {
-                        actors.remove(&self.address);
-                        self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            let mail = match held.take() {
+                Some(mail) => mail,
+                None => match tokio::time::timeout(idle, mailbox.recv()).await {
+                    Ok(Some(mail)) => mail,
+                    Ok(None) => return,
+                    Err(_) => {
+                        if self.evict_if_idle(&mailbox) {
+                            return;
+                        }
+                        continue;
+                    }
+                },
+            };
+            let first = match mail {
+                Mail::Apply(envelope) => envelope,
+                Mail::Archive(done) => {
+                    let outcome = self.archive().await;
+                    let _ = done.send(outcome);
+                    // Archived or not, an ended run has nothing left to wait for.
+                    if self.evict_if_idle(&mailbox) {
                         return;
                     }
                     continue;
@@ -232,12 +259,39 @@ impl Actor {
             let mut batch = vec![*first];
             while batch.len() < max_batch {
                 match mailbox.try_recv() {
-                    Ok(envelope) => batch.push(*envelope),
+                    Ok(Mail::Apply(envelope)) => batch.push(*envelope),
+                    Ok(archive) => {
+                        held = Some(archive);
+                        break;
+                    }
                     Err(_) => break,
                 }
             }
             self.handle(batch).await;
+            // An ended run refuses every later write from its record alone: keep no actor for it.
+            if held.is_none() && self.run_ended() && self.evict_if_idle(&mailbox) {
+                return;
+            }
         }
+    }
+
+    /// Leaves memory unless mail arrived meanwhile; whether it left. Senders are handed out
+    /// under the same lock, so none can appear once the entry is gone.
+    fn evict_if_idle(&self, mailbox: &mpsc::Receiver<Mail>) -> bool {
+        let mut actors = self.host.actors.lock().unwrap();
+        if !mailbox.is_empty() {
+            return false;
+        }
+        actors.remove(&self.address);
+        self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    fn run_ended(&self) -> bool {
+        self.loaded
+            .as_ref()
+            .and_then(|loaded| loaded.run.as_ref())
+            .is_some_and(|run| run.end.is_some())
     }
 
     /// Applies a batch in order. A `requestId` seen twice in one batch starts a new batch, so
@@ -319,17 +373,24 @@ impl Actor {
         let host = &self.host;
         let RunAddress { organization, run_id } = &self.address;
         let (record, _) = host.store.get(&host.keys.run(organization, run_id)).await?;
-        let Some(record) = record else {
-            self.loaded = Some(Loaded {
-                run: None,
-                version: 0,
-                pinned: None,
-                index: IndexEntries::new(),
-                claims: HashMap::new(),
-            });
-            return Ok(());
+        let (record, version, archived) = match record {
+            Some(record) => (record.value, record.version, false),
+            None => match host.archive.run_record(organization, run_id).await? {
+                Some(archived) => (archived, 0, true),
+                None => {
+                    self.loaded = Some(Loaded {
+                        run: None,
+                        version: 0,
+                        pinned: None,
+                        index: IndexEntries::new(),
+                        claims: HashMap::new(),
+                        archived: false,
+                    });
+                    return Ok(());
+                }
+            },
         };
-        let run: RunState = serde_json::from_slice(&record.value)
+        let run: RunState = serde_json::from_slice(&record)
             .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
         let pinned = host
             .pinned
@@ -364,11 +425,16 @@ impl Actor {
         }
         host.stats.loads.fetch_add(1, Ordering::Relaxed);
         self.loaded = Some(Loaded {
-            index: records::index_of(&host.keys, &pinned, &run),
+            index: if archived {
+                IndexEntries::new()
+            } else {
+                records::index_of(&host.keys, &pinned, &run, archive_after_ms(&host.config))
+            },
             run: Some(run),
-            version: record.version,
+            version,
             pinned: Some(pinned),
             claims,
+            archived,
         });
         Ok(())
     }
@@ -393,6 +459,16 @@ impl Actor {
             self.answer(batch, applied.outcomes).await;
             return Attempt::Done;
         }
+        if loaded.archived {
+            // Every write to an ended run is refused; one that is not would bring it back.
+            for envelope in batch {
+                envelope.answer(Err(RuntimeError::Corrupt(format!(
+                    "run {} is archived and cannot change",
+                    self.address.run_id
+                ))));
+            }
+            return Attempt::Done;
+        }
         let requests: Vec<Option<&RequestKey>> = batch.iter().map(|e| e.request.as_ref()).collect();
         let plan = match plan::plan(plan::Inputs {
             keys: &self.host.keys,
@@ -406,6 +482,7 @@ impl Actor {
             outcomes: &applied.outcomes,
             now: self.host.clock.now(),
             retention_seconds: self.host.config.idempotency_retention.as_secs(),
+            archive_after_ms: archive_after_ms(&self.host.config),
         }) {
             Ok(plan) => plan,
             Err(error) => {
@@ -439,6 +516,7 @@ impl Actor {
                     pinned: applied.pinned,
                     index: plan.index,
                     claims,
+                    archived: false,
                 });
                 self.after_commit(revoked, plan.earliest_new_timer, plan.notified, &applied.events);
                 self.answer(batch, applied.outcomes).await;
@@ -581,7 +659,7 @@ impl Actor {
     async fn claim_changes(
         &self,
         work: Option<&RunState>,
-    ) -> Result<(Vec<TxnOp>, HashMap<String, ClaimLease>, Vec<LeaseId>), StoreError> {
+    ) -> Result<(Vec<TxnOp>, HashMap<StepId, ClaimLease>, Vec<LeaseId>), StoreError> {
         let host = &self.host;
         let loaded = self.loaded.as_ref().expect("loaded");
         let RunAddress { organization, run_id } = &self.address;
@@ -661,4 +739,9 @@ impl Actor {
             envelope.answer(answer);
         }
     }
+}
+
+/// How long an ended run stays hot, in milliseconds.
+pub(crate) fn archive_after_ms(config: &RuntimeConfig) -> u64 {
+    u64::try_from(config.archive_ended_runs_after.as_millis()).unwrap_or(u64::MAX)
 }

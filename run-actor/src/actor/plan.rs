@@ -31,6 +31,8 @@ pub(crate) struct Inputs<'a> {
     pub now: Timestamp,
     /// How long an idempotency record answers replays.
     pub retention_seconds: u64,
+    /// How long an ended run stays in the hot store before it moves to the archive.
+    pub archive_after_ms: u64,
 }
 
 /// A batch's transaction without its claim keys.
@@ -65,6 +67,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
         outcomes,
         now,
         retention_seconds,
+        archive_after_ms,
     } = inputs;
     let RunAddress { organization, run_id } = address;
     let run_key = keys.run(organization, run_id);
@@ -76,7 +79,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
         loaded_version
     };
     let index = match (run, pinned) {
-        (Some(run), Some(process)) => records::index_of(keys, process, run),
+        (Some(run), Some(process)) => records::index_of(keys, process, run, archive_after_ms),
         _ => IndexEntries::new(),
     };
     if changed && let Some(run) = run {
@@ -116,7 +119,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
             compares.push(Compare::absent(key.clone()));
             let record = IdempotencyRecord {
                 fingerprint: Cow::Borrowed(&request.fingerprint),
-                run_id: Some(Cow::Borrowed(run_id)),
+                run_id: Some(Cow::Borrowed(run_id.as_str())),
                 at: now,
                 data: Cow::Borrowed(data),
             };
@@ -146,6 +149,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::OrgId;
     use crate::machine::{self, Caller, Command, Ctx, Limits, Mode, NoUploads, StartRun};
     use agentprocess_process::{Offer, PersonFormat, load};
     use agentprocess_store::CompareTarget;
@@ -230,15 +234,16 @@ mod tests {
             outcomes: &outcomes,
             now,
             retention_seconds: 60,
+            archive_after_ms: 60_000,
         })
         .unwrap();
 
         assert_eq!(plan.version, 1);
         let puts = put_keys(&plan);
-        let run_key = keys.run("acme", &run.id);
+        let run_key = keys.run(&OrgId::from("acme"), &run.id);
         assert!(puts.contains(&run_key), "the run record");
         assert!(
-            puts.contains(&keys.idempotency("acme", "req-1")),
+            puts.contains(&keys.idempotency(&OrgId::from("acme"), "req-1")),
             "the idempotency record"
         );
         assert_eq!(
@@ -259,7 +264,10 @@ mod tests {
             plan.compares[1].target,
             CompareTarget::CreateRevision(0)
         ));
-        assert_eq!(plan.compares[1].key, keys.idempotency("acme", "req-1"));
+        assert_eq!(
+            plan.compares[1].key,
+            keys.idempotency(&OrgId::from("acme"), "req-1")
+        );
 
         // The same state again, as after a refused command: nothing of the run is rewritten and
         // no record is made for a refusal.
@@ -275,6 +283,7 @@ mod tests {
             outcomes: &[Applied::Refused(machine::Refusal::invalid("no"))],
             now,
             retention_seconds: 60,
+            archive_after_ms: 60_000,
         })
         .unwrap();
         assert!(again.ops.is_empty(), "{:?}", again.ops);

@@ -8,7 +8,8 @@
 //! and it makes "an entry exists if and only if the state says so" true by construction.
 
 use crate::machine::{
-    Assignment, Command, Mode, Notification, PinnedProcess, Recipient, RunState, TimerKind, Timestamp, render,
+    Assignment, Command, Mode, Notification, OrgId, PinnedProcess, Recipient, RunId, RunState, StepId,
+    TimerKind, Timestamp, render,
 };
 use agentprocess_store::keys::{Assignee, Keys};
 use serde::{Deserialize, Serialize};
@@ -24,13 +25,27 @@ pub(crate) fn millis(at: Timestamp) -> u64 {
     u64::try_from(at.as_millis()).unwrap_or(0)
 }
 
-pub(crate) fn index_of(keys: &Keys, pinned: &PinnedProcess, run: &RunState) -> IndexEntries {
-    let org = run.organization.as_str();
+/// The timer id under which an ended run waits to move to the archive.
+pub(crate) const ARCHIVE_TIMER: &str = "archive";
+
+/// Every index and timer entry `run` implies. An ended run keeps its `list_runs` entry and one
+/// timer, [`ARCHIVE_TIMER`], `archive_after_ms` after it ended.
+pub(crate) fn index_of(
+    keys: &Keys,
+    pinned: &PinnedProcess,
+    run: &RunState,
+    archive_after_ms: u64,
+) -> IndexEntries {
+    let org = &run.organization;
     let mut entries = IndexEntries::new();
     entries.insert(
         keys.process_run(org, &run.process, millis(run.started_at), &run.id),
         run_summary(run).to_string().into_bytes(),
     );
+    if let Some(end) = &run.end {
+        let fire_at = millis(end.at).saturating_add(archive_after_ms);
+        entries.insert(keys.timer(fire_at, org, &run.id, ARCHIVE_TIMER), Vec::new());
+    }
     for step in &run.steps {
         if let (Some(ready_since), Some(item)) = (step.ready_since, render::agent_work_item(run, &step.id)) {
             entries.insert(
@@ -94,11 +109,11 @@ fn kind_name(kind: TimerKind) -> &'static str {
     }
 }
 
-fn timer_id(kind: TimerKind, generation: u64, step: &str) -> String {
+fn timer_id(kind: TimerKind, generation: u64, step: &StepId) -> String {
     format!("{}.{generation}.{step}", kind_name(kind))
 }
 
-fn claim_timer_id(lease: u64, step: &str) -> String {
+fn claim_timer_id(lease: u64, step: &StepId) -> String {
     format!("claim.{lease}.{step}")
 }
 
@@ -108,7 +123,7 @@ pub fn timer_command(timer_id: &str) -> Option<Command> {
     let mut parts = timer_id.splitn(3, '.');
     let (kind, number, step) = (parts.next()?, parts.next()?, parts.next()?);
     let number: u64 = number.parse().ok()?;
-    let step = step.to_string();
+    let step = StepId::from_wire(step);
     let kind = match kind {
         "claim" => return Some(Command::ClaimExpired { step, lease: number }),
         "wait" => TimerKind::Wait,
@@ -131,8 +146,8 @@ pub fn timer_command(timer_id: &str) -> Option<Command> {
 pub struct OutboxEntry {
     /// `{runId}.{number}`, unique per notification: receivers deduplicate on it.
     pub id: String,
-    pub organization: String,
-    pub run_id: String,
+    pub organization: OrgId,
+    pub run_id: RunId,
     pub process: String,
     pub version: u64,
     /// Notifications of `test` runs are never delivered.
@@ -152,15 +167,15 @@ pub enum OutboxEvent {
     /// A work item was opened for its assignees.
     WorkItemOpened {
         work_item_id: String,
-        step_id: String,
+        step_id: StepId,
         to: Recipients,
     },
     /// A step's `due` passed: to its assignee, or the agent holding it, or the operators.
-    Overdue { step_id: String, to: Recipients },
+    Overdue { step_id: StepId, to: Recipients },
     /// An agent escalated a step to the operator queue.
     Escalation {
         work_item_id: String,
-        step_id: String,
+        step_id: StepId,
         to: Recipients,
         note: String,
     },
@@ -289,18 +304,18 @@ mod tests {
     fn timer_ids_round_trip_to_their_commands() {
         for kind in [TimerKind::Wait, TimerKind::WaitForTimeout, TimerKind::Due] {
             assert_eq!(
-                timer_command(&timer_id(kind, 7, "step.with.dots")),
+                timer_command(&timer_id(kind, 7, &StepId::from_wire("step.with.dots"))),
                 Some(Command::TimerFired {
-                    step: "step.with.dots".into(),
+                    step: StepId::from_wire("step.with.dots"),
                     kind,
                     generation: 7
                 })
             );
         }
         assert_eq!(
-            timer_command(&claim_timer_id(3, "s")),
+            timer_command(&claim_timer_id(3, &StepId::from_wire("s"))),
             Some(Command::ClaimExpired {
-                step: "s".into(),
+                step: StepId::from_wire("s"),
                 lease: 3
             })
         );
@@ -334,7 +349,7 @@ mod tests {
             escalation.event,
             OutboxEvent::Escalation {
                 work_item_id: "w_3".into(),
-                step_id: "prepare".into(),
+                step_id: StepId::from_wire("prepare"),
                 to: Recipients::of(&Assignment::Operators {
                     also: Some("leads".into())
                 }),

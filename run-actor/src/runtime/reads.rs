@@ -1,14 +1,16 @@
-//! Reads that need no kind: `get_run` reads the run record; `get_work`, `list_runs` and
-//! `list_processes` range the indexes, whose values are the rendered items, so a page costs in
-//! proportion to `limit` (and to what a filter skips, capped per page), never to the number of
-//! runs. Cursors are opaque: the hex of the last position read within the range.
+//! Reads that need no kind: `get_run` reads the run record, from the hot store or else the
+//! archive; `get_work`, `list_runs` and `list_processes` range the indexes, whose values are the
+//! rendered items, so a page costs in proportion to `limit` (and to what a filter skips, capped
+//! per page), never to the number of runs. `list_runs` merges each process's hot index with its
+//! archive index, both in start order. Cursors are opaque: the hex of the last position read.
 
 use crate::actor::Host;
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
+use crate::machine::{OrgId, RunId};
 use agentprocess_service::{GetWork, ListRuns};
-use agentprocess_store::keys::Assignee;
+use agentprocess_store::keys::{Assignee, Keys};
 use agentprocess_store::{KeyRange, RangeRequest};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -18,18 +20,28 @@ const SCAN_BUDGET_PER_ITEM: usize = 10;
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
 
-pub(super) async fn get_run(host: &Host, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
+pub(super) async fn get_run(
+    host: &Host,
+    caller: &Caller,
+    run_id: &RunId,
+) -> Result<ToolOutcome, RuntimeError> {
     let (record, _) = host
         .store
         .get(&host.keys.run(&caller.organization, run_id))
         .await?;
-    let Some(record) = record else {
-        return Ok(ToolOutcome::Refused(Refusal::not_found(
-            "no such run in this organization",
-        )));
+    let record = match record {
+        Some(record) => record.value,
+        None => match host.archive.run_record(&caller.organization, run_id).await? {
+            Some(archived) => archived,
+            None => {
+                return Ok(ToolOutcome::Refused(Refusal::not_found(
+                    "no such run in this organization",
+                )));
+            }
+        },
     };
-    let run: RunState = serde_json::from_slice(&record.value)
-        .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
+    let run: RunState =
+        serde_json::from_slice(&record).map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
     let pinned = host
         .pinned
         .get(&caller.organization, &run.process, run.version)
@@ -62,17 +74,30 @@ fn decode_cursor(cursor: Option<&str>) -> Result<Option<Vec<u8>>, Refusal> {
         .map(Some)
 }
 
-/// One index range being read in pages, positions relative to its prefix.
+/// What one source of a merged listing reads.
+#[derive(Debug)]
+enum Index {
+    /// A range of the hot store; positions are keys relative to its prefix.
+    Hot { range: KeyRange, next_start: Vec<u8> },
+    /// A process's archive index; positions are [`Keys::process_run_position`]s, the same as
+    /// its hot `list_runs` range's.
+    Archived {
+        organization: OrgId,
+        process: String,
+        after: Option<(u64, RunId)>,
+    },
+}
+
+/// One index being read in pages, in position order.
 #[derive(Debug)]
 struct Source {
-    range: KeyRange,
+    index: Index,
     buffer: VecDeque<(Vec<u8>, Vec<u8>)>,
-    next_start: Vec<u8>,
     exhausted: bool,
 }
 
 impl Source {
-    fn new(range: KeyRange, after: Option<&[u8]>) -> Self {
+    fn hot(range: KeyRange, after: Option<&[u8]>) -> Self {
         let next_start = match after {
             Some(position) => {
                 let mut start = range.start.clone();
@@ -83,10 +108,23 @@ impl Source {
             None => range.start.clone(),
         };
         Source {
-            range,
+            index: Index::Hot { range, next_start },
             buffer: VecDeque::new(),
-            next_start,
             exhausted: false,
+        }
+    }
+
+    /// The archive index of `process`, after `after` (a position of its `list_runs` range).
+    fn archived(organization: &OrgId, process: &str, after: Option<&[u8]>) -> Self {
+        Source {
+            index: Index::Archived {
+                organization: organization.clone(),
+                process: process.to_string(),
+                after: after.and_then(Keys::parse_process_run_position),
+            },
+            buffer: VecDeque::new(),
+            // A cursor that is no run position (another listing's) finds nothing here.
+            exhausted: after.is_some_and(|a| Keys::parse_process_run_position(a).is_none()),
         }
     }
 
@@ -94,42 +132,76 @@ impl Source {
         if !self.buffer.is_empty() || self.exhausted {
             return Ok(());
         }
-        let range = KeyRange {
-            start: self.next_start.clone(),
-            end: self.range.end.clone(),
-        };
-        let found = host
-            .store
-            .range(RangeRequest::new(range).with_limit(page))
-            .await?;
-        self.exhausted = !found.more;
-        if let Some(last) = found.kvs.last() {
-            self.next_start = last.key.clone();
-            self.next_start.push(0);
+        match &mut self.index {
+            Index::Hot { range, next_start } => {
+                let request = KeyRange {
+                    start: next_start.clone(),
+                    end: range.end.clone(),
+                };
+                let found = host
+                    .store
+                    .range(RangeRequest::new(request).with_limit(page))
+                    .await?;
+                self.exhausted = !found.more;
+                if let Some(last) = found.kvs.last() {
+                    *next_start = last.key.clone();
+                    next_start.push(0);
+                }
+                let prefix = range.start.len();
+                self.buffer.extend(
+                    found
+                        .kvs
+                        .into_iter()
+                        .map(|kv| (kv.key[prefix..].to_vec(), kv.value)),
+                );
+            }
+            Index::Archived {
+                organization,
+                process,
+                after,
+            } => {
+                let after_run = after.as_ref().map(|(at, run)| (*at, run));
+                let found = host
+                    .archive
+                    .runs_after(organization, process, after_run, page)
+                    .await?;
+                self.exhausted = found.len() < page;
+                if let Some(last) = found.last() {
+                    *after = Some((last.started_at_ms, last.run_id.clone()));
+                }
+                self.buffer.extend(found.into_iter().map(|entry| {
+                    (
+                        Keys::process_run_position(entry.started_at_ms, &entry.run_id),
+                        entry.summary,
+                    )
+                }));
+            }
         }
-        let prefix = self.range.start.len();
-        self.buffer.extend(
-            found
-                .kvs
-                .into_iter()
-                .map(|kv| (kv.key[prefix..].to_vec(), kv.value)),
-        );
         Ok(())
     }
 }
 
-/// Reads the merge of `ranges` in position order after `after`, keeping the values `keep`
-/// accepts; returns at most `limit` values and the cursor of the next page.
+/// Reads the merge of the hot `ranges` and the `archived` (organization, process) indexes in
+/// position order after `after`, keeping the values `keep` accepts; returns at most `limit`
+/// values and the cursor of the next page. An entry found in two of them (filed under two
+/// ranges, or a run both hot and archived after a crash mid-archiving) comes once, the hot
+/// one first.
 async fn scan(
     host: &Host,
     ranges: Vec<KeyRange>,
+    archived: Vec<(&OrgId, &str)>,
     after: Option<Vec<u8>>,
     limit: usize,
     keep: impl Fn(&Value) -> bool,
 ) -> Result<(Vec<Value>, Option<String>), RuntimeError> {
     let mut sources: Vec<Source> = ranges
         .into_iter()
-        .map(|range| Source::new(range, after.as_deref()))
+        .map(|range| Source::hot(range, after.as_deref()))
+        .chain(
+            archived
+                .into_iter()
+                .map(|(organization, process)| Source::archived(organization, process, after.as_deref())),
+        )
         .collect();
     let page = limit + 1;
     let budget = limit * SCAN_BUDGET_PER_ITEM + page;
@@ -186,7 +258,7 @@ pub(super) async fn get_work(
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(ToolOutcome::Refused(refusal)),
     };
-    let org = caller.organization.as_str();
+    let org = &caller.organization;
     let ranges = match &caller.kind {
         CallerKind::Agent { .. } => vec![host.keys.ready_steps(org)],
         // An item filed under several of these (an escalation in the operator queue and in the
@@ -203,7 +275,7 @@ pub(super) async fn get_work(
             .collect(),
     };
     let process = request.process;
-    let (items, next) = scan(host, ranges, after, limit, |item| {
+    let (items, next) = scan(host, ranges, Vec::new(), after, limit, |item| {
         process
             .as_deref()
             .is_none_or(|p| item["process"].as_str() == Some(p))
@@ -221,9 +293,9 @@ pub(super) async fn list_runs(
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(ToolOutcome::Refused(refusal)),
     };
-    let org = caller.organization.as_str();
-    let ranges = match &request.process {
-        Some(process) => vec![host.keys.process_runs(org, process)],
+    let org = &caller.organization;
+    let processes: Vec<String> = match &request.process {
+        Some(process) => vec![process.clone()],
         None => {
             // Every process of the organization, merged by start time.
             let catalog = host
@@ -234,12 +306,14 @@ pub(super) async fn list_runs(
                 .kvs
                 .iter()
                 .filter_map(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
-                .filter_map(|summary| summary["name"].as_str().map(|n| host.keys.process_runs(org, n)))
+                .filter_map(|summary| summary["name"].as_str().map(str::to_string))
                 .collect()
         }
     };
+    let ranges = processes.iter().map(|p| host.keys.process_runs(org, p)).collect();
+    let archived = processes.iter().map(|p| (org, p.as_str())).collect();
     let (state, inputs) = (request.state, request.inputs);
-    let (items, next) = scan(host, ranges, after, limit, |run| {
+    let (items, next) = scan(host, ranges, archived, after, limit, |run| {
         state.as_deref().is_none_or(|s| run["state"].as_str() == Some(s))
             && inputs
                 .as_ref()
@@ -259,6 +333,6 @@ pub(super) async fn list_processes(
         Err(refusal) => return Ok(ToolOutcome::Refused(refusal)),
     };
     let ranges = vec![host.keys.catalog(&caller.organization)];
-    let (items, next) = scan(host, ranges, after, DEFAULT_LIMIT, |_| true).await?;
+    let (items, next) = scan(host, ranges, Vec::new(), after, DEFAULT_LIMIT, |_| true).await?;
     Ok(page(items, next))
 }

@@ -1,0 +1,394 @@
+//! Ended runs move to the archive when their time in the hot store is over: the hot store lets
+//! go of every key they had, and `get_run`, `list_runs` (filters and cursors), refusals of
+//! writes and replays of earlier writes answer exactly as before.
+
+mod runtime_support;
+
+use agentprocess_run_actor::machine::{Caller, ErrorCode, RunId, StepId};
+use agentprocess_run_actor::runtime::{
+    Clock, Decision, ListRuns, LocalBlobs, Mode, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+};
+use agentprocess_store::{RangeRequest, Store};
+use runtime_support::*;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const ARCHIVE_AFTER: Duration = Duration::from_secs(60);
+
+fn archiving_runtime(store: Arc<dyn Store>, dir: &Path) -> Runtime {
+    Runtime::new(
+        store,
+        Arc::new(LocalBlobs::new(dir.join("blobs"))),
+        RuntimeConfig {
+            archive_ended_runs_after: ARCHIVE_AFTER,
+            ..RuntimeConfig::default()
+        },
+        Clock::starting_at(START),
+    )
+}
+
+fn operator() -> Caller {
+    let mut caller = person("ops@acme.test", &["ops"]);
+    caller.operator = true;
+    caller
+}
+
+async fn cancel(runtime: &Runtime, run: &RunId, request: &str) -> ToolOutcome {
+    runtime
+        .execute(
+            &operator(),
+            Write::Cancel {
+                run_id: run.clone(),
+                reason: "no longer needed".into(),
+            },
+            request,
+        )
+        .await
+        .unwrap()
+}
+
+/// Fires every timer due now through the runtime, as the scheduler would; returns their ids.
+async fn fire_due_timers(runtime: &Runtime) -> Vec<String> {
+    let now = u64::try_from(runtime.clock().now().as_millis()).unwrap();
+    let due = runtime
+        .store()
+        .range(RangeRequest::new(runtime.keys().timers_due(now)))
+        .await
+        .unwrap();
+    let mut fired = Vec::new();
+    for kv in due.kvs {
+        let timer = runtime.keys().parse_timer(&kv.key).unwrap();
+        runtime
+            .fire_timer(&timer.org, &timer.run_id, &timer.timer_id)
+            .await
+            .unwrap();
+        fired.push(timer.timer_id);
+    }
+    fired
+}
+
+/// Every `list_runs` item for `request`, read `page` at a time.
+async fn list_all(runtime: &Runtime, request: ListRuns, page: usize) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut cursor = None;
+    loop {
+        let found = ok(runtime
+            .list_runs(
+                &agent("lister"),
+                ListRuns {
+                    limit: Some(page),
+                    cursor: cursor.take(),
+                    ..request.clone()
+                },
+            )
+            .await
+            .unwrap());
+        items.extend(found["items"].as_array().unwrap().iter().cloned());
+        match found["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => return items,
+        }
+    }
+}
+
+/// The hot store's keys that name `run`, its idempotency records and notifications (delivered
+/// by the scheduler, which this test does not run) aside.
+async fn hot_keys_of(store: &dyn Store, run: &RunId) -> Vec<String> {
+    let all = store
+        .range(RangeRequest::new(agentprocess_store::KeyRange::from(Vec::new())))
+        .await
+        .unwrap();
+    all.kvs
+        .iter()
+        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+        .filter(|key| key.contains(run.as_str()) && !key.contains("/idem") && !key.contains("/outbox/"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let runtime = archiving_runtime(store.clone(), dir.path());
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_fixture(&runtime, ORG, "blog-publication").await;
+
+    // Eight runs over two processes, started a millisecond apart or in the same millisecond;
+    // five end (cancelled), three stay open.
+    let mut runs = Vec::new();
+    for i in 0..8 {
+        let view = if i % 2 == 0 {
+            start(
+                &runtime,
+                &agent("starter"),
+                "support-escalation",
+                json!({ "ticketId": format!("T-{i}") }),
+                &format!("s-{i}"),
+            )
+            .await
+        } else {
+            start(
+                &runtime,
+                &agent("starter"),
+                "blog-publication",
+                json!({ "brief": "b", "slug": format!("p-{i}"), "publishAt": "2027-01-01T00:00:00Z" }),
+                &format!("s-{i}"),
+            )
+            .await
+        };
+        runs.push(run_id(&view));
+        if i != 3 {
+            runtime.clock().advance(Duration::from_millis(1));
+        }
+    }
+    let ended: Vec<&RunId> = runs.iter().step_by(2).chain([&runs[3]]).collect();
+    let mut cancelled = Vec::new();
+    for (i, run) in ended.iter().enumerate() {
+        cancelled.push(ok(cancel(&runtime, run, &format!("x-{i}")).await));
+    }
+
+    // What the reads answer while every run is hot.
+    let mut views = Vec::new();
+    for run in &runs {
+        views.push(ok(runtime.get_run(&agent("reader"), run).await.unwrap()));
+    }
+    let requests = [
+        ListRuns::default(),
+        ListRuns {
+            process: Some("support-escalation".into()),
+            ..ListRuns::default()
+        },
+        ListRuns {
+            state: Some("cancelled".into()),
+            ..ListRuns::default()
+        },
+        ListRuns {
+            inputs: Some(object(json!({ "ticketId": "T-4" }))),
+            ..ListRuns::default()
+        },
+    ];
+    let mut listed = Vec::new();
+    for request in &requests {
+        listed.push(list_all(&runtime, request.clone(), 100).await);
+    }
+    assert_eq!(listed[0].len(), 8);
+    assert_eq!(listed[2].len(), 5);
+
+    // Not due yet: the archive timer leaves the run where it is.
+    runtime.clock().advance(ARCHIVE_AFTER - Duration::from_secs(1));
+    for run in &ended {
+        runtime.fire_timer(&ORG.into(), run, "archive").await.unwrap();
+        assert!(!hot_keys_of(store.as_ref(), run).await.is_empty());
+    }
+    runtime.clock().advance(Duration::from_secs(1));
+    let fired = fire_due_timers(&runtime).await;
+    assert_eq!(fired.iter().filter(|id| *id == "archive").count(), 5, "{fired:?}");
+
+    // The hot store holds nothing of an ended run any more; the open ones are untouched.
+    for run in &ended {
+        assert_eq!(hot_keys_of(store.as_ref(), run).await, Vec::<String>::new());
+    }
+    for run in runs.iter().filter(|r| !ended.contains(r)) {
+        assert!(!hot_keys_of(store.as_ref(), run).await.is_empty());
+    }
+    assert!(dir.path().join("blobs/archive").is_dir());
+
+    // Reads answer the same, from the archive, and in pages of any size.
+    for (run, view) in runs.iter().zip(&views) {
+        assert_eq!(&ok(runtime.get_run(&agent("reader"), run).await.unwrap()), view);
+    }
+    for (request, before) in requests.iter().zip(&listed) {
+        for page in [1, 2, 3, 100] {
+            assert_eq!(
+                &list_all(&runtime, request.clone(), page).await,
+                before,
+                "{request:?} by {page}"
+            );
+        }
+    }
+
+    // An archived run refuses writes as any ended run does; replays answer as first answered.
+    let refusal = refused(cancel(&runtime, ended[0], "x-again").await);
+    assert_eq!(refusal.code, ErrorCode::Conflict);
+    assert_eq!(refusal.issues, vec!["run_ended".to_string()]);
+    let refusal = refused(
+        runtime
+            .execute(
+                &agent("a"),
+                Write::SendEvent {
+                    run_id: ended[0].clone(),
+                    name: "anything".into(),
+                    data: None,
+                },
+                "e-1",
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(refusal.issues, vec!["run_ended".to_string()]);
+    assert_eq!(ok(cancel(&runtime, ended[1], "x-1").await), cancelled[1]);
+
+    // A timer that comes again finds nothing to move; a new runtime over the same store and
+    // blobs (a restart) reads the archive too.
+    runtime
+        .fire_timer(&ORG.into(), ended[0], "archive")
+        .await
+        .unwrap();
+    let restarted = archiving_runtime(store.clone(), dir.path());
+    assert_eq!(
+        ok(restarted.get_run(&agent("reader"), ended[2]).await.unwrap()),
+        views[4]
+    );
+    assert_eq!(list_all(&restarted, ListRuns::default(), 3).await, listed[0]);
+    // Another organization sees neither tier's runs.
+    let stranger = in_org(agent("reader"), "other-org");
+    assert_eq!(
+        refused(restarted.get_run(&stranger, ended[0]).await.unwrap()).code,
+        ErrorCode::NotFound
+    );
+}
+
+/// A decision on the run's only open work item, as it stands now.
+fn decision(view: &Value, run: &RunId, decision: Decision, note: Option<&str>) -> Write {
+    let item = &view["workItems"][0];
+    Write::Decide {
+        run_id: run.clone(),
+        work_item: item["id"].as_str().unwrap().into(),
+        snapshot: item["snapshot"].as_str().unwrap().into(),
+        decision,
+        output: None,
+        evidence: None,
+        summary: None,
+        next: None,
+        reason: None,
+        note: note.map(str::to_string),
+    }
+}
+
+/// Tools.md: a replay returns the original result. That holds for every kind of write after
+/// the run it wrote to moved to the archive, as long as the record's own retention lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let runtime = archiving_runtime(store.clone(), dir.path());
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let (worker, lead) = (agent("a_worker"), person("lead@acme.test", &["g_tier1-lead"]));
+    let mut writes: Vec<(Caller, Write, &str, Value)> = Vec::new();
+    let mut write = async |caller: &Caller, write: Write, request: &'static str| -> Value {
+        let data = ok(runtime.execute(caller, write.clone(), request).await.unwrap());
+        writes.push((caller.clone(), write, request, data.clone()));
+        data
+    };
+
+    let started = write(
+        &worker,
+        Write::StartRun {
+            process: "support-escalation".into(),
+            version: None,
+            inputs: json!({ "ticketId": "T-1" }),
+            mode: Mode::Live,
+        },
+        "w-start",
+    )
+    .await;
+    let run = run_id(&started);
+    let claim_diagnose = || Write::Claim {
+        run_id: run.clone(),
+        step: StepId::from_wire("diagnose"),
+    };
+    let claimed = write(&worker, claim_diagnose(), "w-claim").await;
+    let renewed = write(
+        &worker,
+        Write::Renew {
+            token: claimed["token"].as_str().unwrap().into(),
+            progress: Some("read the ticket".into()),
+        },
+        "w-renew",
+    )
+    .await;
+    let escalated = write(
+        &worker,
+        Write::Escalate {
+            token: renewed["token"].as_str().unwrap().into(),
+            note: "the logs are missing".into(),
+        },
+        "w-escalate",
+    )
+    .await;
+    write(
+        &operator(),
+        decision(&escalated, &run, Decision::Returned, Some("logs attached now")),
+        "w-return",
+    )
+    .await;
+    let claimed = write(&worker, claim_diagnose(), "w-claim-again").await;
+    let submitted = write(
+        &worker,
+        Write::Submit {
+            token: claimed["token"].as_str().unwrap().into(),
+            submission: diagnosis(),
+        },
+        "w-submit",
+    )
+    .await;
+    write(
+        &worker,
+        Write::SendEvent {
+            run_id: run.clone(),
+            name: "customer_replied".into(),
+            data: Some(object(json!({ "text": "works now" }))),
+        },
+        "w-event",
+    )
+    .await;
+    write(
+        &lead,
+        decision(&submitted, &run, Decision::Approved, None),
+        "w-approve",
+    )
+    .await;
+    write(
+        &operator(),
+        Write::Cancel {
+            run_id: run.clone(),
+            reason: "closed by hand".into(),
+        },
+        "w-cancel",
+    )
+    .await;
+    let upload = || Upload {
+        file_name: "report.txt".into(),
+        content_type: "text/plain".into(),
+        bytes: b"all good".to_vec(),
+    };
+    let uploaded = ok(runtime.upload(&worker, upload(), "w-upload").await.unwrap());
+
+    runtime.clock().advance(ARCHIVE_AFTER);
+    assert!(fire_due_timers(&runtime).await.contains(&"archive".to_string()));
+    assert_eq!(hot_keys_of(store.as_ref(), &run).await, Vec::<String>::new());
+
+    for (caller, write, request, first) in &writes {
+        let again = runtime.execute(caller, write.clone(), request).await.unwrap();
+        assert_eq!(&ok(again), first, "{request}");
+    }
+    assert_eq!(
+        ok(runtime.upload(&worker, upload(), "w-upload").await.unwrap()),
+        uploaded
+    );
+    // Other arguments under a used requestId are still a conflict.
+    let other = runtime
+        .execute(
+            &operator(),
+            Write::Cancel {
+                run_id: run.clone(),
+                reason: "another reason".into(),
+            },
+            "w-cancel",
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused(other).code, ErrorCode::Conflict);
+}

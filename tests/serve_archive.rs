@@ -1,0 +1,257 @@
+//! `agentprocess serve` moves ended runs to the archive once `archive_ended_runs_after_seconds`
+//! passed: over MCP, `get_run` and `list_runs` answer the same content (schema-valid) before and
+//! after, and a `kill -9` in the middle of archiving loses no run and shows none twice.
+
+mod common;
+
+use agentprocess_store::{EmbeddedOptions, EmbeddedStore, KeyRange, RangeRequest, Store};
+use common::{Mcp, Server, Who, request_id};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const PROCESS: &str = r#"---
+name: quick
+description: One agent step, then done.
+inputs:
+  item: string
+steps:
+  - id: work
+    agent: Do the work for the item.
+    output:
+      result: string
+  - id: done
+    finish: done
+---
+
+# Quick
+
+One item per run.
+"#;
+
+const ARCHIVE_AFTER: &str = "60";
+
+fn start_server(data: &Path) -> Server {
+    Server::start_with_env(
+        data,
+        &[],
+        &[("AGENTPROCESS_ARCHIVE_ENDED_RUNS_AFTER_SECONDS", ARCHIVE_AFTER)],
+    )
+}
+
+fn publish(server: &Server, data: &Path) {
+    let source = data.join("quick.md");
+    std::fs::write(&source, PROCESS).unwrap();
+    let (code, out, err) = server.import(&source, &[], true);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// Starts a run of `quick`; finishes it when `finish`. Returns its id.
+async fn run(agent: &Mcp, item: &str, finish: bool) -> String {
+    let started = agent
+        .ok(
+            "start_run",
+            json!({ "process": "quick", "inputs": { "item": item }, "requestId": request_id() }),
+        )
+        .await;
+    let run_id = started["run"]["id"].as_str().unwrap().to_owned();
+    if finish {
+        let claimed = agent
+            .ok(
+                "claim",
+                json!({ "runId": run_id, "stepId": "work", "requestId": request_id() }),
+            )
+            .await;
+        agent
+            .ok(
+                "submit",
+                json!({ "token": claimed["token"], "output": { "result": item }, "summary": "Done.",
+                        "requestId": request_id() }),
+            )
+            .await;
+    }
+    run_id
+}
+
+/// Every `list_runs` item, `page` at a time.
+async fn list_all(agent: &Mcp, page: u64) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut cursor = Value::Null;
+    loop {
+        let mut arguments = json!({ "limit": page });
+        if !cursor.is_null() {
+            arguments["cursor"] = cursor.clone();
+        }
+        let found = agent.ok("list_runs", arguments).await;
+        items.extend(found["items"].as_array().unwrap().iter().cloned());
+        cursor = found["nextCursor"].clone();
+        if cursor.is_null() {
+            return items;
+        }
+    }
+}
+
+/// How many run records the archive holds under `data`.
+fn archived_runs(data: &Path) -> usize {
+    fn count(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|entry| {
+                        let path = entry.path();
+                        if path.is_dir() {
+                            count(&path)
+                        } else {
+                            usize::from(!path.to_string_lossy().ends_with(".partial"))
+                        }
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+    let Ok(organizations) = std::fs::read_dir(data.join("uploads/archive")) else {
+        return 0;
+    };
+    organizations
+        .flatten()
+        .map(|org| count(&org.path().join("run")))
+        .sum()
+}
+
+async fn wait_for_archived(data: &Path, wanted: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while archived_runs(data) < wanted {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {wanted} runs archived",
+            archived_runs(data)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The run records the stopped server's store still holds.
+async fn hot_runs(data: &Path) -> usize {
+    let (store, _) = EmbeddedStore::open(&data.join("store"), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    let all = store
+        .range(RangeRequest::new(KeyRange::from(Vec::new())))
+        .await
+        .unwrap();
+    all.kvs
+        .iter()
+        .filter(|kv| String::from_utf8_lossy(&kv.key).contains("/run/"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn archived_runs_read_the_same_over_mcp() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = start_server(data.path());
+    publish(&server, data.path());
+    let agent = server.client(&Who::Agent("a_worker")).await;
+    let mut runs = Vec::new();
+    for i in 0..6 {
+        runs.push(run(&agent, &format!("item-{i}"), i % 3 != 0).await);
+    }
+    let mut views = Vec::new();
+    for run in &runs {
+        views.push(agent.ok("get_run", json!({ "runId": run })).await);
+    }
+    let listed = list_all(&agent, 100).await;
+    let done = list_all_with(&agent, json!({ "state": "ended" })).await;
+    assert_eq!((listed.len(), done.len()), (6, 4));
+
+    server.advance(61).await;
+    wait_for_archived(data.path(), 4).await;
+    for (run, view) in runs.iter().zip(&views) {
+        assert_eq!(&agent.ok("get_run", json!({ "runId": run })).await, view);
+    }
+    for page in [1, 4, 100] {
+        assert_eq!(list_all(&agent, page).await, listed, "pages of {page}");
+    }
+    assert_eq!(list_all_with(&agent, json!({ "state": "ended" })).await, done);
+    agent
+        .refused(
+            "claim",
+            json!({ "runId": runs[1], "stepId": "work", "requestId": request_id() }),
+            "conflict",
+        )
+        .await;
+    agent.close().await;
+    server.kill9();
+    assert_eq!(
+        hot_runs(data.path()).await,
+        2,
+        "only the open runs stay in the store"
+    );
+}
+
+async fn list_all_with(agent: &Mcp, filter: Value) -> Vec<Value> {
+    let mut arguments = filter;
+    arguments["limit"] = json!(100);
+    let found = agent.ok("list_runs", arguments).await;
+    assert!(found["nextCursor"].is_null());
+    found["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_while_archiving_loses_no_run_and_shows_none_twice() {
+    const RUNS: usize = 400;
+    const CLIENTS: usize = 8;
+    let data = tempfile::tempdir().unwrap();
+    let mut server = start_server(data.path());
+    publish(&server, data.path());
+    let mut clients = Vec::new();
+    for client in 0..CLIENTS {
+        let agent = server.client(&Who::Agent("a_worker")).await;
+        clients.push(tokio::spawn(async move {
+            let mut runs = Vec::new();
+            for i in 0..RUNS / CLIENTS {
+                runs.push(run(&agent, &format!("c{client}-{i}"), true).await);
+            }
+            agent.close().await;
+            runs
+        }));
+    }
+    let mut runs = Vec::new();
+    for client in clients {
+        runs.extend(client.await.unwrap());
+    }
+    let agent = server.client(&Who::Agent("a_reader")).await;
+    let listed = list_all(&agent, 100).await;
+    assert_eq!(listed.len(), RUNS);
+    let mut views = Vec::new();
+    for run in &runs {
+        views.push(agent.ok("get_run", json!({ "runId": run })).await);
+    }
+    agent.close().await;
+
+    // Archiving starts on the scheduler's next pass; kill the server as soon as it has begun.
+    server.advance(61).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while archived_runs(data.path()) == 0 {
+        assert!(Instant::now() < deadline, "archiving never began");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    server.kill_and_restart();
+    let archived_at_kill = archived_runs(data.path());
+    eprintln!("archived when killed: {archived_at_kill} of {RUNS}");
+
+    // Right after the restart, whatever tier each run is in: every run once, as before.
+    let agent = server.client(&Who::Agent("a_reader")).await;
+    assert_eq!(list_all(&agent, 37).await, listed);
+    // The rest is archived after the restart, from the timers still in the store (the moved
+    // clock starts again from the wall clock: move it once more).
+    server.advance(61).await;
+    wait_for_archived(data.path(), RUNS).await;
+    assert_eq!(list_all(&agent, 100).await, listed);
+    for (run, view) in runs.iter().zip(&views) {
+        assert_eq!(&agent.ok("get_run", json!({ "runId": run })).await, view);
+    }
+    agent.close().await;
+    server.kill9();
+    assert_eq!(hot_runs(data.path()).await, 0, "every ended run left the store");
+}
