@@ -18,7 +18,7 @@
 
 mod archiving;
 mod events;
-mod plan;
+pub(crate) mod plan;
 mod records;
 
 pub(crate) use records::ARCHIVE_TIMER;
@@ -36,7 +36,8 @@ use agentprocess_org::{Archive, Clock};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{LeaseId, RangeRequest, StoreError, Txn, TxnOp};
-use records::{ClaimRecord, IndexEntries};
+use records::ClaimRecord;
+pub(crate) use records::IndexEntries;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -743,6 +744,6 @@ impl Actor {
 }
 
 /// How long an ended run stays hot, in milliseconds.
-fn archive_after_ms(config: &RuntimeConfig) -> u64 {
+pub(crate) fn archive_after_ms(config: &RuntimeConfig) -> u64 {
     u64::try_from(config.archive_ended_runs_after.as_millis()).unwrap_or(u64::MAX)
 }
