@@ -33,6 +33,7 @@ mod call;
 mod config;
 pub mod evaluator;
 mod idempotency;
+pub mod metrics;
 mod pinned;
 mod rfc3339;
 pub mod runtime;
