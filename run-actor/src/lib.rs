@@ -36,6 +36,7 @@ mod config;
 pub mod evaluator;
 pub mod fixtures;
 mod idempotency;
+pub mod metrics;
 mod pinned;
 mod rfc3339;
 pub mod runtime;

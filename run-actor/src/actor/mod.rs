@@ -44,6 +44,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -139,7 +140,10 @@ pub(crate) fn sender(host: &Arc<Host>, address: &RunAddress) -> mpsc::Sender<Mai
         return sender.clone();
     }
     let (sender, receiver) = mpsc::channel(MAILBOX);
-    actors.insert(address.clone(), sender.clone());
+    // A closed sender still in the map is replaced: the count of actors stays the same.
+    if actors.insert(address.clone(), sender.clone()).is_none() {
+        host.config.metrics.live_actors.add(1, &[]);
+    }
     let actor = Actor {
         host: host.clone(),
         address: address.clone(),
@@ -157,6 +161,7 @@ pub(crate) fn forget(host: &Host, address: &RunAddress, stale: &mpsc::Sender<Mai
         .is_some_and(|current| current.same_channel(stale))
     {
         actors.remove(address);
+        host.config.metrics.live_actors.add(-1, &[]);
     }
 }
 
@@ -282,7 +287,9 @@ impl Actor {
         if !mailbox.is_empty() {
             return false;
         }
-        actors.remove(&self.address);
+        if actors.remove(&self.address).is_some() {
+            self.host.config.metrics.live_actors.add(-1, &[]);
+        }
         self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -508,7 +515,15 @@ impl Actor {
         let mut ops = plan.ops;
         ops.extend(claim_ops);
         let txn = Txn::new().when(plan.compares).and_then(ops);
-        match self.host.store.txn(txn).await {
+        let started = Instant::now();
+        let committed = self.host.store.txn(txn).await;
+        if let Ok(result) = &committed {
+            self.host
+                .config
+                .metrics
+                .record_commit(result.succeeded, started.elapsed());
+        }
+        match committed {
             Ok(result) if result.succeeded => {
                 self.host.stats.commits.fetch_add(1, Ordering::Relaxed);
                 self.loaded = Some(Loaded {
