@@ -6,11 +6,11 @@
 //! with the arguments under their names on the wire. Canonical JSON makes the order of keys and
 //! the spelling of a number (`1.5`, `1.50`, `15e-1`) irrelevant, as they are to JSON itself.
 
-use crate::call::{RuntimeError, ToolOutcome, Write};
-use crate::machine::{Caller, CallerKind, EvidenceItem, Refusal, Submission, Timestamp, hex};
+use crate::call::{RuntimeError, ToolOutcome};
+use crate::machine::{Caller, CallerKind, OrgId, Refusal, Timestamp, hex};
 use crate::pinned::PinnedProcesses;
 use agentprocess_process::hash::canonical_json;
-use agentprocess_service::Upload;
+use agentprocess_service::{EvidenceItem, Submission, Upload, Write};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use serde::ser::SerializeMap;
@@ -190,7 +190,7 @@ pub(crate) async fn replay(
     store: &dyn Store,
     keys: &Keys,
     pinned: &PinnedProcesses,
-    organization: &str,
+    organization: &OrgId,
     request_id: &str,
     fingerprint: &Fingerprint,
 ) -> Result<Option<ToolOutcome>, RuntimeError> {
@@ -397,8 +397,9 @@ fn sorted_keys(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::Mode;
+    use crate::machine::StepId;
     use agentprocess_org::{Catalog, Clock};
+    use agentprocess_service::Mode;
     use agentprocess_store::{EmbeddedOptions, EmbeddedStore, TxnOp};
     use std::sync::Arc;
 
@@ -410,7 +411,7 @@ mod tests {
         let keys = Keys::new("default");
         let catalog = Catalog::new(store.clone(), keys.clone(), Clock::starting_at(at()));
         let version = catalog
-            .publish("acme", SOURCE.as_bytes(), indexmap::IndexMap::new())
+            .publish(&"acme".into(), SOURCE.as_bytes(), indexmap::IndexMap::new())
             .await
             .unwrap();
         assert_eq!(version, 1);
@@ -432,7 +433,7 @@ mod tests {
 
     async fn put(store: &dyn Store, keys: &Keys, request_id: &str, bytes: Vec<u8>) {
         let txn = agentprocess_store::Txn::new()
-            .and_then([TxnOp::put(keys.idempotency("acme", request_id), bytes)]);
+            .and_then([TxnOp::put(keys.idempotency(&"acme".into(), request_id), bytes)]);
         assert!(store.txn(txn).await.unwrap().succeeded);
     }
 
@@ -443,7 +444,7 @@ mod tests {
         request_id: &str,
         fingerprint: &Fingerprint,
     ) -> ToolOutcome {
-        replay(store, keys, pinned, "acme", request_id, fingerprint)
+        replay(store, keys, pinned, &"acme".into(), request_id, fingerprint)
             .await
             .unwrap()
             .expect("a record")
@@ -487,7 +488,7 @@ mod tests {
     #[tokio::test]
     async fn a_compact_record_names_the_pinned_body_and_replays_it_in_its_place() {
         let (store, keys, pinned) = published().await;
-        let process = pinned.get("acme", "p", 1).await.unwrap().unwrap();
+        let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
         let data = claim_result(&process.body);
         let fingerprint = Fingerprint([7; 32]);
         let record = IdempotencyRecord {
@@ -567,9 +568,16 @@ mod tests {
         truncated.truncate(truncated.len() - 8);
         for bytes in [vec![9, 1, 2, 3], oversized, truncated] {
             put(store.as_ref(), &keys, "c-1", bytes).await;
-            let error = replay(store.as_ref(), &keys, &pinned, "acme", "c-1", &fingerprint)
-                .await
-                .unwrap_err();
+            let error = replay(
+                store.as_ref(),
+                &keys,
+                &pinned,
+                &"acme".into(),
+                "c-1",
+                &fingerprint,
+            )
+            .await
+            .unwrap_err();
             assert!(matches!(error, RuntimeError::Corrupt(_)), "{error}");
         }
     }
@@ -610,7 +618,7 @@ mod tests {
     fn the_tool_and_the_caller_are_part_of_the_fingerprint() {
         let claim = Write::Claim {
             run_id: "r_1".into(),
-            step: "s".into(),
+            step: StepId::from_wire("s"),
         };
         let cancel = Write::Cancel {
             run_id: "r_1".into(),

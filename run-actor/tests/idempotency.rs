@@ -4,9 +4,9 @@
 
 mod runtime_support;
 
-use agentprocess_run_actor::machine::{Caller, Decision, ErrorCode, Mode, Submission};
-use agentprocess_run_actor::runtime::Write;
+use agentprocess_run_actor::machine::{Caller, ErrorCode, RunId, StepId};
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload};
+use agentprocess_run_actor::runtime::{Decision, Mode, Submission, Write};
 use indexmap::IndexMap;
 use runtime_support::*;
 use serde_json::{Value, json};
@@ -97,18 +97,18 @@ fn start(ticket: &str) -> Call {
     })
 }
 
-fn go(run: &str) -> Call {
+fn go(run: &RunId) -> Call {
     Call::Write(Write::SendEvent {
-        run_id: run.into(),
+        run_id: run.clone(),
         name: "go".into(),
         data: Some(object(json!({ "by": "the test" }))),
     })
 }
 
-fn claim_work(run: &str) -> Call {
+fn claim_work(run: &RunId) -> Call {
     Call::Write(Write::Claim {
-        run_id: run.into(),
-        step: "work".into(),
+        run_id: run.clone(),
+        step: StepId::from_wire("work"),
     })
 }
 
@@ -200,7 +200,10 @@ async fn every_kind_of_write_replays_its_first_answer_byte_for_byte_and_conflict
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
     let roles: IndexMap<String, String> = [("desk".to_string(), "g_desk".to_string())].into();
-    runtime.publish(ORG, SOURCE.as_bytes(), roles).await.unwrap();
+    runtime
+        .publish(&ORG.into(), SOURCE.as_bytes(), roles)
+        .await
+        .unwrap();
     let made = every_kind_of_write(&runtime).await;
     let kinds: Vec<&str> = made.iter().map(|m| m.kind).collect();
     for kind in [

@@ -3,17 +3,20 @@
 //! cleanup. Time is the
 //! runtime's injected clock, moved forward with `Clock::advance`.
 
-use agentprocess_run_actor::machine::{Caller, Decision, Mode, Timestamp};
+use agentprocess_ids::{OrgId, RunId, StepId};
+use agentprocess_run_actor::machine::{Caller, Timestamp};
 use agentprocess_run_actor::runtime::{
-    Clock, DeadLetterId, GetWork, LocalBlobs, NoHints, Redelivery, Runtime, RuntimeConfig, ToolOutcome,
-    Write, redeliver_dead_letter,
+    Clock, DeadLetterId, Decision, GetWork, LocalBlobs, Mode, NoHints, Redelivery, Runtime, RuntimeConfig,
+    ToolOutcome, Write, redeliver_dead_letter,
 };
 use agentprocess_scheduler::{
-    HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerParts, StoreWatchHints, Webhook,
-    configure_webhook, dead_letters, sign,
+    HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerMetrics, SchedulerParts,
+    StoreWatchHints, Webhook, configure_webhook, dead_letters, metrics, sign,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, RangeRequest};
 use indexmap::IndexMap;
+use opentelemetry::metrics::MeterProvider;
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -78,7 +81,7 @@ async fn publish(runtime: &Runtime, name: &str) {
         .into_iter()
         .map(|role| (role.to_string(), format!("g_{role}")))
         .collect();
-    runtime.publish(ORG, &source, roles).await.unwrap();
+    runtime.publish(&OrgId::from(ORG), &source, roles).await.unwrap();
 }
 
 async fn start(runtime: &Runtime, process: &str, inputs: Value, mode: Mode, request: &str) -> String {
@@ -156,7 +159,7 @@ async fn a_wait_fires_after_a_restart() {
         .execute(
             &owner,
             Write::Decide {
-                run_id: run.clone(),
+                run_id: RunId::from(run.clone()),
                 work_item: item["id"].as_str().unwrap().into(),
                 snapshot: item["snapshot"].as_str().unwrap().into(),
                 decision: Decision::Approved,
@@ -202,7 +205,10 @@ async fn a_wait_fires_after_a_restart() {
             .any(|item| item["stepId"] == "cancel_services")
     })
     .await;
-    let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+    let view = ok(runtime
+        .get_run(&agent("x"), &RunId::from(run.as_str()))
+        .await
+        .unwrap());
     assert_eq!(state(&view, "effective_time"), "done");
     scheduler.stop().await;
     store.close().await;
@@ -227,8 +233,8 @@ async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
         .execute(
             &holder,
             Write::Claim {
-                run_id: run.clone(),
-                step: "diagnose".into(),
+                run_id: RunId::from(run.clone()),
+                step: StepId::from_wire("diagnose"),
             },
             "c-1",
         )
@@ -260,8 +266,8 @@ async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
         .execute(
             &agent("a2"),
             Write::Claim {
-                run_id: run,
-                step: "diagnose".into(),
+                run_id: RunId::from(run),
+                step: StepId::from_wire("diagnose"),
             },
             "c-2",
         )
@@ -361,9 +367,15 @@ async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs
         url,
         secret: "s3cret".into(),
     };
-    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
-        .await
-        .unwrap();
+    configure_webhook(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &OrgId::from(ORG),
+        "main",
+        &webhook,
+    )
+    .await
+    .unwrap();
     let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
     start(
         &runtime,
@@ -421,9 +433,15 @@ async fn undeliverable_notifications_become_dead_letters() {
         url,
         secret: "s".into(),
     };
-    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
-        .await
-        .unwrap();
+    configure_webhook(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &OrgId::from(ORG),
+        "main",
+        &webhook,
+    )
+    .await
+    .unwrap();
     let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
     start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
     let config = SchedulerConfig {
@@ -432,13 +450,13 @@ async fn undeliverable_notifications_become_dead_letters() {
     };
     let scheduler = Scheduler::start(parts(&runtime), transport(), config);
     eventually("a dead letter appears", || async {
-        !dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+        !dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
             .await
             .unwrap()
             .is_empty()
     })
     .await;
-    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
         .await
         .unwrap();
     assert_eq!(letters.len(), 1);
@@ -461,9 +479,15 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
         url,
         secret: "s".into(),
     };
-    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
-        .await
-        .unwrap();
+    configure_webhook(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &OrgId::from(ORG),
+        "main",
+        &webhook,
+    )
+    .await
+    .unwrap();
     let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
     start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
     // No periodic look at the outbox within the test: only signals and retries wake it.
@@ -474,19 +498,19 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
     };
     let scheduler = Scheduler::start(parts(&runtime), transport(), config);
     eventually("a dead letter appears", || async {
-        !dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+        !dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
             .await
             .unwrap()
             .is_empty()
     })
     .await;
     assert_eq!(receiver.requests().len(), 3);
-    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
         .await
         .unwrap();
     let id = DeadLetterId::parse(letters[0]["id"].as_str().unwrap()).unwrap();
 
-    let outcome = redeliver_dead_letter(runtime.store().as_ref(), runtime.keys(), ORG, &id)
+    let outcome = redeliver_dead_letter(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), &id)
         .await
         .unwrap();
     assert_eq!(outcome, Redelivery::Redelivered);
@@ -508,7 +532,7 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
     })
     .await;
     assert!(
-        dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+        dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
             .await
             .unwrap()
             .is_empty()
@@ -531,7 +555,7 @@ async fn idempotency_records_go_after_their_retention() {
         "s-1",
     )
     .await;
-    let record = runtime.keys().idempotency(ORG, "s-1");
+    let record = runtime.keys().idempotency(&OrgId::from(ORG), "s-1");
     assert!(runtime.store().get(&record).await.unwrap().0.is_some());
     let six_days_on = runtime.clock().now().plus_seconds(DAY.as_secs() * 6);
     runtime.clock().advance(DAY * 6);
@@ -579,7 +603,7 @@ async fn idempotency_records_go_after_a_retention_set_shorter() {
         "s-1",
     )
     .await;
-    let record = runtime.keys().idempotency(ORG, "s-1");
+    let record = runtime.keys().idempotency(&ORG.into(), "s-1");
     let half_way = runtime.clock().now().plus_seconds(30);
     runtime.clock().advance(Duration::from_secs(30));
     eventually("a sweep ran half way", || async {
@@ -605,7 +629,7 @@ async fn a_small_window_fires_every_timer_in_turn() {
     let (store, runtime) = open(dir.path(), START).await;
     let source = "---\nname: chase\ndescription: A step with a due date.\nsteps:\n  - id: work\n    agent: Do it.\n    due: 1h\n  - id: done\n    finish: done\n---\n\n# Chase\n";
     runtime
-        .publish(ORG, source.as_bytes(), IndexMap::new())
+        .publish(&OrgId::from(ORG), source.as_bytes(), IndexMap::new())
         .await
         .unwrap();
     for i in 0..50 {
@@ -692,7 +716,7 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
     configure_webhook(
         store.as_ref(),
         &keys,
-        ORG,
+        &OrgId::from(ORG),
         "main",
         &Webhook {
             url,
@@ -739,8 +763,8 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
         .execute(
             &agent("a1"),
             Write::Claim {
-                run_id: run,
-                step: "diagnose".into(),
+                run_id: RunId::from(run),
+                step: StepId::from_wire("diagnose"),
             },
             "c-1",
         )
@@ -767,4 +791,95 @@ async fn liveness_is_running_until_the_scheduler_stops() {
     assert!(liveness.is_running());
     scheduler.stop().await;
     assert!(!liveness.is_running());
+}
+
+/// The data points of the metric `name` in the latest export: each one's attributes as
+/// `(key, value)` strings and its value (a sum's value, a histogram's count).
+fn metric_points(exporter: &InMemoryMetricExporter, name: &str) -> Vec<(Vec<(String, String)>, u64)> {
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    let attributes = |set: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| -> Vec<(String, String)> {
+        set.map(|kv| (kv.key.to_string(), kv.value.to_string())).collect()
+    };
+    let exports = exporter.get_finished_metrics().unwrap();
+    let mut points = Vec::new();
+    for scope in exports.last().iter().flat_map(|export| export.scope_metrics()) {
+        for metric in scope.metrics().filter(|metric| metric.name() == name) {
+            match metric.data() {
+                AggregatedMetrics::U64(MetricData::Sum(sum)) => points.extend(
+                    sum.data_points()
+                        .map(|p| (attributes(&mut p.attributes()), p.value())),
+                ),
+                AggregatedMetrics::F64(MetricData::Histogram(histogram)) => points.extend(
+                    histogram
+                        .data_points()
+                        .map(|p| (attributes(&mut p.attributes()), p.count())),
+                ),
+                other => panic!("{name} has unexpected data {other:?}"),
+            }
+        }
+    }
+    points
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fired_timer_is_counted_by_kind_with_its_lateness() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    publish(&runtime, "support-escalation").await;
+    let config = SchedulerConfig {
+        metrics: SchedulerMetrics::new(&provider.meter(metrics::METER)),
+        ..quick()
+    };
+    let scheduler = Scheduler::start(parts(&runtime), transport(), config);
+    let run = start(
+        &runtime,
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        Mode::Live,
+        "s-1",
+    )
+    .await;
+    ok(runtime
+        .execute(
+            &agent("a1"),
+            Write::Claim {
+                run_id: RunId::from(run),
+                step: StepId::from_wire("diagnose"),
+            },
+            "c-1",
+        )
+        .await
+        .unwrap());
+
+    // The claim's lease runs out: the scheduler fires its `claim.<lease>.<step>` timer.
+    runtime.clock().advance(Duration::from_secs(601));
+    let claim = vec![(metrics::ATTRIBUTE_KIND.to_string(), "claim".to_string())];
+    eventually("the claim timer is counted", || async {
+        provider.force_flush().unwrap();
+        metric_points(&exporter, metrics::TIMERS_FIRED)
+            .iter()
+            .any(|(attributes, count)| *attributes == claim && *count >= 1)
+    })
+    .await;
+    let lateness = metric_points(&exporter, metrics::FIRE_LATENESS);
+    assert!(
+        lateness
+            .iter()
+            .any(|(attributes, count)| *attributes == claim && *count >= 1),
+        "{lateness:?}"
+    );
+    // Every kind the scheduler counted is one of the bounded set.
+    for (attributes, _) in metric_points(&exporter, metrics::TIMERS_FIRED) {
+        assert_eq!(attributes.len(), 1, "{attributes:?}");
+        assert!(
+            metrics::TIMER_KINDS.contains(&attributes[0].1.as_str()),
+            "{attributes:?}"
+        );
+    }
+    scheduler.stop().await;
+    store.close().await;
 }

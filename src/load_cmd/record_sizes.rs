@@ -5,9 +5,9 @@
 use super::processes::{
     AGENT_STEP, AGENT_STEP_TEXT, APPROVAL, APPROVAL_TEXT, APPROVER_ROLE, APPROVERS_GROUP,
 };
-use agentprocess_run_actor::machine::{Caller, Decision, Mode, Submission, hex, token};
+use agentprocess_run_actor::machine::{Caller, OrgId, StepId, hex, token};
 use agentprocess_run_actor::runtime::{
-    Clock, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    Clock, Decision, LocalBlobs, Mode, Runtime, RuntimeConfig, Submission, ToolOutcome, Upload, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
 use serde_json::{Map, Value, json};
@@ -48,7 +48,7 @@ impl Bench {
             Write::Claim { run_id, .. }
             | Write::Decide { run_id, .. }
             | Write::Cancel { run_id, .. }
-            | Write::SendEvent { run_id, .. } => Some(run_id.clone()),
+            | Write::SendEvent { run_id, .. } => Some(run_id.to_string()),
         };
         let data = ok(self.runtime.execute(caller, write, request_id).await.unwrap());
         let run_id = run_id.or_else(|| data["run"]["id"].as_str().map(str::to_string));
@@ -64,7 +64,7 @@ impl Bench {
         data: &Value,
         request_id: &str,
     ) {
-        let key = self.runtime.keys().idempotency(ORG, request_id);
+        let key = self.runtime.keys().idempotency(&ORG.into(), request_id);
         let (record, _) = self.runtime.store().get(&key).await.unwrap();
         let stored = record.expect("a record for every write").value;
         // The compact record starts with its format byte and the fingerprint's 32 bytes.
@@ -111,7 +111,7 @@ fn start(process: &str, n: u64) -> Write {
 fn claim(run: &str) -> Write {
     Write::Claim {
         run_id: run.into(),
-        step: "work".into(),
+        step: StepId::from_wire("work"),
     }
 }
 
@@ -146,12 +146,12 @@ async fn idempotency_records_of_the_benchmark_processes_are_smaller_than_the_jso
         Clock::system(),
     );
     runtime
-        .publish(ORG, AGENT_STEP_TEXT.as_bytes(), Default::default())
+        .publish(&OrgId::from(ORG), AGENT_STEP_TEXT.as_bytes(), Default::default())
         .await
         .unwrap();
     let roles = [(APPROVER_ROLE.to_string(), APPROVERS_GROUP.to_string())].into();
     runtime
-        .publish(ORG, APPROVAL_TEXT.as_bytes(), roles)
+        .publish(&OrgId::from(ORG), APPROVAL_TEXT.as_bytes(), roles)
         .await
         .unwrap();
     let mut bench = Bench {
@@ -170,7 +170,7 @@ async fn idempotency_records_of_the_benchmark_processes_are_smaller_than_the_jso
             .await,
     );
     let event = Write::SendEvent {
-        run_id: run.clone(),
+        run_id: run.clone().into(),
         name: "ping".into(),
         data: None,
     };
@@ -196,7 +196,7 @@ async fn idempotency_records_of_the_benchmark_processes_are_smaller_than_the_jso
     };
     bench.write(AGENT_STEP, "escalate", &agent, escalate, "x-2").await;
     let cancel = Write::Cancel {
-        run_id: run,
+        run_id: run.into(),
         reason: "started twice".into(),
     };
     bench.write(AGENT_STEP, "cancel", &operator, cancel, "k-2").await;
@@ -213,7 +213,7 @@ async fn idempotency_records_of_the_benchmark_processes_are_smaller_than_the_jso
         .await;
     let item = &view["workItems"][0];
     let decide = Write::Decide {
-        run_id: run,
+        run_id: run.into(),
         work_item: item["id"].as_str().unwrap().into(),
         snapshot: item["snapshot"].as_str().unwrap().into(),
         decision: Decision::Approved,

@@ -18,7 +18,7 @@
 
 mod archiving;
 mod events;
-mod plan;
+pub(crate) mod plan;
 mod records;
 
 pub(crate) use records::ARCHIVE_TIMER;
@@ -28,21 +28,23 @@ use crate::call::{RuntimeError, ToolOutcome};
 use crate::config::RuntimeConfig;
 pub(crate) use crate::idempotency::RequestKey;
 use crate::machine::{
-    self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, Reply, RunState, Timestamp, Transition,
-    UploadLookup, UploadStatus,
+    self, Command, Ctx, Effect, Notification, OrgId, PinnedProcess, Refusal, Reply, RunId, RunState, StepId,
+    Timestamp, Transition, UploadLookup, UploadStatus,
 };
 use crate::pinned::PinnedProcesses;
 use agentprocess_org::{Archive, Clock};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{LeaseId, RangeRequest, StoreError, Txn, TxnOp};
-use records::{ClaimRecord, IndexEntries};
+use records::ClaimRecord;
+pub(crate) use records::IndexEntries;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -54,8 +56,8 @@ const MAX_TXN_OPS: usize = 128;
 /// Which run an actor owns. Runs are per organization, so the organization is part of it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct RunAddress {
-    pub organization: String,
-    pub run_id: String,
+    pub organization: OrgId,
+    pub run_id: RunId,
 }
 
 /// Counters of the runtime, for benchmarks and metrics.
@@ -138,7 +140,10 @@ pub(crate) fn sender(host: &Arc<Host>, address: &RunAddress) -> mpsc::Sender<Mai
         return sender.clone();
     }
     let (sender, receiver) = mpsc::channel(MAILBOX);
-    actors.insert(address.clone(), sender.clone());
+    // A closed sender still in the map is replaced: the count of actors stays the same.
+    if actors.insert(address.clone(), sender.clone()).is_none() {
+        host.config.metrics.live_actors.add(1, &[]);
+    }
     let actor = Actor {
         host: host.clone(),
         address: address.clone(),
@@ -156,6 +161,7 @@ pub(crate) fn forget(host: &Host, address: &RunAddress, stale: &mpsc::Sender<Mai
         .is_some_and(|current| current.same_channel(stale))
     {
         actors.remove(address);
+        host.config.metrics.live_actors.add(-1, &[]);
     }
 }
 
@@ -175,7 +181,7 @@ struct Loaded {
     version: i64,
     pinned: Option<Arc<PinnedProcess>>,
     index: IndexEntries,
-    claims: HashMap<String, ClaimLease>,
+    claims: HashMap<StepId, ClaimLease>,
     /// The run was read from the archive: it ended, and the hot store no longer holds it.
     archived: bool,
 }
@@ -194,7 +200,7 @@ enum Attempt {
 struct Prefetched<'a>(&'a HashMap<String, UploadStatus>);
 
 impl UploadLookup for Prefetched<'_> {
-    fn lookup(&self, _organization: &str, upload_id: &str) -> UploadStatus {
+    fn lookup(&self, _organization: &OrgId, upload_id: &str) -> UploadStatus {
         self.0.get(upload_id).cloned().unwrap_or(UploadStatus::NotFound)
     }
 }
@@ -281,7 +287,9 @@ impl Actor {
         if !mailbox.is_empty() {
             return false;
         }
-        actors.remove(&self.address);
+        if actors.remove(&self.address).is_some() {
+            self.host.config.metrics.live_actors.add(-1, &[]);
+        }
         self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -507,7 +515,15 @@ impl Actor {
         let mut ops = plan.ops;
         ops.extend(claim_ops);
         let txn = Txn::new().when(plan.compares).and_then(ops);
-        match self.host.store.txn(txn).await {
+        let started = Instant::now();
+        let committed = self.host.store.txn(txn).await;
+        if let Ok(result) = &committed {
+            self.host
+                .config
+                .metrics
+                .record_commit(result.succeeded, started.elapsed());
+        }
+        match committed {
             Ok(result) if result.succeeded => {
                 self.host.stats.commits.fetch_add(1, Ordering::Relaxed);
                 self.loaded = Some(Loaded {
@@ -659,7 +675,7 @@ impl Actor {
     async fn claim_changes(
         &self,
         work: Option<&RunState>,
-    ) -> Result<(Vec<TxnOp>, HashMap<String, ClaimLease>, Vec<LeaseId>), StoreError> {
+    ) -> Result<(Vec<TxnOp>, HashMap<StepId, ClaimLease>, Vec<LeaseId>), StoreError> {
         let host = &self.host;
         let loaded = self.loaded.as_ref().expect("loaded");
         let RunAddress { organization, run_id } = &self.address;
@@ -743,6 +759,6 @@ impl Actor {
 }
 
 /// How long an ended run stays hot, in milliseconds.
-fn archive_after_ms(config: &RuntimeConfig) -> u64 {
+pub(crate) fn archive_after_ms(config: &RuntimeConfig) -> u64 {
     u64::try_from(config.archive_ended_runs_after.as_millis()).unwrap_or(u64::MAX)
 }

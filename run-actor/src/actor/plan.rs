@@ -126,7 +126,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
             compares.push(Compare::absent(key.clone()));
             let record = IdempotencyRecord {
                 fingerprint: &request.fingerprint,
-                run_id: Some(run_id),
+                run_id: Some(run_id.as_str()),
                 at: now,
                 data,
                 pinned_body,
@@ -158,6 +158,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
 mod tests {
     use super::*;
     use crate::idempotency::Fingerprint;
+    use crate::machine::OrgId;
     use crate::machine::{self, Caller, Command, Ctx, Limits, Mode, NoUploads, StartRun};
     use agentprocess_process::{Offer, PersonFormat, load};
     use agentprocess_store::CompareTarget;
@@ -248,10 +249,10 @@ mod tests {
 
         assert_eq!(plan.version, 1);
         let puts = put_keys(&plan);
-        let run_key = keys.run("acme", &run.id);
+        let run_key = keys.run(&OrgId::from("acme"), &run.id);
         assert!(puts.contains(&run_key), "the run record");
         assert!(
-            puts.contains(&keys.idempotency("acme", "req-1")),
+            puts.contains(&keys.idempotency(&OrgId::from("acme"), "req-1")),
             "the idempotency record"
         );
         assert_eq!(
@@ -272,7 +273,10 @@ mod tests {
             plan.compares[1].target,
             CompareTarget::CreateRevision(0)
         ));
-        assert_eq!(plan.compares[1].key, keys.idempotency("acme", "req-1"));
+        assert_eq!(
+            plan.compares[1].key,
+            keys.idempotency(&OrgId::from("acme"), "req-1")
+        );
 
         // The same state again, as after a refused command: nothing of the run is rewritten and
         // no record is made for a refusal.
