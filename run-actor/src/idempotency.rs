@@ -19,9 +19,12 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 
-/// The first byte of a record in the compact format. Older builds wrote the whole record as
-/// JSON, whose first byte is `{`: both formats are read, only the compact one is written.
-const COMPACT_FORMAT: u8 = 1;
+/// The first byte of a record in the compact format, whose payload is an LZ4 block. Older
+/// builds wrote the whole record as JSON, whose first byte is `{`, or the payload as a zstd
+/// frame after [`ZSTD_FORMAT`]: every format is read, only the compact one is written.
+const COMPACT_FORMAT: u8 = 2;
+/// The first byte of a record whose payload is a zstd frame, as builds before LZ4 wrote it.
+const ZSTD_FORMAT: u8 = 1;
 /// LZ4 expands at most this many times: a block that claims more is corrupt.
 const LZ4_MAX_RATIO: usize = 255;
 
@@ -155,7 +158,18 @@ impl Serialize for DataWithoutBody<'_> {
 /// A stored record, read in whichever format it was written.
 enum StoredRecord<'a> {
     Json(JsonRecord),
-    Compact { fingerprint: &'a [u8], block: &'a [u8] },
+    Compact {
+        fingerprint: &'a [u8],
+        compression: Compression,
+        payload: &'a [u8],
+    },
+}
+
+/// How a compact record's payload is compressed, by its format byte.
+#[derive(Debug, Clone, Copy)]
+enum Compression {
+    Lz4,
+    Zstd,
 }
 
 impl<'a> StoredRecord<'a> {
@@ -164,9 +178,14 @@ impl<'a> StoredRecord<'a> {
             Some(b'{') => serde_json::from_slice(bytes)
                 .map(StoredRecord::Json)
                 .map_err(|e| e.to_string()),
-            Some(&COMPACT_FORMAT) if bytes.len() > 33 => Ok(StoredRecord::Compact {
+            Some(&format @ (COMPACT_FORMAT | ZSTD_FORMAT)) if bytes.len() > 33 => Ok(StoredRecord::Compact {
                 fingerprint: &bytes[1..33],
-                block: &bytes[33..],
+                compression: if format == COMPACT_FORMAT {
+                    Compression::Lz4
+                } else {
+                    Compression::Zstd
+                },
+                payload: &bytes[33..],
             }),
             Some(format) => Err(format!("unknown format {format} or truncated record")),
             None => Err("empty record".into()),
@@ -204,11 +223,19 @@ pub(crate) async fn replay(
             "this requestId was used with other arguments",
         ))));
     }
-    let block = match stored {
+    let json = match stored {
         StoredRecord::Json(record) => return Ok(Some(ToolOutcome::Ok(record.data))),
-        StoredRecord::Compact { block, .. } => block,
+        StoredRecord::Compact {
+            compression: Compression::Lz4,
+            payload,
+            ..
+        } => decompress(payload).map_err(corrupt)?,
+        StoredRecord::Compact {
+            compression: Compression::Zstd,
+            payload,
+            ..
+        } => zstd::stream::decode_all(payload).map_err(|e| corrupt(e.to_string()))?,
     };
-    let json = decompress(block).map_err(corrupt)?;
     let payload: Payload<Value> = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
     let mut data = payload.data;
     if let Some(BodyOf { process, version }) = payload.body_of {
@@ -522,6 +549,37 @@ mod tests {
         let answer = replayed(store.as_ref(), &keys, &cold, "c-1", &fingerprint).await;
         assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
         let other = replayed(store.as_ref(), &keys, &cold, "c-1", &Fingerprint([8; 32])).await;
+        assert!(is_conflict(&other));
+    }
+
+    /// A record whose payload is a zstd frame, as builds before LZ4 wrote it, replays byte for
+    /// byte with its body put back.
+    #[tokio::test]
+    async fn a_record_with_a_zstd_payload_from_before_lz4_replays_byte_for_byte() {
+        let (store, keys, pinned) = published().await;
+        let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
+        let data = claim_result(&process.body);
+        let fingerprint = Fingerprint([7; 32]);
+        let compact = IdempotencyRecord {
+            fingerprint: &fingerprint,
+            run_id: Some("r_1"),
+            at: at(),
+            data: &data,
+            pinned_body: Some(PinnedBody {
+                process: "p",
+                version: 1,
+                body: &process.body,
+            }),
+        }
+        .to_bytes();
+        let payload = decompress(&compact[33..]).unwrap();
+        let mut older = vec![ZSTD_FORMAT];
+        older.extend_from_slice(&fingerprint.0);
+        older.extend_from_slice(&zstd::bulk::compress(&payload, 1).unwrap());
+        put(store.as_ref(), &keys, "c-1", older).await;
+        let answer = replayed(store.as_ref(), &keys, &pinned, "c-1", &fingerprint).await;
+        assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
+        let other = replayed(store.as_ref(), &keys, &pinned, "c-1", &Fingerprint([8; 32])).await;
         assert!(is_conflict(&other));
     }
 
