@@ -18,22 +18,12 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
-use std::cell::RefCell;
 
 /// The first byte of a record in the compact format. Older builds wrote the whole record as
 /// JSON, whose first byte is `{`: both formats are read, only the compact one is written.
 const COMPACT_FORMAT: u8 = 1;
-/// The zstd level of a compact record's payload. Measured on the load processes' records
-/// (BENCHMARKS.md): level 1 keeps 55% of the payload's bytes, level 3 54% and is no faster,
-/// lz4 71% in a third of the time or less.
-const ZSTD_LEVEL: i32 = 1;
-
-thread_local! {
-    /// A zstd context per thread, reused: making one costs about twice compressing a record.
-    static COMPRESSOR: RefCell<zstd::bulk::Compressor<'static>> = RefCell::new(
-        zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("zstd makes a context at a valid level"),
-    );
-}
+/// LZ4 expands at most this many times: a block that claims more is corrupt.
+const LZ4_MAX_RATIO: usize = 255;
 
 /// The SHA-256 of a call's canonical `{ tool, caller, arguments }` (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,11 +49,15 @@ pub(crate) struct PinnedBody<'a> {
 /// A retry with the same fingerprint is answered `data` again, byte for byte; one with another
 /// fingerprint is a `conflict`.
 ///
-/// Stored compact: the format byte [`COMPACT_FORMAT`], the 32 bytes of the fingerprint, then a
-/// zstd frame of the JSON [`Payload`]. `data`'s top-level `body`, when it is the pinned
-/// process's, is stored as `null` in its place and the payload names the process version,
-/// whose body a replay puts back. The fingerprint stays outside the frame, so a `conflict` is
-/// answered without decompressing.
+/// Stored compact: the format byte [`COMPACT_FORMAT`], the 32 bytes of the fingerprint, then an
+/// LZ4 block of the JSON [`Payload`] after its size (4 bytes, little-endian). `data`'s top-level
+/// `body`, when it is the pinned process's, is stored as `null` in its place and the payload
+/// names the process version, whose body a replay puts back. The fingerprint stays outside the
+/// block, so a `conflict` is answered without decompressing.
+///
+/// LZ4 rather than zstd: on the load processes' records (BENCHMARKS.md) zstd level 1 kept 55%
+/// of the payload's bytes and LZ4 71%, but zstd cost the server 5 to 9% more CPU per run and
+/// LZ4 nothing measurable. Every write pays the compression; only a retry reads it back.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IdempotencyRecord<'a> {
     /// The fingerprint of the call: tool, arguments without `requestId`, and caller.
@@ -125,9 +119,7 @@ impl IdempotencyRecord<'_> {
             },
         };
         let json = serde_json::to_vec(&payload).expect("JSON values always serialize");
-        let compressed = COMPRESSOR
-            .with_borrow_mut(|compressor| compressor.compress(&json))
-            .expect("zstd compresses any bytes in memory");
+        let compressed = lz4_flex::block::compress_prepend_size(&json);
         let mut bytes = Vec::with_capacity(1 + 32 + compressed.len());
         bytes.push(COMPACT_FORMAT);
         bytes.extend_from_slice(&self.fingerprint.0);
@@ -163,7 +155,7 @@ impl Serialize for DataWithoutBody<'_> {
 /// A stored record, read in whichever format it was written.
 enum StoredRecord<'a> {
     Json(JsonRecord),
-    Compact { fingerprint: &'a [u8], frame: &'a [u8] },
+    Compact { fingerprint: &'a [u8], block: &'a [u8] },
 }
 
 impl<'a> StoredRecord<'a> {
@@ -174,7 +166,7 @@ impl<'a> StoredRecord<'a> {
                 .map_err(|e| e.to_string()),
             Some(&COMPACT_FORMAT) if bytes.len() > 33 => Ok(StoredRecord::Compact {
                 fingerprint: &bytes[1..33],
-                frame: &bytes[33..],
+                block: &bytes[33..],
             }),
             Some(format) => Err(format!("unknown format {format} or truncated record")),
             None => Err("empty record".into()),
@@ -212,11 +204,11 @@ pub(crate) async fn replay(
             "this requestId was used with other arguments",
         ))));
     }
-    let frame = match stored {
+    let block = match stored {
         StoredRecord::Json(record) => return Ok(Some(ToolOutcome::Ok(record.data))),
-        StoredRecord::Compact { frame, .. } => frame,
+        StoredRecord::Compact { block, .. } => block,
     };
-    let json = zstd::stream::decode_all(frame).map_err(|e| corrupt(e.to_string()))?;
+    let json = decompress(block).map_err(corrupt)?;
     let payload: Payload<Value> = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
     let mut data = payload.data;
     if let Some(BodyOf { process, version }) = payload.body_of {
@@ -230,6 +222,19 @@ pub(crate) async fn replay(
         }
     }
     Ok(Some(ToolOutcome::Ok(data)))
+}
+
+/// The payload's JSON from its LZ4 block, refusing a size no LZ4 block of this length holds
+/// before allocating it.
+fn decompress(block: &[u8]) -> Result<Vec<u8>, String> {
+    let (size, compressed) = lz4_flex::block::uncompressed_size(block).map_err(|e| e.to_string())?;
+    if size > compressed.len().saturating_mul(LZ4_MAX_RATIO) {
+        return Err(format!(
+            "a block of {} bytes cannot hold {size}",
+            compressed.len()
+        ));
+    }
+    lz4_flex::block::decompress_size_prepended(block).map_err(|e| e.to_string())
 }
 
 /// The fingerprint of a protocol write by `caller`.
@@ -500,7 +505,7 @@ mod tests {
         let bytes = record.to_bytes();
         assert_eq!(bytes[0], COMPACT_FORMAT);
         assert_eq!(&bytes[1..33], &fingerprint.0);
-        let payload = String::from_utf8(zstd::stream::decode_all(&bytes[33..]).unwrap()).unwrap();
+        let payload = String::from_utf8(decompress(&bytes[33..]).unwrap()).unwrap();
         assert!(!payload.contains("every run view"), "{payload}");
         assert!(
             payload.contains(r#""bodyOf":{"process":"p","version":1}"#),
@@ -542,21 +547,39 @@ mod tests {
         assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
     }
 
+    /// An unknown format, and a compact record whose block claims more than it can hold, are
+    /// `Corrupt`, read without allocating what the block claims.
     #[tokio::test]
-    async fn a_record_in_no_known_format_is_corrupt() {
+    async fn a_record_in_no_known_format_or_with_a_broken_block_is_corrupt() {
         let (store, keys, pinned) = published().await;
-        put(store.as_ref(), &keys, "c-1", vec![9, 1, 2, 3]).await;
-        let error = replay(
-            store.as_ref(),
-            &keys,
-            &pinned,
-            &"acme".into(),
-            "c-1",
-            &Fingerprint([0; 32]),
-        )
-        .await
-        .unwrap_err();
-        assert!(matches!(error, RuntimeError::Corrupt(_)), "{error}");
+        let fingerprint = Fingerprint([0; 32]);
+        let mut oversized = vec![COMPACT_FORMAT];
+        oversized.extend_from_slice(&fingerprint.0);
+        oversized.extend_from_slice(&u32::MAX.to_le_bytes());
+        oversized.push(0);
+        let mut truncated = IdempotencyRecord {
+            fingerprint: &fingerprint,
+            run_id: None,
+            at: at(),
+            data: &claim_result("b"),
+            pinned_body: None,
+        }
+        .to_bytes();
+        truncated.truncate(truncated.len() - 8);
+        for bytes in [vec![9, 1, 2, 3], oversized, truncated] {
+            put(store.as_ref(), &keys, "c-1", bytes).await;
+            let error = replay(
+                store.as_ref(),
+                &keys,
+                &pinned,
+                &"acme".into(),
+                "c-1",
+                &fingerprint,
+            )
+            .await
+            .unwrap_err();
+            assert!(matches!(error, RuntimeError::Corrupt(_)), "{error}");
+        }
     }
 
     fn agent() -> Caller {
