@@ -19,12 +19,13 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 
-/// The first byte of a record in the compact format, whose payload is an LZ4 block. Older
-/// builds wrote the whole record as JSON, whose first byte is `{`, or the payload as a zstd
-/// frame after [`ZSTD_FORMAT`]: every format is read, only the compact one is written.
-const COMPACT_FORMAT: u8 = 2;
-/// The first byte of a record whose payload is a zstd frame, as builds before LZ4 wrote it.
-const ZSTD_FORMAT: u8 = 1;
+/// The first byte of a record in the compact format. Older builds wrote the whole record as
+/// JSON, whose first byte is `{`: both formats are read, only the compact one is written.
+const COMPACT_FORMAT: u8 = 1;
+/// How a zstd frame begins. Builds before LZ4 wrote the compact payload as a zstd frame under
+/// the same format byte; as an LZ4 block's size these bytes would read over 4 GB, so a payload
+/// that begins with them is a zstd frame, still read.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// LZ4 expands at most this many times: a block that claims more is corrupt.
 const LZ4_MAX_RATIO: usize = 255;
 
@@ -165,7 +166,7 @@ enum StoredRecord<'a> {
     },
 }
 
-/// How a compact record's payload is compressed, by its format byte.
+/// How a compact record's payload is compressed: LZ4, or zstd in records from before LZ4.
 #[derive(Debug, Clone, Copy)]
 enum Compression {
     Lz4,
@@ -178,12 +179,12 @@ impl<'a> StoredRecord<'a> {
             Some(b'{') => serde_json::from_slice(bytes)
                 .map(StoredRecord::Json)
                 .map_err(|e| e.to_string()),
-            Some(&format @ (COMPACT_FORMAT | ZSTD_FORMAT)) if bytes.len() > 33 => Ok(StoredRecord::Compact {
+            Some(&COMPACT_FORMAT) if bytes.len() > 33 => Ok(StoredRecord::Compact {
                 fingerprint: &bytes[1..33],
-                compression: if format == COMPACT_FORMAT {
-                    Compression::Lz4
-                } else {
+                compression: if bytes[33..].starts_with(&ZSTD_MAGIC) {
                     Compression::Zstd
+                } else {
+                    Compression::Lz4
                 },
                 payload: &bytes[33..],
             }),
@@ -573,7 +574,7 @@ mod tests {
         }
         .to_bytes();
         let payload = decompress(&compact[33..]).unwrap();
-        let mut older = vec![ZSTD_FORMAT];
+        let mut older = vec![COMPACT_FORMAT];
         older.extend_from_slice(&fingerprint.0);
         older.extend_from_slice(&zstd::bulk::compress(&payload, 1).unwrap());
         put(store.as_ref(), &keys, "c-1", older).await;
