@@ -22,6 +22,10 @@ use std::borrow::Cow;
 /// The first byte of a record in the compact format. Older builds wrote the whole record as
 /// JSON, whose first byte is `{`: both formats are read, only the compact one is written.
 const COMPACT_FORMAT: u8 = 1;
+/// How a zstd frame begins. Builds before LZ4 wrote the compact payload as a zstd frame under
+/// the same format byte; as an LZ4 block's size these bytes would read over 4 GB, so a payload
+/// that begins with them is a zstd frame, still read.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// LZ4 expands at most this many times: a block that claims more is corrupt.
 const LZ4_MAX_RATIO: usize = 255;
 
@@ -155,7 +159,18 @@ impl Serialize for DataWithoutBody<'_> {
 /// A stored record, read in whichever format it was written.
 enum StoredRecord<'a> {
     Json(JsonRecord),
-    Compact { fingerprint: &'a [u8], block: &'a [u8] },
+    Compact {
+        fingerprint: &'a [u8],
+        compression: Compression,
+        payload: &'a [u8],
+    },
+}
+
+/// How a compact record's payload is compressed: LZ4, or zstd in records from before LZ4.
+#[derive(Debug, Clone, Copy)]
+enum Compression {
+    Lz4,
+    Zstd,
 }
 
 impl<'a> StoredRecord<'a> {
@@ -166,7 +181,12 @@ impl<'a> StoredRecord<'a> {
                 .map_err(|e| e.to_string()),
             Some(&COMPACT_FORMAT) if bytes.len() > 33 => Ok(StoredRecord::Compact {
                 fingerprint: &bytes[1..33],
-                block: &bytes[33..],
+                compression: if bytes[33..].starts_with(&ZSTD_MAGIC) {
+                    Compression::Zstd
+                } else {
+                    Compression::Lz4
+                },
+                payload: &bytes[33..],
             }),
             Some(format) => Err(format!("unknown format {format} or truncated record")),
             None => Err("empty record".into()),
@@ -204,11 +224,19 @@ pub(crate) async fn replay(
             "this requestId was used with other arguments",
         ))));
     }
-    let block = match stored {
+    let json = match stored {
         StoredRecord::Json(record) => return Ok(Some(ToolOutcome::Ok(record.data))),
-        StoredRecord::Compact { block, .. } => block,
+        StoredRecord::Compact {
+            compression: Compression::Lz4,
+            payload,
+            ..
+        } => decompress(payload).map_err(corrupt)?,
+        StoredRecord::Compact {
+            compression: Compression::Zstd,
+            payload,
+            ..
+        } => zstd::stream::decode_all(payload).map_err(|e| corrupt(e.to_string()))?,
     };
-    let json = decompress(block).map_err(corrupt)?;
     let payload: Payload<Value> = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
     let mut data = payload.data;
     if let Some(BodyOf { process, version }) = payload.body_of {
@@ -522,6 +550,37 @@ mod tests {
         let answer = replayed(store.as_ref(), &keys, &cold, "c-1", &fingerprint).await;
         assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
         let other = replayed(store.as_ref(), &keys, &cold, "c-1", &Fingerprint([8; 32])).await;
+        assert!(is_conflict(&other));
+    }
+
+    /// A record whose payload is a zstd frame, as builds before LZ4 wrote it, replays byte for
+    /// byte with its body put back.
+    #[tokio::test]
+    async fn a_record_with_a_zstd_payload_from_before_lz4_replays_byte_for_byte() {
+        let (store, keys, pinned) = published().await;
+        let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
+        let data = claim_result(&process.body);
+        let fingerprint = Fingerprint([7; 32]);
+        let compact = IdempotencyRecord {
+            fingerprint: &fingerprint,
+            run_id: Some("r_1"),
+            at: at(),
+            data: &data,
+            pinned_body: Some(PinnedBody {
+                process: "p",
+                version: 1,
+                body: &process.body,
+            }),
+        }
+        .to_bytes();
+        let payload = decompress(&compact[33..]).unwrap();
+        let mut older = vec![COMPACT_FORMAT];
+        older.extend_from_slice(&fingerprint.0);
+        older.extend_from_slice(&zstd::bulk::compress(&payload, 1).unwrap());
+        put(store.as_ref(), &keys, "c-1", older).await;
+        let answer = replayed(store.as_ref(), &keys, &pinned, "c-1", &fingerprint).await;
+        assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
+        let other = replayed(store.as_ref(), &keys, &pinned, "c-1", &Fingerprint([8; 32])).await;
         assert!(is_conflict(&other));
     }
 
