@@ -84,6 +84,38 @@ pub(crate) struct Host {
     pub actors: Mutex<HashMap<RunAddress, mpsc::Sender<Mail>>>,
 }
 
+/// Where a run's record was found.
+#[derive(Debug)]
+pub(crate) enum RunRecord {
+    /// In the hot store, at this store version.
+    Hot { bytes: Vec<u8>, version: i64 },
+    /// In the archive: the run ended and left the hot store.
+    Archived(Vec<u8>),
+}
+
+impl Host {
+    /// The record of run `run_id`: from the hot store, else from the archive; `None` when
+    /// neither holds it.
+    pub(crate) async fn run_record(
+        &self,
+        organization: &OrgId,
+        run_id: &RunId,
+    ) -> Result<Option<RunRecord>, RuntimeError> {
+        let (record, _) = self.store.get(&self.keys.run(organization, run_id)).await?;
+        if let Some(record) = record {
+            return Ok(Some(RunRecord::Hot {
+                bytes: record.value,
+                version: record.version,
+            }));
+        }
+        Ok(self
+            .archive
+            .run_record(organization, run_id)
+            .await?
+            .map(RunRecord::Archived))
+    }
+}
+
 /// What an actor's mailbox carries: a command to apply, or the order to move its ended run to
 /// the archive (the scheduler's [`ARCHIVE_TIMER`]).
 #[derive(Debug)]
@@ -380,23 +412,20 @@ impl Actor {
         }
         let host = &self.host;
         let RunAddress { organization, run_id } = &self.address;
-        let (record, _) = host.store.get(&host.keys.run(organization, run_id)).await?;
-        let (record, version, archived) = match record {
-            Some(record) => (record.value, record.version, false),
-            None => match host.archive.run_record(organization, run_id).await? {
-                Some(archived) => (archived, 0, true),
-                None => {
-                    self.loaded = Some(Loaded {
-                        run: None,
-                        version: 0,
-                        pinned: None,
-                        index: IndexEntries::new(),
-                        claims: HashMap::new(),
-                        archived: false,
-                    });
-                    return Ok(());
-                }
-            },
+        let (record, version, archived) = match host.run_record(organization, run_id).await? {
+            Some(RunRecord::Hot { bytes, version }) => (bytes, version, false),
+            Some(RunRecord::Archived(bytes)) => (bytes, 0, true),
+            None => {
+                self.loaded = Some(Loaded {
+                    run: None,
+                    version: 0,
+                    pinned: None,
+                    index: IndexEntries::new(),
+                    claims: HashMap::new(),
+                    archived: false,
+                });
+                return Ok(());
+            }
         };
         let run: RunState = serde_json::from_slice(&record)
             .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
