@@ -100,7 +100,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
     let store_options = EmbeddedOptions {
-        compact_after_bytes: settings.store.compact_after_bytes,
+        cache_bytes: usize::try_from(settings.store.cache_bytes).unwrap_or(usize::MAX),
         ..EmbeddedOptions::default()
     };
     let (store, recovery) = EmbeddedStore::open(data_dir.join("store"), store_options)
