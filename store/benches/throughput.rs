@@ -147,7 +147,7 @@ async fn memory_per_key(count: usize, value_len: usize) {
         watch_history_bytes: 0,
         ..EmbeddedOptions::default()
     };
-    let (store, _) = EmbeddedStore::open(dir.path(), options).await.unwrap();
+    let (store, _) = EmbeddedStore::open(dir.path(), options.clone()).await.unwrap();
     let keys = Keys::new("bench");
     let before = resident_bytes();
     let mut key_bytes = 0;
@@ -169,6 +169,22 @@ async fn memory_per_key(count: usize, value_len: usize) {
         "memory: {count} keys with {value_len} B values: {per_key} B resident per key \
          ({payload} B of key and value, {} B overhead)",
         per_key.saturating_sub(payload as u64)
+    );
+    store.close().await;
+    let disk_bytes: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.metadata().ok())
+        .map(|metadata| metadata.len())
+        .sum();
+    let started = Instant::now();
+    let (store, report) = EmbeddedStore::open(dir.path(), options).await.unwrap();
+    println!(
+        "        {} MiB resident in all ({} MiB grown), {} MiB on disk; reopened with {} keys in {:.2?}",
+        resident_bytes() >> 20,
+        grown >> 20,
+        disk_bytes >> 20,
+        report.keys,
+        started.elapsed()
     );
     store.close().await;
 }
