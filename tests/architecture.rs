@@ -48,3 +48,14 @@ fn the_service_layer_and_org_state_do_not_depend_on_the_actor_host() {
         );
     }
 }
+
+#[test]
+fn the_ids_and_the_store_sit_below_every_protocol_crate() {
+    for leaf in ["ids", "store"] {
+        let ours: Vec<String> = dependencies(leaf)
+            .into_iter()
+            .filter(|name| name.starts_with("agentprocess-") && name != "agentprocess-ids")
+            .collect();
+        assert!(ours.is_empty(), "{leaf} depends on {ours:?}");
+    }
+}

@@ -12,7 +12,7 @@
 
 use crate::respond::HttpFailure;
 use agentprocess_org::{Clock, Uploads};
-use agentprocess_service::Timestamp;
+use agentprocess_service::{OrgId, Timestamp};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
@@ -98,7 +98,7 @@ impl fmt::Debug for FileUrlSigner {
 /// What a valid link names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedFile {
-    pub organization: String,
+    pub organization: OrgId,
     pub upload_id: String,
     /// The first instant at which the link no longer works.
     pub expires_at: Timestamp,
@@ -230,7 +230,7 @@ impl FileUrlSigner {
             });
         }
         Ok(SignedFile {
-            organization: organization.to_owned(),
+            organization: OrgId::from(organization),
             upload_id: upload_id.to_owned(),
             expires_at,
         })
@@ -862,10 +862,10 @@ pub struct SignedFileUrls {
 }
 
 impl crate::runtime_backend::DecorateResult for SignedFileUrls {
-    fn decorate(&self, organization: &str, data: &mut Value) {
+    fn decorate(&self, organization: &OrgId, data: &mut Value) {
         add_file_urls(
             data,
-            organization,
+            organization.as_str(),
             &self.signer,
             &self.public_url,
             self.clock.now(),

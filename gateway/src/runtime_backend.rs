@@ -11,8 +11,8 @@ use crate::auth::{Identity, IdentityKind};
 use crate::mcp::{ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 use crate::respond;
 use agentprocess_service::{
-    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, RunService, ServiceError,
-    Submission, ToolOutcome, Upload, Write,
+    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, OrgId, RunId, RunService,
+    ServiceError, StepId, Submission, ToolOutcome, Upload, Write,
 };
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -28,7 +28,7 @@ pub struct RuntimeBackend {
 
 /// Rewrites the `data` of a successful result before it leaves the gateway (signed file URLs).
 pub trait DecorateResult: Send + Sync + std::fmt::Debug {
-    fn decorate(&self, organization: &str, data: &mut Value);
+    fn decorate(&self, organization: &OrgId, data: &mut Value);
 }
 
 impl RuntimeBackend {
@@ -55,7 +55,7 @@ impl RuntimeBackend {
                 )));
             }
             ToolName::ListProcesses => service.list_processes(caller, args.opt_string("cursor")?).await,
-            ToolName::GetRun => service.get_run(caller, &args.string("runId")?).await,
+            ToolName::GetRun => service.get_run(caller, &args.run_id("runId")?).await,
             ToolName::GetWork => {
                 let request = GetWork {
                     limit: args.opt_limit("limit")?,
@@ -166,6 +166,16 @@ impl Args {
         self.opt_string(name)?.ok_or_else(|| invalid(name, "is required"))
     }
 
+    /// A run id as sent: any text; the run service answers for one that names no run.
+    fn run_id(&self, name: &str) -> Result<RunId, Failure> {
+        self.string(name).map(RunId::from)
+    }
+
+    /// A step id as sent, unchecked: the run answers for one that names no step.
+    fn step_id(&self, name: &str) -> Result<StepId, Failure> {
+        self.string(name).map(StepId::from_wire)
+    }
+
     fn opt_object(&self, name: &str) -> Result<Option<Map<String, Value>>, Failure> {
         match self.0.get(name) {
             None | Some(Value::Null) => Ok(None),
@@ -248,8 +258,8 @@ impl Args {
                 mode: self.mode()?,
             },
             ToolName::Claim => Write::Claim {
-                run_id: self.string("runId")?,
-                step: self.string("stepId")?,
+                run_id: self.run_id("runId")?,
+                step: self.step_id("stepId")?,
             },
             ToolName::Renew => Write::Renew {
                 token: self.string("token")?,
@@ -270,7 +280,7 @@ impl Args {
                 note: self.string("note")?,
             },
             ToolName::Decide => Write::Decide {
-                run_id: self.string("runId")?,
+                run_id: self.run_id("runId")?,
                 work_item: self.string("workItemId")?,
                 snapshot: self.string("snapshot")?,
                 decision: self.decision()?,
@@ -282,11 +292,11 @@ impl Args {
                 note: self.opt_string("note")?,
             },
             ToolName::Cancel => Write::Cancel {
-                run_id: self.string("runId")?,
+                run_id: self.run_id("runId")?,
                 reason: self.string("reason")?,
             },
             ToolName::SendEvent => Write::SendEvent {
-                run_id: self.string("runId")?,
+                run_id: self.run_id("runId")?,
                 name: self.string("name")?,
                 data: self.opt_object("data")?,
             },

@@ -7,6 +7,7 @@
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_gateway::auth::require_bearer;
 use agentprocess_gateway::{AdminParts, AuthConfig, Authenticator, IdentityKind, admin_routes};
+use agentprocess_ids::{OrgId, RunId};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
@@ -646,9 +647,13 @@ impl AdminServer {
         &self,
         organization: &str,
     ) -> Vec<(String, agentprocess_run_actor::runtime::Webhook)> {
-        agentprocess_run_actor::runtime::webhooks(self.store.as_ref(), &self.keys(), organization)
-            .await
-            .unwrap()
+        agentprocess_run_actor::runtime::webhooks(
+            self.store.as_ref(),
+            &self.keys(),
+            &OrgId::from(organization),
+        )
+        .await
+        .unwrap()
     }
 
     /// The outbox, as the scheduler reads it: (key, notification).
@@ -693,10 +698,17 @@ impl AdminServer {
             "error": "https://hooks.acme.test/ap: HTTP 500 Internal Server Error",
         });
         self.store
-            .txn(Txn::new().and_then([TxnOp::put(
-                self.keys().dead_letter(organization, created_at_ms, run_id, 1),
-                letter.to_string(),
-            )]))
+            .txn(Txn::new().and_then([
+                TxnOp::put(
+                    self.keys().dead_letter(
+                        &OrgId::from(organization),
+                        created_at_ms,
+                        &RunId::from(run_id),
+                        1,
+                    ),
+                    letter.to_string(),
+                ),
+            ]))
             .await
             .unwrap();
     }
@@ -1023,7 +1035,9 @@ async fn a_dead_letter_is_redelivered_into_the_outbox_once_or_deleted() {
     assert_eq!(
         server.outbox().await,
         [(
-            server.keys().outbox(1, "acme", "r1", 1),
+            server
+                .keys()
+                .outbox(1, &OrgId::from("acme"), &RunId::from("r1"), 1),
             items[0]["notification"].clone()
         )]
     );
@@ -1098,10 +1112,14 @@ async fn a_malformed_or_unknown_dead_letter_id_is_refused_and_nothing_changes() 
         use agentprocess_store::{Store, Txn, TxnOp};
         server
             .store
-            .txn(Txn::new().and_then([TxnOp::put(
-                server.keys().dead_letter("acme", 5, "broken", 1),
-                r#"{"attempts": 1}"#,
-            )]))
+            .txn(
+                Txn::new().and_then([TxnOp::put(
+                    server
+                        .keys()
+                        .dead_letter(&OrgId::from("acme"), 5, &RunId::from("broken"), 1),
+                    r#"{"attempts": 1}"#,
+                )]),
+            )
             .await
             .unwrap();
     }
@@ -1148,7 +1166,9 @@ async fn another_organization_can_neither_redeliver_nor_delete_a_dead_letter() {
             .into_iter()
             .map(|(key, _)| key)
             .collect::<Vec<_>>(),
-        [server.keys().outbox(1, "globex", "r1", 1)]
+        [server
+            .keys()
+            .outbox(1, &OrgId::from("globex"), &RunId::from("r1"), 1)]
     );
     let letters = server.get("/admin/v1/dead-letters", &acme).await;
     assert_eq!(letters.expect(200, None)["items"].as_array().unwrap().len(), 1);

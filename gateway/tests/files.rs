@@ -2,12 +2,13 @@
 //! real runtime, and `add_file_urls` on results rendered by real runs.
 
 use agentprocess_gateway::files::{FileUrlSigner, add_file_urls, file_routes};
+use agentprocess_ids::{OrgId, RunId, StepId};
 use agentprocess_run_actor::machine::{
-    Caller, Decision, EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Submission,
-    Timestamp,
+    Caller, EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest, Timestamp,
 };
 use agentprocess_run_actor::runtime::{
-    Clock, Evaluator, GetWork, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    Clock, Decision, Evaluator, EvidenceItem, GetWork, LocalBlobs, Runtime, RuntimeConfig, Submission,
+    ToolOutcome, Upload, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
 use agentprocess_testkit::assert_matches_schema;
@@ -185,7 +186,11 @@ async fn links_that_do_not_verify_or_name_nothing_are_refused_and_store_failures
     );
 
     // The stored bytes changed under the record: an error, never another file.
-    let (record, _) = runtime.read_upload(ORG, &id).await.unwrap().unwrap();
+    let (record, _) = runtime
+        .read_upload(&OrgId::from(ORG), &id)
+        .await
+        .unwrap()
+        .unwrap();
     std::fs::write(blobs.path().join(&record.path), b"%PDF forged").unwrap();
     let failed = get(&url).await;
     assert_eq!(failed.status(), 503);
@@ -240,7 +245,7 @@ async fn publish_vendor_check(runtime: &Runtime) {
         .expect("the vendor-check fixture");
     let source = std::fs::read(path).unwrap();
     let roles = indexmap::IndexMap::from([("finance-approver".to_owned(), "g_finance".to_owned())]);
-    runtime.publish(ORG, &source, roles).await.unwrap();
+    runtime.publish(&OrgId::from(ORG), &source, roles).await.unwrap();
 }
 
 fn screening(report: &str) -> Submission {
@@ -326,7 +331,7 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
                 process: "vendor-check".into(),
                 version: None,
                 inputs: json!({ "vendorName": "Acme", "amount": 48000 }),
-                mode: agentprocess_run_actor::machine::Mode::Live,
+                mode: agentprocess_run_actor::runtime::Mode::Live,
             },
             "s-1",
         )
@@ -342,8 +347,8 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
                 .execute(
                     &screener,
                     Write::Claim {
-                        run_id: run,
-                        step: "check_vendor".into(),
+                        run_id: RunId::from(run),
+                        step: StepId::from_wire("check_vendor"),
                     },
                     request,
                 )
@@ -465,7 +470,10 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
 
     // get_run of the ended run, decorated for another caller later on: fresh urls that work.
     runtime.clock().advance(Duration::from_secs(3600));
-    let read = ok(runtime.get_run(&operator, &run).await.unwrap());
+    let read = ok(runtime
+        .get_run(&operator, &RunId::from(run.as_str()))
+        .await
+        .unwrap());
     let read = decorate(read, &signer, &server, &runtime);
     assert_matches_schema("tools/get_run.result.json", &read);
     assert_eq!(

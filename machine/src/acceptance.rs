@@ -6,6 +6,7 @@ use super::advance::Tx;
 use super::command::Submission;
 use super::ctx::UploadStatus;
 use super::state::{EvidenceRecord, StepRecord};
+use agentprocess_ids::StepId;
 use agentprocess_process::{EvidenceKind, Next, Step, Target, check_values};
 use serde_json::Value;
 
@@ -132,7 +133,7 @@ pub(crate) fn accept(
     };
 
     if issues.is_empty()
-        && let Some(issue) = over_cap_with(tx, step.id.as_str(), &record, "output")
+        && let Some(issue) = over_cap_with(tx, &step.id, &record, "output")
     {
         issues.push(issue);
     }
@@ -144,7 +145,7 @@ pub(crate) fn accept(
 }
 
 /// The cap issue, on `path`, if `record` became the step's current record.
-pub(crate) fn over_cap_with(tx: &Tx<'_>, step: &str, record: &StepRecord, path: &str) -> Option<String> {
+pub(crate) fn over_cap_with(tx: &Tx<'_>, step: &StepId, record: &StepRecord, path: &str) -> Option<String> {
     let mut trial = tx.run.clone();
     let run_step = trial.step_mut(step)?;
     if let Some(previous) = run_step.current.take() {

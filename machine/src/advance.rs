@@ -78,7 +78,7 @@ impl<'a> Tx<'a> {
         }
     }
 
-    pub fn step_run(&mut self, id: &str) -> &mut StepRun {
+    pub fn step_run(&mut self, id: &StepId) -> &mut StepRun {
         self.run
             .step_mut(id)
             .expect("every process step has a run record")
@@ -90,7 +90,7 @@ impl<'a> Tx<'a> {
         }
     }
 
-    pub fn arm_timer(&mut self, step: &str, kind: TimerKind, fire_at: Timestamp) {
+    pub fn arm_timer(&mut self, step: &StepId, kind: TimerKind, fire_at: Timestamp) {
         self.run.counters.timers += 1;
         let generation = self.run.counters.timers;
         self.step_run(step).timers.push(ArmedTimer {
@@ -101,14 +101,14 @@ impl<'a> Tx<'a> {
     }
 
     /// Cancels the step's armed timers of the given kinds (all kinds when `None`).
-    pub fn cancel_timers(&mut self, step: &str, kind: Option<TimerKind>) {
+    pub fn cancel_timers(&mut self, step: &StepId, kind: Option<TimerKind>) {
         self.step_run(step)
             .timers
             .retain(|t| kind.is_some_and(|k| k != t.kind));
     }
 
     /// Ends the step's claim: the token stops working (a later use is `stale`), the lease goes.
-    pub fn release_claim(&mut self, step: &str) -> Option<Claim> {
+    pub fn release_claim(&mut self, step: &StepId) -> Option<Claim> {
         let claim = self.step_run(step).claim.take()?;
         self.retire_token(&claim);
         Some(claim)
@@ -117,7 +117,7 @@ impl<'a> Tx<'a> {
     /// `not_accepted` with every issue, leaving the issues in the step's `handoff` for whoever
     /// takes the step next (spec §3.3: an agent's `submit` or a person's `completed`). Nothing
     /// else changes: run data, and so the snapshot, stay as they were.
-    pub fn not_accepted_remembered(&self, step: &str, issues: Vec<String>) -> Refusal {
+    pub fn not_accepted_remembered(&self, step: &StepId, issues: Vec<String>) -> Refusal {
         let mut remembered = self.run.clone();
         if let Some(run_step) = remembered.step_mut(step) {
             run_step.handoff.issues = Some(issues.clone());
@@ -133,7 +133,7 @@ impl<'a> Tx<'a> {
     }
 
     /// Closes the step's open work item, if any. `decided` records it for `already_decided`.
-    pub fn close_work_item(&mut self, step: &str, decided: bool) {
+    pub fn close_work_item(&mut self, step: &StepId, decided: bool) {
         if let Some(id) = self.step_run(step).work_item.take() {
             self.run.work_items.retain(|w| w.id != id);
             if decided {
@@ -144,7 +144,7 @@ impl<'a> Tx<'a> {
 
     /// Makes a claimed or escalated agent step claimable again, keeping its `readySince` and
     /// `due` (it is the same attempt).
-    pub fn make_claimable_again(&mut self, step: &str) {
+    pub fn make_claimable_again(&mut self, step: &StepId) {
         let now = self.now();
         let run_step = self.step_run(step);
         run_step.state = Some(StepState::Ready);
@@ -157,14 +157,14 @@ impl<'a> Tx<'a> {
         let StepKind::Task { person, .. } = &step.kind else {
             return;
         };
-        let id = step.id.as_str();
+        let id = &step.id;
         match self.resolve_person(person) {
             Ok(assigned_to) => {
                 self.step_run(id).state = Some(StepState::Waiting);
                 let work_item = self.open_work_item(id, WorkItemKind::Task, assigned_to.clone());
                 self.notify(Notification::WorkOpened {
                     work_item,
-                    step: id.to_string(),
+                    step: id.clone(),
                     to: assigned_to,
                 });
             }
@@ -175,14 +175,14 @@ impl<'a> Tx<'a> {
     /// Grants a new claim on a ready agent step to `holder`; returns the token.
     pub fn grant_claim(
         &mut self,
-        step: &str,
+        step: &StepId,
         holder: &str,
         progress: Option<String>,
         lease: Option<u64>,
     ) -> (String, Timestamp) {
         self.run.counters.tokens += 1;
         let generation = self.run.counters.tokens;
-        let (token, hash) = token::mint_at(&self.run.id, generation, self.fresh.bytes("token"));
+        let (token, hash) = token::mint_at(self.run.id.as_str(), generation, self.fresh.bytes("token"));
         let lease = lease.unwrap_or_else(|| {
             self.run.counters.leases += 1;
             self.run.counters.leases
@@ -203,7 +203,7 @@ impl<'a> Tx<'a> {
 
     /// A claim's lease ended: the step is claimable at once and the handoff carries the last
     /// progress note (spec §3.3).
-    pub fn expire_claim(&mut self, step: &str) {
+    pub fn expire_claim(&mut self, step: &StepId) {
         if let Some(claim) = self.release_claim(step) {
             if let Some(progress) = claim.progress {
                 self.step_run(step).handoff.progress = Some(progress);
@@ -214,14 +214,14 @@ impl<'a> Tx<'a> {
 
     /// Records a completion of `step` (moving any current record into `history`), closes the
     /// attempt, and continues at `next`.
-    pub fn complete(&mut self, step: &str, record: StepRecord, next: Option<Target>) {
+    pub fn complete(&mut self, step: &StepId, record: StepRecord, next: Option<Target>) {
         self.record_completion(step, record, StepState::Done);
         self.follow(step, next);
     }
 
     /// Continues from a step that just finished along `next`: a step, or (`parallel-1`) the end
     /// of its branch.
-    pub fn follow(&mut self, from: &str, next: Option<Target>) {
+    pub fn follow(&mut self, from: &StepId, next: Option<Target>) {
         match next {
             Some(Target::Step(id)) => self.advance_to(&id),
             Some(Target::Join) => self.join_branch(from),
@@ -233,7 +233,7 @@ impl<'a> Tx<'a> {
     }
 
     /// Stores a completion as the step's current record and closes everything open on the step.
-    pub fn record_completion(&mut self, step: &str, mut record: StepRecord, state: StepState) {
+    pub fn record_completion(&mut self, step: &StepId, mut record: StepRecord, state: StepState) {
         self.close_attempt(step, true);
         self.run.counters.completions += 1;
         record.seq = self.run.counters.completions;
@@ -249,7 +249,7 @@ impl<'a> Tx<'a> {
     }
 
     /// Closes what an attempt holds open: claim, work item, timers.
-    fn close_attempt(&mut self, step: &str, decided: bool) {
+    fn close_attempt(&mut self, step: &StepId, decided: bool) {
         self.release_claim(step);
         self.close_work_item(step, decided);
         self.cancel_timers(step, None);
@@ -266,14 +266,14 @@ impl<'a> Tx<'a> {
             match self.enter(&id) {
                 None => return,
                 Some(Some(Target::Step(next))) => id = next,
-                Some(next) => return self.follow(id.as_str(), next),
+                Some(next) => return self.follow(&id, next),
             }
         }
     }
 
     /// `parallel-1`: a branch reached `join`. When it is the last one, the parallel step is done
     /// and the run continues at its `next`, in the same write.
-    fn join_branch(&mut self, step: &str) {
+    fn join_branch(&mut self, step: &StepId) {
         let Some((parallel, entry)) = self.branch_of(step) else {
             let note = format!("step {step} joined outside a parallel branch");
             return self.fail_run_at(step, "server", note);
@@ -283,27 +283,25 @@ impl<'a> Tx<'a> {
         let StepKind::Parallel { branches } = &parallel_step.kind else {
             unreachable!("branch_of returns parallel steps")
         };
-        let run_parallel = self.step_run(parallel.as_str());
-        if !run_parallel.joined.iter().any(|e| e == entry.as_str()) {
-            run_parallel.joined.push(entry.to_string());
+        let run_parallel = self.step_run(&parallel);
+        if !run_parallel.joined.contains(&entry) {
+            run_parallel.joined.push(entry);
         }
-        let all_joined = branches
-            .iter()
-            .all(|b| run_parallel.joined.iter().any(|e| e == b.as_str()));
+        let all_joined = branches.iter().all(|b| run_parallel.joined.contains(b));
         if all_joined {
             run_parallel.state = Some(StepState::Done);
-            self.follow(parallel.as_str(), process.default_next(parallel_step));
+            self.follow(&parallel, process.default_next(parallel_step));
         }
     }
 
     /// `parallel-1`: the parallel step and branch entry whose branch holds `step`.
-    pub fn branch_of(&self, step: &str) -> Option<(StepId, StepId)> {
+    pub fn branch_of(&self, step: &StepId) -> Option<(StepId, StepId)> {
         let process = self.process();
         process.steps.iter().find_map(|parallel| match &parallel.kind {
             StepKind::Parallel { branches } => branches.iter().find_map(|entry| {
                 branch_steps(process, entry)
                     .iter()
-                    .any(|s| s.as_str() == step)
+                    .any(|s| s == step)
                     .then(|| (parallel.id.clone(), entry.clone()))
             }),
             _ => None,
@@ -318,7 +316,7 @@ impl<'a> Tx<'a> {
         let now = self.now();
         self.run.counters.entries += 1;
         let entered = self.run.counters.entries;
-        let run_step = self.step_run(id.as_str());
+        let run_step = self.step_run(id);
         run_step.entered = entered;
         run_step.ready_since = Some(now);
         run_step.due_at = None;
@@ -334,31 +332,27 @@ impl<'a> Tx<'a> {
             StepKind::Task { person, .. } | StepKind::Approve { person, .. } => {
                 match self.resolve_person(person) {
                     Ok(assigned_to) => {
-                        self.step_run(id.as_str()).state = Some(StepState::Waiting);
+                        self.step_run(id).state = Some(StepState::Waiting);
                         self.start_due_clock(step);
                         let kind = if matches!(step.kind, StepKind::Task { .. }) {
                             WorkItemKind::Task
                         } else {
                             WorkItemKind::Approve
                         };
-                        let work_item = self.open_work_item(id.as_str(), kind, assigned_to.clone());
+                        let work_item = self.open_work_item(id, kind, assigned_to.clone());
                         self.notify(Notification::WorkOpened {
                             work_item,
-                            step: id.to_string(),
+                            step: id.clone(),
                             to: assigned_to,
                         });
                     }
-                    Err(note) => self.fail_run_at(id.as_str(), "server", note),
+                    Err(note) => self.fail_run_at(id, "server", note),
                 }
                 None
             }
             StepKind::Wait { duration } => {
                 run_step.state = Some(StepState::Waiting);
-                self.arm_timer(
-                    id.as_str(),
-                    TimerKind::Wait,
-                    now.plus_seconds(duration.as_seconds()),
-                );
+                self.arm_timer(id, TimerKind::Wait, now.plus_seconds(duration.as_seconds()));
                 None
             }
             StepKind::WaitUntil { path } => {
@@ -369,17 +363,17 @@ impl<'a> Tx<'a> {
                 match at {
                     None => {
                         let note = format!("{path} is missing or not a datetime");
-                        self.fail_run_at(id.as_str(), "server", note);
+                        self.fail_run_at(id, "server", note);
                         None
                     }
                     Some(at) if at <= now => {
-                        self.step_run(id.as_str()).state = Some(StepState::Waiting);
-                        self.record_completion(id.as_str(), self.server_record(), StepState::Done);
+                        self.step_run(id).state = Some(StepState::Waiting);
+                        self.record_completion(id, self.server_record(), StepState::Done);
                         Some(process.default_next(step))
                     }
                     Some(at) => {
-                        self.step_run(id.as_str()).state = Some(StepState::Waiting);
-                        self.arm_timer(id.as_str(), TimerKind::Wait, at);
+                        self.step_run(id).state = Some(StepState::Waiting);
+                        self.arm_timer(id, TimerKind::Wait, at);
                         None
                     }
                 }
@@ -398,18 +392,17 @@ impl<'a> Tx<'a> {
                     // Run data never goes over the cap (spec §6 rule 3), and there is no caller
                     // to refuse: the step fails with `by: "server"` and a note, as a wait whose
                     // data cannot be used does (spec §3.5), and the run ends.
-                    if let Some(issue) = super::acceptance::over_cap_with(self, id.as_str(), &record, "data")
-                    {
+                    if let Some(issue) = super::acceptance::over_cap_with(self, id, &record, "data") {
                         let note = format!("held event {event} could not be consumed: {issue}");
-                        self.fail_run_at(id.as_str(), "server", note);
+                        self.fail_run_at(id, "server", note);
                         return None;
                     }
-                    self.record_completion(id.as_str(), record, StepState::Done);
+                    self.record_completion(id, record, StepState::Done);
                     return Some(process.default_next(step));
                 }
                 if let Some(timeout) = timeout {
                     self.arm_timer(
-                        id.as_str(),
+                        id,
                         TimerKind::WaitForTimeout,
                         now.plus_seconds(timeout.as_seconds()),
                     );
@@ -450,17 +443,17 @@ impl<'a> Tx<'a> {
     fn start_due_clock(&mut self, step: &Step) {
         let Some(due) = step.due() else { return };
         let due_at = self.now().plus_seconds(due.as_seconds());
-        self.step_run(step.id.as_str()).due_at = Some(due_at);
-        self.arm_timer(step.id.as_str(), TimerKind::Due, due_at);
+        self.step_run(&step.id).due_at = Some(due_at);
+        self.arm_timer(&step.id, TimerKind::Due, due_at);
     }
 
-    pub fn open_work_item(&mut self, step: &str, kind: WorkItemKind, assigned_to: Assignment) -> String {
+    pub fn open_work_item(&mut self, step: &StepId, kind: WorkItemKind, assigned_to: Assignment) -> String {
         self.run.counters.work_items += 1;
         let id = format!("w_{}", self.run.counters.work_items);
         let opened_at = self.now();
         self.run.work_items.push(WorkItem {
             id: id.clone(),
-            step: step.to_string(),
+            step: step.clone(),
             kind,
             assigned_to,
             opened_at,
@@ -495,19 +488,14 @@ impl<'a> Tx<'a> {
     pub fn read_path(&self, path: &DataPath) -> Option<&Value> {
         match path {
             DataPath::Input { field } => self.run.inputs.get(field),
-            DataPath::StepOutput { step, field } => self
-                .run
-                .step(step.as_str())?
-                .current
-                .as_ref()?
-                .output
-                .as_ref()?
-                .get(field),
+            DataPath::StepOutput { step, field } => {
+                self.run.step(step)?.current.as_ref()?.output.as_ref()?.get(field)
+            }
         }
     }
 
     /// Fails `step` (`decision: failed`) and ends the run `failed` (spec §3.5).
-    pub fn fail_run_at(&mut self, step: &str, by: &str, note: String) {
+    pub fn fail_run_at(&mut self, step: &StepId, by: &str, note: String) {
         let record = StepRecord {
             decision: Some("failed".to_string()),
             note: Some(note.clone()),
@@ -528,7 +516,7 @@ impl<'a> Tx<'a> {
     /// Ends the run: unfinished steps become `cancelled`, work items go, tokens die, timers are
     /// cancelled and held events are discarded (spec §3.5).
     pub fn end_run(&mut self, end: RunEnd) {
-        let open: Vec<String> = self
+        let open: Vec<StepId> = self
             .run
             .steps
             .iter()
@@ -558,19 +546,17 @@ impl<'a> Tx<'a> {
     /// longer reached; the approval keeps its rejection current; the returned-to step is made
     /// ready again. `parallel-1`: when the returned-to step is inside a branch, only that branch
     /// is rewound; returning to a parallel step rewinds every branch and forks again.
-    pub fn rewind(&mut self, approval: &str, rejection: StepRecord, to: &StepId) {
+    pub fn rewind(&mut self, approval: &StepId, rejection: StepRecord, to: &StepId) {
         self.record_completion(approval, rejection, StepState::Done);
         self.step_run(approval).state = None;
-        let since = self.run.step(to.as_str()).map_or(0, |s| s.entered);
+        let since = self.run.step(to).map_or(0, |s| s.entered);
         let region: Option<Vec<StepId>> = self
-            .branch_of(to.as_str())
+            .branch_of(to)
             .map(|(_, entry)| branch_steps(self.process(), &entry));
         for run_step in &mut self.run.steps {
-            let in_region = region
-                .as_ref()
-                .is_none_or(|steps| steps.iter().any(|s| s.as_str() == run_step.id));
-            if run_step.id == approval
-                || run_step.id == to.as_str()
+            let in_region = region.as_ref().is_none_or(|steps| steps.contains(&run_step.id));
+            if run_step.id == *approval
+                || run_step.id == *to
                 || !in_region
                 || run_step.state.is_none()
                 || run_step.entered <= since
@@ -603,7 +589,7 @@ impl<'a> Tx<'a> {
 
     /// Looks a token up: the step it currently claims, or the refusal (spec §4.3: a token that
     /// does not verify is `invalid`; one whose lease ended or was replaced is `stale`).
-    pub fn verify_token(&self, token: &str) -> Result<String, Refusal> {
+    pub fn verify_token(&self, token: &str) -> Result<StepId, Refusal> {
         let invalid = || Refusal::invalid("the token does not verify");
         let parsed = token::take_apart(token).ok_or_else(invalid)?;
         if parsed.run_id != self.run.id {
@@ -636,7 +622,7 @@ impl<'a> Tx<'a> {
     }
 
     /// The claimed step's agent-identity check for token tools.
-    pub fn check_holder(&self, step: &str, caller: &super::Caller) -> Result<(), Refusal> {
+    pub fn check_holder(&self, step: &StepId, caller: &super::Caller) -> Result<(), Refusal> {
         let holder = self
             .run
             .step(step)

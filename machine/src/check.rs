@@ -20,6 +20,7 @@ use super::refusal::Refusal;
 use super::render;
 use super::state::{Escalation, RunState, StepRecord, StepState, WorkItemKind};
 use super::time::Timestamp;
+use agentprocess_ids::StepId;
 use agentprocess_process::{Check, Next, Question, Step, Target};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -484,7 +485,7 @@ pub fn shown_run_data(run: &RunState, max_bytes: usize) -> (Value, Vec<String>) 
     if size(&data) <= max_bytes {
         return (data, truncated);
     }
-    let mut by_age: Vec<(u64, &str)> = run
+    let mut by_age: Vec<(u64, &StepId)> = run
         .steps
         .iter()
         .filter(|s| s.current.is_some() || !s.history.is_empty())
@@ -496,7 +497,7 @@ pub fn shown_run_data(run: &RunState, max_bytes: usize) -> (Value, Vec<String>) 
                 .map(|r| r.seq)
                 .max()
                 .unwrap_or(0);
-            (latest, s.id.as_str())
+            (latest, &s.id)
         })
         .collect();
     by_age.sort();
@@ -505,7 +506,7 @@ pub fn shown_run_data(run: &RunState, max_bytes: usize) -> (Value, Vec<String>) 
             break;
         }
         if let Some(steps) = data["steps"].as_object_mut()
-            && steps.remove(step).is_some()
+            && steps.remove(step.as_str()).is_some()
         {
             truncated.push(format!("steps.{step}"));
         }
@@ -574,7 +575,7 @@ pub(crate) fn complete_checked(
     evaluation: Option<EvaluatorOutcome>,
 ) -> Result<Answer, Refusal> {
     let work = step.work().expect("only agent and task steps take submissions");
-    let step_id = step.id.as_str();
+    let step_id = &step.id;
     let Some(check) = &work.check else {
         tx.complete(step_id, accepted.record, accepted.next);
         return Ok(Answer::RunView);
@@ -631,7 +632,7 @@ pub(crate) fn complete_checked(
 /// `escalate` does, with the verdict and the candidate on the escalation. Run data shows the
 /// verdict at `steps.<id>.check` while it waits.
 fn hold(tx: &mut Tx<'_>, step: &Step, candidate: StepRecord, verdict: CheckVerdict) -> Result<(), Refusal> {
-    let step_id = step.id.as_str();
+    let step_id = &step.id;
     let by = candidate.by.clone();
     let note = verdict.open_lines().join("\n");
     let escalation = Escalation {
@@ -662,7 +663,7 @@ fn hold(tx: &mut Tx<'_>, step: &Step, candidate: StepRecord, verdict: CheckVerdi
     let work_item = tx.open_work_item(step_id, WorkItemKind::Escalation, to.clone());
     tx.notify(Notification::Escalated {
         work_item,
-        step: step_id.to_string(),
+        step: step_id.clone(),
         to,
         note,
     });

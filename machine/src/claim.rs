@@ -6,15 +6,16 @@ use super::advance::Tx;
 use super::ctx::Caller;
 use super::refusal::Refusal;
 use super::state::StepState;
+use agentprocess_ids::StepId;
 use agentprocess_process::StepKind;
 
-pub(crate) fn claim(tx: &mut Tx<'_>, caller: &Caller, step_id: &str) -> Result<Answer, Refusal> {
+pub(crate) fn claim(tx: &mut Tx<'_>, caller: &Caller, step_id: &StepId) -> Result<Answer, Refusal> {
     tx.refuse_if_ended()?;
     let step = tx
         .process()
         .steps
         .iter()
-        .find(|s| s.id.as_str() == step_id)
+        .find(|s| s.id == *step_id)
         .ok_or_else(|| Refusal::not_found(format!("no step {step_id} in this run's process")))?;
     if !matches!(step.kind, StepKind::Agent { .. }) {
         return Err(Refusal::forbidden(format!("step {step_id} is not an agent step")));
@@ -58,7 +59,7 @@ pub(crate) fn claim(tx: &mut Tx<'_>, caller: &Caller, step_id: &str) -> Result<A
     }
     let (token, _) = tx.grant_claim(step_id, caller.name(), None, None);
     Ok(Answer::Claim {
-        step: step_id.to_string(),
+        step: step_id.clone(),
         token,
     })
 }

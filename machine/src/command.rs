@@ -4,6 +4,7 @@
 use super::check::EvaluatorOutcome;
 use super::ctx::Caller;
 use super::state::{Mode, TimerKind};
+use agentprocess_ids::StepId;
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -11,7 +12,7 @@ pub enum Command {
     StartRun(StartRun),
     Claim {
         caller: Caller,
-        step: String,
+        step: StepId,
     },
     Renew {
         caller: Caller,
@@ -43,13 +44,13 @@ pub enum Command {
     },
     /// The scheduler fired a timer the run armed (a step's `timers` entry).
     TimerFired {
-        step: String,
+        step: StepId,
         kind: TimerKind,
         generation: u64,
     },
     /// A claim lease lapsed (or its holder's lease vanished).
     ClaimExpired {
-        step: String,
+        step: StepId,
         lease: u64,
     },
 }

@@ -3,6 +3,7 @@
 
 use super::check::Probability;
 use super::time::Timestamp;
+use agentprocess_ids::OrgId;
 use agentprocess_process::{PersonFormat, Process};
 use indexmap::IndexMap;
 use sha2::{Digest, Sha256};
@@ -81,7 +82,7 @@ impl Default for Limits {
 
 /// Looks up an `upload` id for file evidence (spec §5).
 pub trait UploadLookup: std::fmt::Debug {
-    fn lookup(&self, organization: &str, upload_id: &str) -> UploadStatus;
+    fn lookup(&self, organization: &OrgId, upload_id: &str) -> UploadStatus;
 }
 
 /// What the blob store says about an upload id.
@@ -100,7 +101,7 @@ pub enum UploadStatus {
 pub struct NoUploads;
 
 impl UploadLookup for NoUploads {
-    fn lookup(&self, _organization: &str, _upload_id: &str) -> UploadStatus {
+    fn lookup(&self, _organization: &OrgId, _upload_id: &str) -> UploadStatus {
         UploadStatus::NotFound
     }
 }
@@ -108,7 +109,7 @@ impl UploadLookup for NoUploads {
 /// Who is calling, as established by the gateway's authentication.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    pub organization: String,
+    pub organization: OrgId,
     pub kind: CallerKind,
     /// Whether this identity is one of the organization's operators.
     pub operator: bool,
@@ -127,7 +128,7 @@ impl Caller {
     /// An agent of `organization`, not an operator.
     pub fn agent(organization: &str, id: &str) -> Caller {
         Caller {
-            organization: organization.to_owned(),
+            organization: OrgId::from(organization),
             kind: CallerKind::Agent { id: id.to_owned() },
             operator: false,
         }
@@ -136,7 +137,7 @@ impl Caller {
     /// A person of `organization` in `groups`, not an operator.
     pub fn person(organization: &str, email: &str, groups: &[&str]) -> Caller {
         Caller {
-            organization: organization.to_owned(),
+            organization: OrgId::from(organization),
             kind: CallerKind::Person {
                 email: email.to_owned(),
                 groups: groups.iter().map(|g| g.to_string()).collect(),

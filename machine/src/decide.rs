@@ -12,6 +12,7 @@ use super::ctx::CallerKind;
 use super::refusal::Refusal;
 use super::render;
 use super::state::{RunEnd, StepRecord, StepState, WorkItemKind};
+use agentprocess_ids::StepId;
 use agentprocess_process::StepKind;
 
 pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal> {
@@ -203,7 +204,7 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
 
 /// A decision note lands in run data (`steps.<id>.note`), so it counts against
 /// `limits.runDataBytes` like any submission (spec §6 rule 3): over the cap is `not_accepted`.
-fn refuse_over_cap(tx: &Tx<'_>, step: &str, record: &StepRecord) -> Result<(), Refusal> {
+fn refuse_over_cap(tx: &Tx<'_>, step: &StepId, record: &StepRecord) -> Result<(), Refusal> {
     match over_cap_with(tx, step, record, "note") {
         Some(issue) => Err(Refusal::not_accepted(vec![issue])),
         None => Ok(()),

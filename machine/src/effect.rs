@@ -2,6 +2,7 @@
 //! new state. Only notifications are; see [`Effect`].
 
 use super::state::Assignment;
+use agentprocess_ids::StepId;
 
 /// Something to do once the transition is committed, and only then.
 ///
@@ -22,15 +23,15 @@ pub enum Notification {
     /// A work item was opened for its assignees.
     WorkOpened {
         work_item: String,
-        step: String,
+        step: StepId,
         to: Assignment,
     },
     /// A step's `due` passed: to the assignee, and to the organization's operators.
-    Overdue { step: String, to: Recipient },
+    Overdue { step: StepId, to: Recipient },
     /// An agent escalated a step to the operator queue.
     Escalated {
         work_item: String,
-        step: String,
+        step: StepId,
         to: Assignment,
         note: String,
     },

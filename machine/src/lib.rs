@@ -56,6 +56,8 @@ pub use start::run_id_for_seed;
 pub use state::*;
 pub use time::Timestamp;
 
+pub use agentprocess_ids::{OrgId, RunId, StepId};
+
 pub use ctx::hex;
 
 use advance::Tx;
@@ -102,7 +104,7 @@ impl Reply {
 pub(crate) enum Answer {
     RunView,
     Claim {
-        step: String,
+        step: StepId,
         token: String,
     },
     Renew {

@@ -5,6 +5,7 @@
 
 use super::ctx::{PinnedProcess, hex};
 use super::state::*;
+use agentprocess_ids::StepId;
 use agentprocess_process::hash::canonical_json;
 use agentprocess_process::{FieldMap, FieldSpec, Next, Step, StepKind};
 use serde_json::{Map, Value, json};
@@ -40,7 +41,7 @@ pub fn run_data(run: &RunState) -> Value {
                     .collect(),
             ),
         );
-        steps.insert(step.id.clone(), Value::Object(entry));
+        steps.insert(step.id.to_string(), Value::Object(entry));
     }
     json!({ "inputs": run.inputs, "steps": steps })
 }
@@ -101,7 +102,7 @@ pub fn run_view(pinned: &PinnedProcess, run: &RunState) -> Value {
         .steps
         .iter()
         .map(|step| {
-            let run_step = run.step(step.id.as_str());
+            let run_step = run.step(&step.id);
             let state = run_step.and_then(|s| s.state);
             let mut item = json!({
                 "id": step.id.as_str(),
@@ -222,7 +223,7 @@ pub fn person_work_item(pinned: &PinnedProcess, run: &RunState, item: &WorkItem)
 
 /// An agent's `get_work` item for a ready agent step, with the exact `claim` call; `None` when
 /// the step is not claimable.
-pub fn agent_work_item(run: &RunState, step: &str) -> Option<Value> {
+pub fn agent_work_item(run: &RunState, step: &StepId) -> Option<Value> {
     let run_step = run.step(step)?;
     if run_step.state != Some(StepState::Ready) || run.has_ended() {
         return None;
@@ -245,12 +246,12 @@ pub fn agent_work_item(run: &RunState, step: &str) -> Option<Value> {
 }
 
 /// The `claim` result for the token just minted on `step`.
-pub fn claim_result(pinned: &PinnedProcess, run: &RunState, step_id: &str, token: &str) -> Value {
+pub fn claim_result(pinned: &PinnedProcess, run: &RunState, step_id: &StepId, token: &str) -> Value {
     let step = pinned
         .process
         .steps
         .iter()
-        .find(|s| s.id.as_str() == step_id)
+        .find(|s| s.id == *step_id)
         .expect("claims name process steps");
     let run_step = run.step(step_id).expect("claims name run steps");
     let expires_at = run_step.claim.as_ref().map(|c| c.expires_at.to_rfc3339());

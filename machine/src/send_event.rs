@@ -32,7 +32,7 @@ pub(crate) fn send_event(
     let process = tx.process();
     let waiting = process.steps.iter().find(|step| {
         matches!(&step.kind, StepKind::WaitFor { event, .. } if event == name)
-            && tx.run.step(step.id.as_str()).and_then(|s| s.state) == Some(StepState::Waiting)
+            && tx.run.step(&step.id).and_then(|s| s.state) == Some(StepState::Waiting)
     });
     match waiting {
         Some(step) => {
@@ -43,10 +43,10 @@ pub(crate) fn send_event(
                 ..StepRecord::default()
             };
             // Consumed at once: the record itself must fit (spec §6 rule 3).
-            if let Some(issue) = over_cap_with(tx, step.id.as_str(), &record, "data") {
+            if let Some(issue) = over_cap_with(tx, &step.id, &record, "data") {
                 return Err(Refusal::not_accepted(vec![issue]));
             }
-            tx.complete(step.id.as_str(), record, process.default_next(step));
+            tx.complete(&step.id, record, process.default_next(step));
             Ok(Answer::SendEvent {
                 consumed_by: Some(step.id.to_string()),
             })

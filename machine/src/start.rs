@@ -7,6 +7,7 @@ use super::ctx::{CallerKind, Ctx, Fresh, PinnedProcess, hex};
 use super::refusal::Refusal;
 use super::state::*;
 use super::{Answer, Transition};
+use agentprocess_ids::RunId;
 use agentprocess_process::{PersonRef, check_values};
 use serde_json::Value;
 
@@ -14,13 +15,13 @@ use serde_json::Value;
 ///
 /// The runtime derives a start's seed from the organization and the `requestId` and calls this
 /// to route the start, and every retry of it, to the actor of the run it will create.
-pub fn run_id_for_seed(seed: [u8; 32]) -> String {
+pub fn run_id_for_seed(seed: [u8; 32]) -> RunId {
     next_run_id(&mut Fresh::new(seed))
 }
 
 /// A run id: the command's FIRST fresh value, purpose `run`.
-fn next_run_id(fresh: &mut Fresh) -> String {
-    format!("r_{}", &hex(&fresh.bytes("run"))[..20])
+fn next_run_id(fresh: &mut Fresh) -> RunId {
+    RunId::from(format!("r_{}", &hex(&fresh.bytes("run"))[..20]))
 }
 
 pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) -> Result<Transition, Refusal> {
@@ -70,11 +71,7 @@ pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) ->
         updated_at: ctx.now,
         end: None,
         inputs,
-        steps: process
-            .steps
-            .iter()
-            .map(|s| StepRun::new(s.id.as_str()))
-            .collect(),
+        steps: process.steps.iter().map(|s| StepRun::new(s.id.clone())).collect(),
         work_items: Vec::new(),
         decided_work_items: Vec::new(),
         held_events: Vec::new(),

@@ -3,6 +3,7 @@
 
 use super::check::CheckVerdict;
 use super::time::Timestamp;
+use agentprocess_ids::{OrgId, RunId, StepId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -13,8 +14,8 @@ use serde_json::{Map, Value};
 /// `Claimed` or `Waiting`, no claim or work item is open and no timer is armed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
-    pub id: String,
-    pub organization: String,
+    pub id: RunId,
+    pub organization: OrgId,
     pub process: String,
     pub version: u64,
     pub mode: Mode,
@@ -49,12 +50,12 @@ pub struct RunState {
 }
 
 impl RunState {
-    pub fn step(&self, id: &str) -> Option<&StepRun> {
-        self.steps.iter().find(|s| s.id == id)
+    pub fn step(&self, id: &StepId) -> Option<&StepRun> {
+        self.steps.iter().find(|s| s.id == *id)
     }
 
-    pub(crate) fn step_mut(&mut self, id: &str) -> Option<&mut StepRun> {
-        self.steps.iter_mut().find(|s| s.id == id)
+    pub(crate) fn step_mut(&mut self, id: &StepId) -> Option<&mut StepRun> {
+        self.steps.iter_mut().find(|s| s.id == *id)
     }
 
     pub fn has_ended(&self) -> bool {
@@ -157,7 +158,7 @@ impl StepState {
 /// The run-side record of one process step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRun {
-    pub id: String,
+    pub id: StepId,
     pub state: Option<StepState>,
     /// The current completion: `data.steps.<id>` without `history`.
     pub current: Option<StepRecord>,
@@ -178,13 +179,13 @@ pub struct StepRun {
     pub entered: u64,
     /// `parallel-1`, on a parallel step: the branch entries whose branch reached `join`.
     #[serde(default)]
-    pub joined: Vec<String>,
+    pub joined: Vec<StepId>,
 }
 
 impl StepRun {
-    pub fn new(id: &str) -> Self {
+    pub fn new(id: StepId) -> Self {
         StepRun {
-            id: id.to_string(),
+            id,
             state: None,
             current: None,
             history: Vec::new(),
@@ -366,7 +367,7 @@ pub enum TimerKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkItem {
     pub id: String,
-    pub step: String,
+    pub step: StepId,
     pub kind: WorkItemKind,
     pub assigned_to: Assignment,
     pub opened_at: Timestamp,

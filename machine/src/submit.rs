@@ -25,7 +25,7 @@ pub(crate) fn submit(
         .process()
         .steps
         .iter()
-        .find(|s| s.id.as_str() == step_id)
+        .find(|s| s.id == step_id)
         .expect("claims are on process steps");
     match accept(tx, step, submission, caller.name(), true) {
         Ok(accepted) => complete_checked(tx, step, accepted, evaluation),

@@ -5,9 +5,10 @@ use super::Answer;
 use super::advance::Tx;
 use super::effect::{Notification, Recipient};
 use super::state::{StepState, TimerKind};
+use agentprocess_ids::StepId;
 use agentprocess_process::StepKind;
 
-pub(crate) fn timer_fired(tx: &mut Tx<'_>, step_id: &str, kind: TimerKind, generation: u64) -> Answer {
+pub(crate) fn timer_fired(tx: &mut Tx<'_>, step_id: &StepId, kind: TimerKind, generation: u64) -> Answer {
     if tx.run.has_ended() {
         return Answer::Ignored;
     }
@@ -28,7 +29,7 @@ pub(crate) fn timer_fired(tx: &mut Tx<'_>, step_id: &str, kind: TimerKind, gener
     let step = process
         .steps
         .iter()
-        .find(|s| s.id.as_str() == step_id)
+        .find(|s| s.id == *step_id)
         .expect("timers are on process steps");
     match kind {
         TimerKind::Wait => {
@@ -63,12 +64,12 @@ pub(crate) fn timer_fired(tx: &mut Tx<'_>, step_id: &str, kind: TimerKind, gener
             };
             if let Some(to) = assignee {
                 tx.notify(Notification::Overdue {
-                    step: step_id.to_string(),
+                    step: step_id.clone(),
                     to,
                 });
             }
             tx.notify(Notification::Overdue {
-                step: step_id.to_string(),
+                step: step_id.clone(),
                 to: Recipient::Operators,
             });
         }
@@ -76,7 +77,7 @@ pub(crate) fn timer_fired(tx: &mut Tx<'_>, step_id: &str, kind: TimerKind, gener
     Answer::Applied
 }
 
-pub(crate) fn claim_expired(tx: &mut Tx<'_>, step_id: &str, lease: u64) -> Answer {
+pub(crate) fn claim_expired(tx: &mut Tx<'_>, step_id: &StepId, lease: u64) -> Answer {
     if tx.run.has_ended() {
         return Answer::Ignored;
     }

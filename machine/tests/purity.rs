@@ -4,8 +4,15 @@
 
 use std::collections::BTreeSet;
 
-/// Every dependency the machine may have: the process model and data-only crates.
-const ALLOWED: [&str; 5] = ["agentprocess-process", "indexmap", "serde", "serde_json", "sha2"];
+/// Every dependency the machine may have: the ids, the process model and data-only crates.
+const ALLOWED: [&str; 6] = [
+    "agentprocess-ids",
+    "agentprocess-process",
+    "indexmap",
+    "serde",
+    "serde_json",
+    "sha2",
+];
 
 #[test]
 fn the_machine_depends_on_nothing_that_does_io() {

@@ -21,6 +21,7 @@
 
 use crate::OrgError;
 use crate::uploads::BlobStore;
+use agentprocess_ids::{OrgId, RunId};
 use agentprocess_machine::hex;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -34,8 +35,8 @@ const COMPRESSION_LEVEL: i32 = 3;
 /// One ended run on its way to the archive.
 #[derive(Debug, Clone)]
 pub struct ArchivedRun {
-    pub organization: String,
-    pub run_id: String,
+    pub organization: OrgId,
+    pub run_id: RunId,
     pub process: String,
     pub started_at_ms: u64,
     /// The run record as the hot store holds it.
@@ -48,7 +49,7 @@ pub struct ArchivedRun {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArchiveEntry {
     pub started_at_ms: u64,
-    pub run_id: String,
+    pub run_id: RunId,
     /// The run's `list_runs` item.
     pub summary: Vec<u8>,
 }
@@ -93,7 +94,11 @@ impl Archive {
     }
 
     /// The archived record of run `run_id`, decompressed; `None` when it is not archived.
-    pub async fn run_record(&self, organization: &str, run_id: &str) -> Result<Option<Vec<u8>>, OrgError> {
+    pub async fn run_record(
+        &self,
+        organization: &OrgId,
+        run_id: &RunId,
+    ) -> Result<Option<Vec<u8>>, OrgError> {
         let path = run_path(organization, run_id);
         let Some(compressed) = self.blobs.get(&path).await.map_err(OrgError::Blobs)? else {
             return Ok(None);
@@ -107,9 +112,9 @@ impl Archive {
     /// `after` (its start time and id) when given.
     pub async fn runs_after(
         &self,
-        organization: &str,
+        organization: &OrgId,
         process: &str,
-        after: Option<(u64, &str)>,
+        after: Option<(u64, &RunId)>,
         limit: usize,
     ) -> Result<Vec<ArchiveEntry>, OrgError> {
         let root = index_root(organization, process);
@@ -130,7 +135,7 @@ impl Archive {
             };
             entries.push(ArchiveEntry {
                 started_at_ms,
-                run_id,
+                run_id: RunId::from(run_id),
                 summary,
             });
         }
@@ -163,36 +168,36 @@ async fn write_groups(blobs: Arc<dyn BlobStore>, mut queue: mpsc::Receiver<Group
     }
 }
 
-fn run_path(organization: &str, run_id: &str) -> String {
-    let shard = Sha256::digest(run_id.as_bytes())[0];
+fn run_path(organization: &OrgId, run_id: &RunId) -> String {
+    let shard = Sha256::digest(run_id.as_str().as_bytes())[0];
     format!(
         "archive/{}/run/{shard:02x}/{}",
-        hex(organization.as_bytes()),
-        hex(run_id.as_bytes())
+        hex(organization.as_str().as_bytes()),
+        hex(run_id.as_str().as_bytes())
     )
 }
 
-fn index_root(organization: &str, process: &str) -> String {
+fn index_root(organization: &OrgId, process: &str) -> String {
     format!(
         "archive/{}/index/{}",
-        hex(organization.as_bytes()),
+        hex(organization.as_str().as_bytes()),
         hex(process.as_bytes())
     )
 }
 
 /// The path of an index entry below its process's root.
-fn index_suffix(started_at_ms: u64, run_id: &str) -> String {
+fn index_suffix(started_at_ms: u64, run_id: &RunId) -> String {
     format!(
         "{:010}/{:02}/{:02}/{:02}/{started_at_ms:020}_{}",
         started_at_ms / 1_000_000_000,
         started_at_ms / 10_000_000 % 100,
         started_at_ms / 100_000 % 100,
         started_at_ms / 1_000 % 100,
-        hex(run_id.as_bytes())
+        hex(run_id.as_str().as_bytes())
     )
 }
 
-fn index_path(organization: &str, process: &str, started_at_ms: u64, run_id: &str) -> String {
+fn index_path(organization: &OrgId, process: &str, started_at_ms: u64, run_id: &RunId) -> String {
     format!(
         "{}/{}",
         index_root(organization, process),
@@ -323,8 +328,9 @@ mod tests {
             .await
             .unwrap();
 
-        let all = archive.runs_after("acme", "invoice", None, 100).await.unwrap();
-        let expected: Vec<(u64, String)> = runs.iter().map(|r| (r.started_at_ms, r.run_id.clone())).collect();
+        let acme = OrgId::from("acme");
+        let all = archive.runs_after(&acme, "invoice", None, 100).await.unwrap();
+        let expected: Vec<(u64, RunId)> = runs.iter().map(|r| (r.started_at_ms, r.run_id.clone())).collect();
         assert_eq!(
             all.iter()
                 .map(|e| (e.started_at_ms, e.run_id.clone()))
@@ -335,7 +341,7 @@ mod tests {
         for cut in 0..expected.len() {
             let (at, id) = &expected[cut];
             let rest = archive
-                .runs_after("acme", "invoice", Some((*at, id)), 3)
+                .runs_after(&acme, "invoice", Some((*at, id)), 3)
                 .await
                 .unwrap();
             let wanted: Vec<_> = expected[cut + 1..].iter().take(3).cloned().collect();
@@ -349,15 +355,15 @@ mod tests {
         }
         for r in &runs {
             assert_eq!(
-                archive.run_record("acme", &r.run_id).await.unwrap(),
+                archive.run_record(&acme, &r.run_id).await.unwrap(),
                 Some(r.record.clone())
             );
         }
-        assert_eq!(archive.run_record("beta", "r_00").await.unwrap(), None);
         assert_eq!(
-            archive.runs_after("acme", "none", None, 10).await.unwrap(),
-            vec![]
+            archive.run_record(&"beta".into(), &"r_00".into()).await.unwrap(),
+            None
         );
+        assert_eq!(archive.runs_after(&acme, "none", None, 10).await.unwrap(), vec![]);
     }
 
     #[tokio::test]
@@ -366,9 +372,10 @@ mod tests {
         pages_come_back_in_start_order_after_any_cursor(Arc::new(LocalBlobs::new(dir.path()))).await;
         // Records are compressed on disk.
         let archive = Archive::new(Arc::new(LocalBlobs::new(dir.path())));
-        let path = dir.path().join(run_path("acme", "r_00"));
+        let (acme, run) = (OrgId::from("acme"), RunId::from("r_00"));
+        let path = dir.path().join(run_path(&acme, &run));
         assert!(std::fs::metadata(&path).unwrap().len() < 200);
-        assert!(archive.run_record("acme", "r_00").await.unwrap().unwrap().len() > 2000);
+        assert!(archive.run_record(&acme, &run).await.unwrap().unwrap().len() > 2000);
     }
 
     #[tokio::test]
@@ -396,7 +403,7 @@ mod tests {
 
     #[test]
     fn index_leaves_parse_back() {
-        let suffix = index_suffix(1_700_000_000_123, "r_1/odd");
+        let suffix = index_suffix(1_700_000_000_123, &RunId::from("r_1/odd"));
         let leaf = suffix.rsplit('/').next().unwrap();
         assert_eq!(parse_leaf(leaf), Some((1_700_000_000_123, "r_1/odd".into())));
         assert_eq!(parse_leaf("123_ab"), None);

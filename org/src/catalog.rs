@@ -8,6 +8,7 @@
 //! re-bind and publish again. Publishing what the latest version already is (same content hash
 //! AND same bindings) is refused as a conflict: it would make a version that changes nothing.
 use crate::{Clock, OrgError};
+use agentprocess_ids::OrgId;
 use agentprocess_machine::render;
 use agentprocess_process::{Issue, LoadedProcess, Offer, load, warnings};
 use agentprocess_store::keys::Keys;
@@ -218,7 +219,7 @@ impl Catalog {
     /// [`Catalog::publish_draft`]. Returns the version.
     pub async fn publish(
         &self,
-        organization: &str,
+        organization: &OrgId,
         source: &[u8],
         roles: IndexMap<String, String>,
     ) -> Result<u64, CatalogError> {
@@ -239,7 +240,7 @@ impl Catalog {
     /// source still has. An invalid source is refused with every issue and changes nothing.
     pub async fn import_draft(
         &self,
-        organization: &str,
+        organization: &OrgId,
         source: &[u8],
         offer: &Offer,
         imported_by: &str,
@@ -284,7 +285,7 @@ impl Catalog {
     /// the process does not have, or an empty group, refuses the whole request with every issue.
     pub async fn bind_roles(
         &self,
-        organization: &str,
+        organization: &OrgId,
         name: &str,
         bindings: &IndexMap<String, String>,
     ) -> Result<Draft, CatalogError> {
@@ -320,7 +321,7 @@ impl Catalog {
     /// already has the same content hash and bindings. The draft stays.
     pub async fn publish_draft(
         &self,
-        organization: &str,
+        organization: &OrgId,
         name: &str,
         offer: &Offer,
         published_by: &str,
@@ -362,7 +363,7 @@ impl Catalog {
 
     /// Every process of the organization that has a published version or a draft, by name.
     /// Reads every version's record, sources included: an operator's listing, not a hot path.
-    pub async fn processes(&self, organization: &str) -> Result<Vec<ProcessEntry>, OrgError> {
+    pub async fn processes(&self, organization: &OrgId) -> Result<Vec<ProcessEntry>, OrgError> {
         let mut entries: BTreeMap<String, ProcessEntry> = BTreeMap::new();
         let catalog = self
             .store
@@ -392,7 +393,7 @@ impl Catalog {
     }
 
     /// One process of the organization; `None` when it has neither a version nor a draft.
-    pub async fn process(&self, organization: &str, name: &str) -> Result<Option<ProcessEntry>, OrgError> {
+    pub async fn process(&self, organization: &OrgId, name: &str) -> Result<Option<ProcessEntry>, OrgError> {
         let mut entries: BTreeMap<String, ProcessEntry> = BTreeMap::new();
         let (entry, _) = self
             .store
@@ -414,7 +415,7 @@ impl Catalog {
 
     async fn published_entry(
         &self,
-        organization: &str,
+        organization: &OrgId,
         name: &str,
         summary: &Value,
     ) -> Result<ProcessEntry, OrgError> {
@@ -429,7 +430,7 @@ impl Catalog {
     }
 
     /// Every published version of `name`, oldest first.
-    async fn versions(&self, organization: &str, name: &str) -> Result<Vec<VersionSummary>, OrgError> {
+    async fn versions(&self, organization: &OrgId, name: &str) -> Result<Vec<VersionSummary>, OrgError> {
         let found = self
             .store
             .range(RangeRequest::new(
@@ -458,7 +459,7 @@ impl Catalog {
             .collect()
     }
 
-    async fn read_draft(&self, organization: &str, name: &str) -> Result<(Option<Draft>, i64), OrgError> {
+    async fn read_draft(&self, organization: &OrgId, name: &str) -> Result<(Option<Draft>, i64), OrgError> {
         let (found, _) = self.store.get(&self.keys.draft(organization, name)).await?;
         match found {
             None => Ok((None, 0)),
@@ -486,7 +487,7 @@ impl Catalog {
     /// if no other version was published since the latest was read (and `also` still holds).
     async fn commit_version(
         &self,
-        organization: &str,
+        organization: &OrgId,
         loaded: &LoadedProcess,
         source: &str,
         roles: IndexMap<String, String>,
@@ -550,7 +551,7 @@ impl Catalog {
     }
 
     /// The latest published version of `name`; `None` when nothing is published.
-    pub async fn latest_version(&self, organization: &str, name: &str) -> Result<Option<u64>, OrgError> {
+    pub async fn latest_version(&self, organization: &OrgId, name: &str) -> Result<Option<u64>, OrgError> {
         let (entry, _) = self
             .store
             .get(&self.keys.catalog_entry(organization, name))
@@ -568,7 +569,7 @@ impl Catalog {
     /// process, no such version, or a draft that was never published.
     pub async fn unresolved_reason(
         &self,
-        organization: &str,
+        organization: &OrgId,
         name: &str,
         version: Option<u64>,
     ) -> Result<String, OrgError> {
@@ -600,7 +601,7 @@ impl Catalog {
     /// The record of `name` at exactly `version`; `None` when there is no such version.
     pub async fn published_record(
         &self,
-        organization: &str,
+        organization: &OrgId,
         name: &str,
         version: u64,
     ) -> Result<Option<PublishedRecord>, OrgError> {

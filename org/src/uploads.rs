@@ -4,6 +4,7 @@
 //! [`Uploads::read`] serves the bytes of a file link.
 
 use crate::OrgError;
+use agentprocess_ids::OrgId;
 use agentprocess_machine::{UploadStatus, hex};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
@@ -263,8 +264,8 @@ pub struct UploadRecord {
 
 /// Where an upload's bytes go in the blob store: under the organization, hex-encoded so any
 /// organization id makes a safe path.
-pub fn blob_path(organization: &str, id: &str) -> String {
-    format!("{}/{id}", hex(organization.as_bytes()))
+pub fn blob_path(organization: &OrgId, id: &str) -> String {
+    format!("{}/{id}", hex(organization.as_str().as_bytes()))
 }
 
 /// The organizations' uploads: records in the store, bytes in the blob store.
@@ -288,7 +289,7 @@ impl Uploads {
     /// The record of `upload_id` in the organization, or `None` when it has no such upload.
     pub async fn record(
         &self,
-        organization: &str,
+        organization: &OrgId,
         upload_id: &str,
     ) -> Result<Option<UploadRecord>, OrgError> {
         let (record, _) = self.store.get(&self.keys.upload(organization, upload_id)).await?;
@@ -301,7 +302,7 @@ impl Uploads {
     }
 
     /// Whether `upload_id` exists in the organization and its stored bytes still match.
-    pub async fn verify(&self, organization: &str, upload_id: &str) -> Result<UploadStatus, OrgError> {
+    pub async fn verify(&self, organization: &OrgId, upload_id: &str) -> Result<UploadStatus, OrgError> {
         let Some(record) = self.record(organization, upload_id).await? else {
             return Ok(UploadStatus::NotFound);
         };
@@ -319,7 +320,7 @@ impl Uploads {
     /// infrastructure error, NEVER a silently different file.
     pub async fn read(
         &self,
-        organization: &str,
+        organization: &OrgId,
         upload_id: &str,
     ) -> Result<Option<(UploadRecord, Vec<u8>)>, OrgError> {
         let Some(record) = self.record(organization, upload_id).await? else {

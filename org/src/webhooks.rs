@@ -6,6 +6,7 @@
 //! the scheduler (which reads them) depend on this crate and not on each other. A webhook's
 //! SECRET never leaves the server: operators see a [`WebhookView`].
 
+use agentprocess_ids::{OrgId, RunId};
 use agentprocess_machine::hex;
 use agentprocess_store::keys::{DeadLetterKey, Keys};
 use agentprocess_store::{Compare, RangeRequest, Store, StoreError, Txn, TxnOp};
@@ -121,7 +122,7 @@ fn is_absolute_http_url(text: &str) -> bool {
 pub async fn configure_webhook(
     store: &dyn Store,
     keys: &Keys,
-    organization: &str,
+    organization: &OrgId,
     id: &str,
     webhook: &Webhook,
 ) -> Result<(), StoreError> {
@@ -136,7 +137,7 @@ pub async fn configure_webhook(
 pub async fn remove_webhook(
     store: &dyn Store,
     keys: &Keys,
-    organization: &str,
+    organization: &OrgId,
     id: &str,
 ) -> Result<bool, StoreError> {
     delete_if_present(store, keys.webhook(organization, id)).await
@@ -158,7 +159,7 @@ async fn delete_if_present(store: &dyn Store, key: Vec<u8>) -> Result<bool, Stor
 pub async fn webhooks(
     store: &dyn Store,
     keys: &Keys,
-    organization: &str,
+    organization: &OrgId,
 ) -> Result<Vec<(String, Webhook)>, StoreError> {
     let found = store
         .range(RangeRequest::new(keys.webhooks(organization)))
@@ -183,7 +184,7 @@ pub async fn webhooks(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetterId {
     pub created_at_ms: u64,
-    pub run_id: String,
+    pub run_id: RunId,
     pub seq: u64,
 }
 
@@ -200,10 +201,10 @@ impl From<DeadLetterKey> for DeadLetterId {
 impl DeadLetterId {
     /// The id as operators see it.
     pub fn encode(&self) -> String {
-        let mut bytes = Vec::with_capacity(16 + self.run_id.len());
+        let mut bytes = Vec::with_capacity(16 + self.run_id.as_str().len());
         bytes.extend_from_slice(&self.created_at_ms.to_be_bytes());
         bytes.extend_from_slice(&self.seq.to_be_bytes());
-        bytes.extend_from_slice(self.run_id.as_bytes());
+        bytes.extend_from_slice(self.run_id.as_str().as_bytes());
         hex(&bytes)
     }
 
@@ -231,12 +232,12 @@ impl DeadLetterId {
         Some(DeadLetterId {
             created_at_ms: u64::from_be_bytes(created_at.try_into().ok()?),
             seq: u64::from_be_bytes(seq.try_into().ok()?),
-            run_id: String::from_utf8(run_id.to_vec()).ok()?,
+            run_id: RunId::from(String::from_utf8(run_id.to_vec()).ok()?),
         })
     }
 
     /// The key of this dead letter in `organization`.
-    pub fn key(&self, keys: &Keys, organization: &str) -> Vec<u8> {
+    pub fn key(&self, keys: &Keys, organization: &OrgId) -> Vec<u8> {
         keys.dead_letter(organization, self.created_at_ms, &self.run_id, self.seq)
     }
 }
@@ -247,7 +248,7 @@ impl DeadLetterId {
 pub async fn dead_letters(
     store: &dyn Store,
     keys: &Keys,
-    organization: &str,
+    organization: &OrgId,
     limit: usize,
 ) -> Result<Vec<Value>, StoreError> {
     let found = store
@@ -288,7 +289,7 @@ pub enum Redelivery {
 pub async fn redeliver_dead_letter(
     store: &dyn Store,
     keys: &Keys,
-    organization: &str,
+    organization: &OrgId,
     id: &DeadLetterId,
 ) -> Result<Redelivery, StoreError> {
     let key = id.key(keys, organization);
@@ -322,7 +323,7 @@ pub async fn redeliver_dead_letter(
 pub async fn discard_dead_letter(
     store: &dyn Store,
     keys: &Keys,
-    organization: &str,
+    organization: &OrgId,
     id: &DeadLetterId,
 ) -> Result<bool, StoreError> {
     delete_if_present(store, id.key(keys, organization)).await
@@ -417,19 +418,25 @@ mod tests {
             url: url.into(),
             secret: "s".into(),
         };
-        configure_webhook(&store, &keys, "acme", "b", &hook("https://b.test"))
+        configure_webhook(&store, &keys, &OrgId::from("acme"), "b", &hook("https://b.test"))
             .await
             .unwrap();
-        configure_webhook(&store, &keys, "acme", "a", &hook("https://a.test"))
+        configure_webhook(&store, &keys, &OrgId::from("acme"), "a", &hook("https://a.test"))
             .await
             .unwrap();
-        configure_webhook(&store, &keys, "acme", "a", &hook("https://a2.test"))
+        configure_webhook(&store, &keys, &OrgId::from("acme"), "a", &hook("https://a2.test"))
             .await
             .unwrap();
-        configure_webhook(&store, &keys, "globex", "a", &hook("https://g.test"))
-            .await
-            .unwrap();
-        let listed = webhooks(&store, &keys, "acme").await.unwrap();
+        configure_webhook(
+            &store,
+            &keys,
+            &OrgId::from("globex"),
+            "a",
+            &hook("https://g.test"),
+        )
+        .await
+        .unwrap();
+        let listed = webhooks(&store, &keys, &OrgId::from("acme")).await.unwrap();
         assert_eq!(
             listed,
             [
@@ -437,20 +444,35 @@ mod tests {
                 ("b".to_string(), hook("https://b.test"))
             ]
         );
-        assert!(remove_webhook(&store, &keys, "acme", "a").await.unwrap());
-        assert!(!remove_webhook(&store, &keys, "acme", "a").await.unwrap());
-        assert!(!remove_webhook(&store, &keys, "acme", "nope").await.unwrap());
-        assert_eq!(webhooks(&store, &keys, "acme").await.unwrap().len(), 1);
+        assert!(
+            remove_webhook(&store, &keys, &OrgId::from("acme"), "a")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !remove_webhook(&store, &keys, &OrgId::from("acme"), "a")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !remove_webhook(&store, &keys, &OrgId::from("acme"), "nope")
+                .await
+                .unwrap()
+        );
         assert_eq!(
-            webhooks(&store, &keys, "globex").await.unwrap(),
+            webhooks(&store, &keys, &OrgId::from("acme")).await.unwrap().len(),
+            1
+        );
+        assert_eq!(
+            webhooks(&store, &keys, &OrgId::from("globex")).await.unwrap(),
             [("a".to_string(), hook("https://g.test"))]
         );
     }
 
-    fn letter_id(created_at_ms: u64, run_id: &str, seq: u64) -> DeadLetterId {
+    fn letter_id(created_at_ms: u64, run_id: &RunId, seq: u64) -> DeadLetterId {
         DeadLetterId {
             created_at_ms,
-            run_id: run_id.into(),
+            run_id: run_id.clone(),
             seq,
         }
     }
@@ -458,9 +480,9 @@ mod tests {
     #[test]
     fn a_dead_letter_id_round_trips_and_is_url_safe() {
         for id in [
-            letter_id(0, "r", 0),
-            letter_id(1_700_000_000_000, "r_0123456789abcdef0123", 7),
-            letter_id(u64::MAX, "run/with%odd chars\u{e9}", u64::MAX),
+            letter_id(0, &RunId::from("r"), 0),
+            letter_id(1_700_000_000_000, &RunId::from("r_0123456789abcdef0123"), 7),
+            letter_id(u64::MAX, &RunId::from("run/with%odd chars\u{e9}"), u64::MAX),
         ] {
             let text = id.encode();
             assert!(
@@ -471,18 +493,18 @@ mod tests {
             assert_eq!(DeadLetterId::parse(&text), Some(id));
         }
         let keys = Keys::new("test");
-        let key = keys.dead_letter("acme", 5, "r_1", 3);
+        let key = keys.dead_letter(&OrgId::from("acme"), 5, &RunId::from("r_1"), 3);
         let id = DeadLetterId::from(keys.parse_dead_letter(&key).unwrap());
-        assert_eq!(id, letter_id(5, "r_1", 3));
-        assert_eq!(id.key(&keys, "acme"), key);
+        assert_eq!(id, letter_id(5, &RunId::from("r_1"), 3));
+        assert_eq!(id.key(&keys, &OrgId::from("acme")), key);
     }
 
     #[test]
     fn a_forged_dead_letter_id_is_refused_or_stays_a_dead_letter_of_the_caller() {
-        let good = letter_id(5, "r_1", 3).encode();
-        let longest = letter_id(5, &"r".repeat(MAX_DEAD_LETTER_RUN_ID_BYTES), 3).encode();
+        let good = letter_id(5, &RunId::from("r_1"), 3).encode();
+        let longest = letter_id(5, &RunId::from("r".repeat(MAX_DEAD_LETTER_RUN_ID_BYTES)), 3).encode();
         assert!(DeadLetterId::parse(&longest).is_some());
-        let too_long = letter_id(5, &"r".repeat(MAX_DEAD_LETTER_RUN_ID_BYTES + 1), 3).encode();
+        let too_long = letter_id(5, &RunId::from("r".repeat(MAX_DEAD_LETTER_RUN_ID_BYTES + 1)), 3).encode();
         let mut invalid_utf8 = good[..32].to_string();
         invalid_utf8.push_str("ff");
         for forged in [
@@ -509,17 +531,28 @@ mod tests {
             "%2F",
             "x/../../webhook/main",
         ] {
-            let text = letter_id(1, run_id, 2).encode();
-            let key = DeadLetterId::parse(&text).unwrap().key(&keys, "acme");
-            assert!(keys.dead_letters("acme").contains(&key), "{run_id}");
-            assert!(!keys.dead_letters("globex").contains(&key), "{run_id}");
+            let text = letter_id(1, &RunId::from(run_id), 2).encode();
+            let key = DeadLetterId::parse(&text)
+                .unwrap()
+                .key(&keys, &OrgId::from("acme"));
+            assert!(keys.dead_letters(&OrgId::from("acme")).contains(&key), "{run_id}");
+            assert!(
+                !keys.dead_letters(&OrgId::from("globex")).contains(&key),
+                "{run_id}"
+            );
             let parsed = keys.parse_dead_letter(&key).unwrap();
             assert_eq!((parsed.org.as_str(), parsed.run_id.as_str()), ("acme", run_id));
             assert_eq!(keys.parse_webhook(&key), None);
         }
     }
 
-    async fn bury(store: &EmbeddedStore, keys: &Keys, organization: &str, created_at_ms: u64, run_id: &str) {
+    async fn bury(
+        store: &EmbeddedStore,
+        keys: &Keys,
+        organization: &OrgId,
+        created_at_ms: u64,
+        run_id: &RunId,
+    ) {
         let letter = json!({
             "notification": { "id": format!("{run_id}.1"), "organization": organization, "runId": run_id },
             "attempts": 8,
@@ -538,14 +571,16 @@ mod tests {
     async fn a_redelivered_dead_letter_moves_back_to_the_outbox_in_one_step() {
         let store = EmbeddedStore::in_memory(EmbeddedOptions::default());
         let keys = Keys::new("test");
-        bury(&store, &keys, "acme", 10, "r1").await;
-        bury(&store, &keys, "acme", 20, "r2").await;
-        bury(&store, &keys, "globex", 10, "r1").await;
+        bury(&store, &keys, &OrgId::from("acme"), 10, &RunId::from("r1")).await;
+        bury(&store, &keys, &OrgId::from("acme"), 20, &RunId::from("r2")).await;
+        bury(&store, &keys, &OrgId::from("globex"), 10, &RunId::from("r1")).await;
 
-        let listed = dead_letters(&store, &keys, "acme", 10).await.unwrap();
+        let listed = dead_letters(&store, &keys, &OrgId::from("acme"), 10)
+            .await
+            .unwrap();
         assert_eq!(listed.len(), 2);
         let first = listed[0]["id"].as_str().unwrap();
-        assert_eq!(first, letter_id(10, "r1", 1).encode());
+        assert_eq!(first, letter_id(10, &RunId::from("r1"), 1).encode());
         assert_eq!(
             listed[0].as_object().unwrap().keys().collect::<Vec<_>>(),
             ["id", "notification", "attempts", "error"]
@@ -553,7 +588,9 @@ mod tests {
         let id = DeadLetterId::parse(first).unwrap();
 
         assert_eq!(
-            redeliver_dead_letter(&store, &keys, "acme", &id).await.unwrap(),
+            redeliver_dead_letter(&store, &keys, &OrgId::from("acme"), &id)
+                .await
+                .unwrap(),
             Redelivery::Redelivered
         );
         let outbox = store
@@ -561,30 +598,56 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(outbox.kvs.len(), 1);
-        assert_eq!(outbox.kvs[0].key, keys.outbox(10, "acme", "r1", 1));
+        assert_eq!(
+            outbox.kvs[0].key,
+            keys.outbox(10, &OrgId::from("acme"), &RunId::from("r1"), 1)
+        );
         assert_eq!(
             serde_json::from_slice::<Value>(&outbox.kvs[0].value).unwrap(),
             json!({ "id": "r1.1", "organization": "acme", "runId": "r1" })
         );
-        let left = dead_letters(&store, &keys, "acme", 10).await.unwrap();
+        let left = dead_letters(&store, &keys, &OrgId::from("acme"), 10)
+            .await
+            .unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0]["notification"]["runId"], "r2");
         // Once only; globex's letter of the same parts is untouched.
         assert_eq!(
-            redeliver_dead_letter(&store, &keys, "acme", &id).await.unwrap(),
+            redeliver_dead_letter(&store, &keys, &OrgId::from("acme"), &id)
+                .await
+                .unwrap(),
             Redelivery::NotFound
         );
-        assert_eq!(dead_letters(&store, &keys, "globex", 10).await.unwrap().len(), 1);
+        assert_eq!(
+            dead_letters(&store, &keys, &OrgId::from("globex"), 10)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
 
         let second = DeadLetterId::parse(left[0]["id"].as_str().unwrap()).unwrap();
         assert!(
-            !discard_dead_letter(&store, &keys, "globex", &second)
+            !discard_dead_letter(&store, &keys, &OrgId::from("globex"), &second)
                 .await
                 .unwrap()
         );
-        assert!(discard_dead_letter(&store, &keys, "acme", &second).await.unwrap());
-        assert!(!discard_dead_letter(&store, &keys, "acme", &second).await.unwrap());
-        assert!(dead_letters(&store, &keys, "acme", 10).await.unwrap().is_empty());
+        assert!(
+            discard_dead_letter(&store, &keys, &OrgId::from("acme"), &second)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !discard_dead_letter(&store, &keys, &OrgId::from("acme"), &second)
+                .await
+                .unwrap()
+        );
+        assert!(
+            dead_letters(&store, &keys, &OrgId::from("acme"), 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(
             store
                 .range(RangeRequest::new(keys.outbox_entries()))
@@ -600,16 +663,28 @@ mod tests {
     async fn a_dead_letter_without_a_notification_is_not_redelivered() {
         let store = EmbeddedStore::in_memory(EmbeddedOptions::default());
         let keys = Keys::new("test");
-        let id = letter_id(1, "r1", 1);
+        let id = letter_id(1, &RunId::from("r1"), 1);
         store
-            .txn(Txn::new().and_then([TxnOp::put(id.key(&keys, "acme"), r#"{"attempts": 1}"#)]))
+            .txn(Txn::new().and_then([TxnOp::put(
+                id.key(&keys, &OrgId::from("acme")),
+                r#"{"attempts": 1}"#,
+            )]))
             .await
             .unwrap();
         assert_eq!(
-            redeliver_dead_letter(&store, &keys, "acme", &id).await.unwrap(),
+            redeliver_dead_letter(&store, &keys, &OrgId::from("acme"), &id)
+                .await
+                .unwrap(),
             Redelivery::Unreadable
         );
-        assert!(store.get(&id.key(&keys, "acme")).await.unwrap().0.is_some());
+        assert!(
+            store
+                .get(&id.key(&keys, &OrgId::from("acme")))
+                .await
+                .unwrap()
+                .0
+                .is_some()
+        );
         assert!(
             store
                 .range(RangeRequest::new(keys.outbox_entries()))
@@ -618,6 +693,10 @@ mod tests {
                 .kvs
                 .is_empty()
         );
-        assert!(discard_dead_letter(&store, &keys, "acme", &id).await.unwrap());
+        assert!(
+            discard_dead_letter(&store, &keys, &OrgId::from("acme"), &id)
+                .await
+                .unwrap()
+        );
     }
 }

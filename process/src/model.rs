@@ -23,25 +23,7 @@ impl fmt::Display for ProcessName {
     }
 }
 
-/// A step id: matches `^[a-z][a-z0-9_-]{0,63}$`. Also the pattern of event names.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StepId(String);
-
-impl StepId {
-    /// `None` when the text breaks the step id pattern.
-    pub fn new(id: &str) -> Option<Self> {
-        crate::names::is_step_id(id).then(|| StepId(id.to_string()))
-    }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for StepId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use agentprocess_ids::StepId;
 
 /// A published, valid process document.
 ///

@@ -10,15 +10,7 @@ pub fn is_process_name(name: &str) -> bool {
 }
 
 /// `^[a-z][a-z0-9_-]{0,63}$`: step ids and event names.
-pub fn is_step_id(id: &str) -> bool {
-    let bytes = id.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 64
-        && bytes[0].is_ascii_lowercase()
-        && bytes[1..]
-            .iter()
-            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-}
+pub use agentprocess_ids::is_step_id;
 
 #[cfg(test)]
 mod tests {

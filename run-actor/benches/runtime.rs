@@ -8,8 +8,9 @@
 //! claim's expiry and token hash), the claim key's lease and the claim-expiry timer entry, and
 //! records an idempotency entry. Every command is acknowledged only after the log is synced.
 
-use agentprocess_run_actor::machine::{Caller, CallerKind, Mode, Timestamp};
-use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Write};
+use agentprocess_ids::{OrgId, RunId, StepId};
+use agentprocess_run_actor::machine::{Caller, CallerKind, Timestamp};
+use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Mode, Runtime, RuntimeConfig, ToolOutcome, Write};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store, Txn, TxnOp};
 use indexmap::IndexMap;
@@ -107,11 +108,15 @@ async fn open(dir: &Path) -> (EmbeddedStore, Runtime) {
         Clock::system(),
     );
     runtime
-        .publish("bench", PROCESS.as_bytes(), IndexMap::new())
+        .publish(&OrgId::from("bench"), PROCESS.as_bytes(), IndexMap::new())
         .await
         .unwrap();
     runtime
-        .publish("bench", fanout_process().as_bytes(), IndexMap::new())
+        .publish(
+            &OrgId::from("bench"),
+            fanout_process().as_bytes(),
+            IndexMap::new(),
+        )
         .await
         .unwrap();
     (store, runtime)
@@ -141,8 +146,8 @@ async fn start_and_claim(runtime: &Runtime, i: usize) -> (String, String) {
             .execute(
                 &caller,
                 Write::Claim {
-                    run_id: run.clone(),
-                    step: "work".into(),
+                    run_id: RunId::from(run.clone()),
+                    step: StepId::from_wire("work"),
                 },
                 &format!("claim-{i}"),
             )
@@ -184,8 +189,8 @@ async fn start_fanout(runtime: &Runtime) -> Vec<String> {
                 .execute(
                     &agent(b),
                     Write::Claim {
-                        run_id: run.clone(),
-                        step: format!("b{b}"),
+                        run_id: RunId::from(run.clone()),
+                        step: StepId::from_wire(format!("b{b}")),
                     },
                     &format!("claim-b{b}"),
                 )
@@ -300,7 +305,9 @@ async fn memory_per_cached_run(count: usize) {
     let runs: Vec<String> = {
         let keys = runtime.keys();
         let found = store
-            .range(agentprocess_store::RangeRequest::new(keys.runs("bench")))
+            .range(agentprocess_store::RangeRequest::new(
+                keys.runs(&OrgId::from("bench")),
+            ))
             .await
             .unwrap();
         found
@@ -315,8 +322,8 @@ async fn memory_per_cached_run(count: usize) {
             .execute(
                 &agent(i),
                 Write::Claim {
-                    run_id: run.clone(),
-                    step: "work".into(),
+                    run_id: RunId::from(run.clone()),
+                    step: StepId::from_wire("work"),
                 },
                 &format!("probe-{i}"),
             )
@@ -352,8 +359,8 @@ async fn memory_per_timer(count: usize) {
             TxnOp::put(
                 keys.timer(
                     u64::try_from(base.as_millis()).unwrap() + i as u64,
-                    "bench",
-                    &format!("r_{:020x}", i * 7919),
+                    &OrgId::from("bench"),
+                    &RunId::from(format!("r_{:020x}", i * 7919)),
                     "due.1.work",
                 ),
                 Vec::new(),

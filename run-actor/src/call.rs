@@ -1,58 +1,10 @@
-//! A call to the runtime and its answer: the protocol write as the gateway hands it in, the
-//! tool's outcome, and the infrastructure failure that is not an outcome.
+//! A call's answer: the tool's outcome, and the infrastructure failure that is not an outcome.
+//! The call itself is the service layer's `Write`.
 
-use crate::machine::{Decision, EvidenceItem, Mode, Refusal, Submission};
+use crate::machine::Refusal;
 use agentprocess_org::OrgError;
 use agentprocess_store::StoreError;
-use serde_json::{Map, Value};
-
-/// A protocol write as the gateway hands it in: the tool's arguments, without `requestId`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Write {
-    StartRun {
-        process: String,
-        version: Option<u64>,
-        inputs: Value,
-        mode: Mode,
-    },
-    Claim {
-        run_id: String,
-        step: String,
-    },
-    Renew {
-        token: String,
-        progress: Option<String>,
-    },
-    Submit {
-        token: String,
-        submission: Submission,
-    },
-    Escalate {
-        token: String,
-        note: String,
-    },
-    Decide {
-        run_id: String,
-        work_item: String,
-        snapshot: String,
-        decision: Decision,
-        output: Option<Map<String, Value>>,
-        evidence: Option<Vec<EvidenceItem>>,
-        summary: Option<String>,
-        next: Option<String>,
-        reason: Option<String>,
-        note: Option<String>,
-    },
-    Cancel {
-        run_id: String,
-        reason: String,
-    },
-    SendEvent {
-        run_id: String,
-        name: String,
-        data: Option<Map<String, Value>>,
-    },
-}
+use serde_json::Value;
 
 /// A tool's answer: `{ ok: true, data }` or `{ ok: false, error }`.
 #[derive(Debug, Clone, PartialEq)]

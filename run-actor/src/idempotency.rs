@@ -6,10 +6,10 @@
 //! with the arguments under their names on the wire. Canonical JSON makes the order of keys and
 //! the spelling of a number (`1.5`, `1.50`, `15e-1`) irrelevant, as they are to JSON itself.
 
-use crate::call::{RuntimeError, ToolOutcome, Write};
-use crate::machine::{Caller, CallerKind, EvidenceItem, Refusal, Submission, Timestamp, hex};
+use crate::call::{RuntimeError, ToolOutcome};
+use crate::machine::{Caller, CallerKind, OrgId, Refusal, Timestamp, hex};
 use agentprocess_process::hash::canonical_json;
-use agentprocess_service::Upload;
+use agentprocess_service::{EvidenceItem, Submission, Upload, Write};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use serde::{Deserialize, Serialize};
@@ -52,7 +52,7 @@ impl IdempotencyRecord<'_> {
 pub(crate) async fn replay(
     store: &dyn Store,
     keys: &Keys,
-    organization: &str,
+    organization: &OrgId,
     request_id: &str,
     fingerprint: &str,
 ) -> Result<Option<ToolOutcome>, RuntimeError> {
@@ -230,7 +230,8 @@ fn sorted_keys(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::Mode;
+    use crate::machine::StepId;
+    use agentprocess_service::Mode;
 
     fn agent() -> Caller {
         Caller {
@@ -268,7 +269,7 @@ mod tests {
     fn the_tool_and_the_caller_are_part_of_the_fingerprint() {
         let claim = Write::Claim {
             run_id: "r_1".into(),
-            step: "s".into(),
+            step: StepId::from_wire("s"),
         };
         let cancel = Write::Cancel {
             run_id: "r_1".into(),

@@ -20,7 +20,7 @@
 //!
 //! ```text
 //! runtime   → actor → (call, config, idempotency, pinned, rfc3339) → machine
-//! call         Write, ToolOutcome, RuntimeError: a call to the runtime and its answer
+//! call         ToolOutcome, RuntimeError: a call's answer (the call is the service's Write)
 //! config       RuntimeConfig, Evaluator
 //! idempotency  fingerprints, the stored record, replays
 //! pinned       the processes runs pin, cached by version

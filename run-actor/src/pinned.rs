@@ -2,14 +2,14 @@
 //! so a cached one is never stale.
 
 use crate::call::RuntimeError;
-use crate::machine::PinnedProcess;
+use crate::machine::{OrgId, PinnedProcess};
 use agentprocess_org::Catalog;
 use agentprocess_process::{Offer, load};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// (organization, process name, version).
-type VersionKey = (String, String, u64);
+type VersionKey = (OrgId, String, u64);
 
 /// The actor host's cache of pinned processes over the organizations' catalogs.
 #[derive(Debug)]
@@ -30,7 +30,7 @@ impl PinnedProcesses {
     /// such published process.
     pub(crate) async fn resolve(
         &self,
-        organization: &str,
+        organization: &OrgId,
         name: &str,
         version: Option<u64>,
     ) -> Result<Option<Arc<PinnedProcess>>, RuntimeError> {
@@ -47,11 +47,11 @@ impl PinnedProcesses {
     /// The pinned process of a run: `name` at exactly `version`.
     pub(crate) async fn get(
         &self,
-        organization: &str,
+        organization: &OrgId,
         name: &str,
         version: u64,
     ) -> Result<Option<Arc<PinnedProcess>>, RuntimeError> {
-        let key = (organization.to_string(), name.to_string(), version);
+        let key = (organization.clone(), name.to_string(), version);
         if let Some(found) = self.cache.lock().unwrap().get(&key) {
             return Ok(Some(found.clone()));
         }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use agentprocess_ids::StepId;
 use agentprocess_process::{EvidenceKind, FieldType, PersonRef};
 use agentprocess_run_actor::machine::{
     Command, Effect, ErrorCode, Mode, Notification, StepState, Submission, token,
@@ -50,7 +51,11 @@ fn spec_3_2_start_makes_the_first_step_ready() {
     );
     assert_eq!(ready[0].due_at, None);
     assert!(ready[0].timers.is_empty(), "no due clock runs");
-    let item = agentprocess_run_actor::machine::render::agent_work_item(world.run(), "check_vendor").unwrap();
+    let item = agentprocess_run_actor::machine::render::agent_work_item(
+        world.run(),
+        &StepId::from_wire("check_vendor"),
+    )
+    .unwrap();
     assert_eq!(item["claim"]["arguments"]["stepId"], "check_vendor");
     assert_eq!(item["readySince"], "2026-10-06T09:00:00Z");
     assert_eq!(item["handoff"], json!(null));
@@ -112,7 +117,11 @@ fn spec_3_3_test_mode_is_marked_everywhere_and_sends_no_notifications() {
     world
         .start_mode(mira(), json!({ "vendorName": "Acme", "amount": 1 }), Mode::Test)
         .unwrap();
-    let item = agentprocess_run_actor::machine::render::agent_work_item(world.run(), "check_vendor").unwrap();
+    let item = agentprocess_run_actor::machine::render::agent_work_item(
+        world.run(),
+        &StepId::from_wire("check_vendor"),
+    )
+    .unwrap();
     assert_eq!(item["mode"], "test");
     let claim = world.claim(agent("a_screener"), "check_vendor").unwrap();
     assert_eq!(claim.reply.data()["mode"], "test");
@@ -159,7 +168,7 @@ fn tools_claim_returns_token_step_body_data_and_handoff() {
     assert_eq!(data["handoff"], json!(null));
     assert_eq!(data["body"], world.process.body.as_str());
     assert_eq!(world.step_state("check_vendor"), "claimed");
-    let run_step = transition.state.step("check_vendor").unwrap();
+    let run_step = transition.state.step(&StepId::from_wire("check_vendor")).unwrap();
     assert_eq!(run_step.state, Some(StepState::Claimed), "no longer ready");
     let claim = run_step.claim.as_ref().expect("a claim lease is granted");
     assert_eq!(claim.lease, 1);
@@ -235,7 +244,7 @@ fn spec_6_2_tokens_are_opaque_hashed_and_never_in_a_run_view() {
         refused(world.submit(agent("a_screener"), &forged, screening("approve"))).0,
         ErrorCode::Invalid
     );
-    let other_run = token.replacen(&world.run().id, "r_other", 1);
+    let other_run = token.replacen(world.run().id.as_str(), "r_other", 1);
     assert_eq!(
         refused(world.submit(agent("a_screener"), &other_run, screening("approve"))).0,
         ErrorCode::Invalid
@@ -263,7 +272,7 @@ fn spec_3_3_renew_rotates_the_token_and_keeps_progress() {
     assert_ne!(new, old);
     let claim = renewed
         .state
-        .step("check_vendor")
+        .step(&StepId::from_wire("check_vendor"))
         .unwrap()
         .claim
         .as_ref()
@@ -286,7 +295,7 @@ fn spec_3_3_renew_rotates_the_token_and_keeps_progress() {
     assert_eq!(
         world
             .run()
-            .step("check_vendor")
+            .step(&StepId::from_wire("check_vendor"))
             .unwrap()
             .claim
             .as_ref()
@@ -319,7 +328,7 @@ fn spec_3_3_an_expired_lease_hands_the_last_progress_note_to_the_next_claim() {
     let before = world.run().clone();
     let early = world
         .apply(Command::ClaimExpired {
-            step: "check_vendor".into(),
+            step: StepId::from_wire("check_vendor"),
             lease: 1,
         })
         .unwrap();
@@ -328,11 +337,11 @@ fn spec_3_3_an_expired_lease_hands_the_last_progress_note_to_the_next_claim() {
     world.advance(2);
     let expired = world
         .apply(Command::ClaimExpired {
-            step: "check_vendor".into(),
+            step: StepId::from_wire("check_vendor"),
             lease: 1,
         })
         .unwrap();
-    let run_step = expired.state.step("check_vendor").unwrap();
+    let run_step = expired.state.step(&StepId::from_wire("check_vendor")).unwrap();
     assert_eq!(run_step.state, Some(StepState::Ready));
     assert_eq!(run_step.claim, None, "the lease is gone");
     assert_eq!(
@@ -341,7 +350,11 @@ fn spec_3_3_an_expired_lease_hands_the_last_progress_note_to_the_next_claim() {
         "the same attempt keeps its place in the queue"
     );
     assert_eq!(world.step_state("check_vendor"), "ready");
-    let item = agentprocess_run_actor::machine::render::agent_work_item(world.run(), "check_vendor").unwrap();
+    let item = agentprocess_run_actor::machine::render::agent_work_item(
+        world.run(),
+        &StepId::from_wire("check_vendor"),
+    )
+    .unwrap();
     assert_eq!(
         item["handoff"],
         json!({ "progress": "OFAC list checked, EU list next" })
@@ -361,7 +374,7 @@ fn spec_3_3_a_lapsed_lease_is_claimable_at_once_even_before_the_expiry_arrives()
     let claim = world.claim(agent("a_second"), "check_vendor").unwrap();
     let held = claim
         .state
-        .step("check_vendor")
+        .step(&StepId::from_wire("check_vendor"))
         .unwrap()
         .claim
         .as_ref()
@@ -552,7 +565,11 @@ fn spec_3_2_an_accepted_submission_records_everything_and_follows_the_chosen_rou
             .any(|e| matches!(e, Effect::Notify(Notification::WorkOpened { .. })))
     );
     assert_eq!(
-        transition.state.step("check_vendor").unwrap().claim,
+        transition
+            .state
+            .step(&StepId::from_wire("check_vendor"))
+            .unwrap()
+            .claim,
         None,
         "the claim lease is revoked"
     );

@@ -4,9 +4,9 @@
 
 mod runtime_support;
 
-use agentprocess_run_actor::machine::{Caller, Decision, ErrorCode, Mode};
+use agentprocess_run_actor::machine::{Caller, ErrorCode, RunId, StepId};
 use agentprocess_run_actor::runtime::{
-    Clock, ListRuns, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    Clock, Decision, ListRuns, LocalBlobs, Mode, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
 use agentprocess_store::{RangeRequest, Store};
 use runtime_support::*;
@@ -35,12 +35,12 @@ fn operator() -> Caller {
     caller
 }
 
-async fn cancel(runtime: &Runtime, run: &str, request: &str) -> ToolOutcome {
+async fn cancel(runtime: &Runtime, run: &RunId, request: &str) -> ToolOutcome {
     runtime
         .execute(
             &operator(),
             Write::Cancel {
-                run_id: run.into(),
+                run_id: run.clone(),
                 reason: "no longer needed".into(),
             },
             request,
@@ -95,7 +95,7 @@ async fn list_all(runtime: &Runtime, request: ListRuns, page: usize) -> Vec<Valu
 
 /// The hot store's keys that name `run`, its idempotency records and notifications (delivered
 /// by the scheduler, which this test does not run) aside.
-async fn hot_keys_of(store: &dyn Store, run: &str) -> Vec<String> {
+async fn hot_keys_of(store: &dyn Store, run: &RunId) -> Vec<String> {
     let all = store
         .range(RangeRequest::new(agentprocess_store::KeyRange::from(Vec::new())))
         .await
@@ -103,7 +103,7 @@ async fn hot_keys_of(store: &dyn Store, run: &str) -> Vec<String> {
     all.kvs
         .iter()
         .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
-        .filter(|key| key.contains(run) && !key.contains("/idem") && !key.contains("/outbox/"))
+        .filter(|key| key.contains(run.as_str()) && !key.contains("/idem") && !key.contains("/outbox/"))
         .collect()
 }
 
@@ -143,7 +143,7 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
             runtime.clock().advance(Duration::from_millis(1));
         }
     }
-    let ended: Vec<&String> = runs.iter().step_by(2).chain([&runs[3]]).collect();
+    let ended: Vec<&RunId> = runs.iter().step_by(2).chain([&runs[3]]).collect();
     let mut cancelled = Vec::new();
     for (i, run) in ended.iter().enumerate() {
         cancelled.push(ok(cancel(&runtime, run, &format!("x-{i}")).await));
@@ -179,7 +179,7 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
     // Not due yet: the archive timer leaves the run where it is.
     runtime.clock().advance(ARCHIVE_AFTER - Duration::from_secs(1));
     for run in &ended {
-        runtime.fire_timer(ORG, run, "archive").await.unwrap();
+        runtime.fire_timer(&ORG.into(), run, "archive").await.unwrap();
         assert!(!hot_keys_of(store.as_ref(), run).await.is_empty());
     }
     runtime.clock().advance(Duration::from_secs(1));
@@ -232,7 +232,10 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
 
     // A timer that comes again finds nothing to move; a new runtime over the same store and
     // blobs (a restart) reads the archive too.
-    runtime.fire_timer(ORG, ended[0], "archive").await.unwrap();
+    runtime
+        .fire_timer(&ORG.into(), ended[0], "archive")
+        .await
+        .unwrap();
     let restarted = archiving_runtime(store.clone(), dir.path());
     assert_eq!(
         ok(restarted.get_run(&agent("reader"), ended[2]).await.unwrap()),
@@ -248,10 +251,10 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
 }
 
 /// A decision on the run's only open work item, as it stands now.
-fn decision(view: &Value, run: &str, decision: Decision, note: Option<&str>) -> Write {
+fn decision(view: &Value, run: &RunId, decision: Decision, note: Option<&str>) -> Write {
     let item = &view["workItems"][0];
     Write::Decide {
-        run_id: run.into(),
+        run_id: run.clone(),
         work_item: item["id"].as_str().unwrap().into(),
         snapshot: item["snapshot"].as_str().unwrap().into(),
         decision,
@@ -294,7 +297,7 @@ async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived
     let run = run_id(&started);
     let claim_diagnose = || Write::Claim {
         run_id: run.clone(),
-        step: "diagnose".into(),
+        step: StepId::from_wire("diagnose"),
     };
     let claimed = write(&worker, claim_diagnose(), "w-claim").await;
     let renewed = write(

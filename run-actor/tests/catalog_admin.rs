@@ -2,6 +2,7 @@
 //! validated against what the server offers, roles bound to groups, versions published with
 //! their content hash, and listings that never show another organization's processes.
 
+use agentprocess_ids::OrgId;
 use agentprocess_process::Offer;
 use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_run_actor::runtime::{
@@ -74,7 +75,7 @@ async fn an_import_becomes_a_draft_with_hash_roles_and_no_bindings() {
     let source = fixture("invoice-approval");
     let draft = runtime
         .catalog()
-        .import_draft(ORG, &source, &NO_CHECK, OPERATOR)
+        .import_draft(&OrgId::from(ORG), &source, &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     let expected_hash = agentprocess_process::load(&source, &Offer::EVERYTHING)
@@ -93,7 +94,7 @@ async fn an_import_becomes_a_draft_with_hash_roles_and_no_bindings() {
     // Stored: the listing shows it, and nothing is published.
     let entry = runtime
         .catalog()
-        .process(ORG, "invoice-approval")
+        .process(&OrgId::from(ORG), "invoice-approval")
         .await
         .unwrap()
         .unwrap();
@@ -103,7 +104,7 @@ async fn an_import_becomes_a_draft_with_hash_roles_and_no_bindings() {
     assert!(
         runtime
             .catalog()
-            .latest_version(ORG, "invoice-approval")
+            .latest_version(&OrgId::from(ORG), "invoice-approval")
             .await
             .unwrap()
             .is_none()
@@ -118,14 +119,21 @@ async fn an_invalid_source_is_refused_with_every_issue_and_stores_nothing() {
     let found = issues(refusal(
         runtime
             .catalog()
-            .import_draft(ORG, source, &NO_CHECK, OPERATOR)
+            .import_draft(&OrgId::from(ORG), source, &NO_CHECK, OPERATOR)
             .await,
     ));
     assert!(found.len() >= 3, "{found:?}");
     assert!(found.iter().any(|i| i.starts_with("name")), "{found:?}");
     assert!(found.iter().any(|i| i.contains("colour")), "{found:?}");
     assert!(found.iter().any(|i| i.contains("nowhere")), "{found:?}");
-    assert!(runtime.catalog().processes(ORG).await.unwrap().is_empty());
+    assert!(
+        runtime
+            .catalog()
+            .processes(&OrgId::from(ORG))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -136,25 +144,29 @@ async fn a_profile_the_server_does_not_offer_is_refused_at_import() {
     let found = issues(refusal(
         runtime
             .catalog()
-            .import_draft(ORG, &source, &NO_CHECK, OPERATOR)
+            .import_draft(&OrgId::from(ORG), &source, &NO_CHECK, OPERATOR)
             .await,
     ));
     assert!(found.iter().any(|i| i.contains("check")), "{found:?}");
     runtime
         .catalog()
-        .import_draft(ORG, &source, &Offer::EVERYTHING, OPERATOR)
+        .import_draft(&OrgId::from(ORG), &source, &Offer::EVERYTHING, OPERATOR)
         .await
         .expect("valid where check-1 is offered");
     // The offer shrank (the evaluator went away) before publication: publishing re-validates.
     runtime
         .catalog()
-        .bind_roles(ORG, "vendor-check", &bindings(&[("finance-approver", "g_fin")]))
+        .bind_roles(
+            &OrgId::from(ORG),
+            "vendor-check",
+            &bindings(&[("finance-approver", "g_fin")]),
+        )
         .await
         .unwrap();
     let found = issues(refusal(
         runtime
             .catalog()
-            .publish_draft(ORG, "vendor-check", &NO_CHECK, OPERATOR)
+            .publish_draft(&OrgId::from(ORG), "vendor-check", &NO_CHECK, OPERATOR)
             .await,
     ));
     assert!(found.iter().any(|i| i.contains("check")), "{found:?}");
@@ -166,13 +178,18 @@ async fn bindings_refuse_unknown_roles_and_empty_groups_with_every_issue() {
     let runtime = runtime(dir.path());
     let catalog = runtime.catalog();
     catalog
-        .import_draft(ORG, &fixture("invoice-approval"), &NO_CHECK, OPERATOR)
+        .import_draft(
+            &OrgId::from(ORG),
+            &fixture("invoice-approval"),
+            &NO_CHECK,
+            OPERATOR,
+        )
         .await
         .unwrap();
     let found = issues(refusal(
         catalog
             .bind_roles(
-                ORG,
+                &OrgId::from(ORG),
                 "invoice-approval",
                 &bindings(&[("cfo", "g_cfo"), ("janitor", "g_x"), ("finance-controller", " ")]),
             )
@@ -185,17 +202,25 @@ async fn bindings_refuse_unknown_roles_and_empty_groups_with_every_issue() {
     );
     assert!(found[1].starts_with("bindings.finance-controller: the group must not be empty"));
     // Nothing was applied, not even the good binding.
-    let entry = catalog.process(ORG, "invoice-approval").await.unwrap().unwrap();
+    let entry = catalog
+        .process(&OrgId::from(ORG), "invoice-approval")
+        .await
+        .unwrap()
+        .unwrap();
     assert!(entry.draft.unwrap().bindings.is_empty());
 
     // Bindings are set one request at a time and kept, in role order.
     catalog
-        .bind_roles(ORG, "invoice-approval", &bindings(&[("cfo", "g_cfo")]))
+        .bind_roles(
+            &OrgId::from(ORG),
+            "invoice-approval",
+            &bindings(&[("cfo", "g_cfo")]),
+        )
         .await
         .unwrap();
     let draft = catalog
         .bind_roles(
-            ORG,
+            &OrgId::from(ORG),
             "invoice-approval",
             &bindings(&[("finance-controller", "g_fc")]),
         )
@@ -207,7 +232,7 @@ async fn bindings_refuse_unknown_roles_and_empty_groups_with_every_issue() {
     assert_eq!(
         refusal(
             catalog
-                .bind_roles(ORG, "no-such", &bindings(&[("cfo", "g")]))
+                .bind_roles(&OrgId::from(ORG), "no-such", &bindings(&[("cfo", "g")]))
                 .await
         ),
         CatalogRefusal::NoDraft("no-such".into())
@@ -221,12 +246,12 @@ async fn a_reimport_replaces_the_draft_and_keeps_bindings_of_roles_that_remain()
     let catalog = runtime.catalog();
     let first = "---\nname: leave\ndescription: Leave request.\nsteps:\n  - id: ok\n    person: manager\n    approve: Approve it.\n  - id: hr\n    person: hr\n    approve: Record it.\n  - id: done\n    finish: done\n---\n";
     catalog
-        .import_draft(ORG, first.as_bytes(), &NO_CHECK, OPERATOR)
+        .import_draft(&OrgId::from(ORG), first.as_bytes(), &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     catalog
         .bind_roles(
-            ORG,
+            &OrgId::from(ORG),
             "leave",
             &bindings(&[("manager", "g_managers"), ("hr", "g_hr")]),
         )
@@ -234,13 +259,13 @@ async fn a_reimport_replaces_the_draft_and_keeps_bindings_of_roles_that_remain()
         .unwrap();
     let second = first.replace("person: hr", "person: payroll");
     let draft = catalog
-        .import_draft(ORG, second.as_bytes(), &NO_CHECK, OPERATOR)
+        .import_draft(&OrgId::from(ORG), second.as_bytes(), &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     assert_eq!(draft.roles, vec!["manager", "payroll"]);
     assert_eq!(draft.bindings, bindings(&[("manager", "g_managers")]));
     assert_eq!(draft.unbound(), vec!["payroll"]);
-    assert_eq!(catalog.processes(ORG).await.unwrap().len(), 1);
+    assert_eq!(catalog.processes(&OrgId::from(ORG)).await.unwrap().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -250,12 +275,12 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     let catalog = runtime.catalog();
     let source = fixture("contract-review");
     let draft = catalog
-        .import_draft(ORG, &source, &NO_CHECK, OPERATOR)
+        .import_draft(&OrgId::from(ORG), &source, &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     let found = issues(refusal(
         catalog
-            .publish_draft(ORG, "contract-review", &NO_CHECK, OPERATOR)
+            .publish_draft(&OrgId::from(ORG), "contract-review", &NO_CHECK, OPERATOR)
             .await,
     ));
     assert_eq!(found.len(), 3, "one issue per unbound role: {found:?}");
@@ -270,10 +295,13 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
         .iter()
         .map(|r| (r.clone(), format!("g_{r}")))
         .collect();
-    catalog.bind_roles(ORG, "contract-review", &all).await.unwrap();
+    catalog
+        .bind_roles(&OrgId::from(ORG), "contract-review", &all)
+        .await
+        .unwrap();
 
     let v1 = catalog
-        .publish_draft(ORG, "contract-review", &NO_CHECK, OPERATOR)
+        .publish_draft(&OrgId::from(ORG), "contract-review", &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     assert_eq!(v1.name, "contract-review");
@@ -283,9 +311,12 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     assert_eq!(v1.version.published_by.as_deref(), Some(OPERATOR));
     assert_eq!(v1.version.roles, all);
     // It is the latest version, with the bindings.
-    let latest = catalog.latest_version(ORG, "contract-review").await.unwrap();
+    let latest = catalog
+        .latest_version(&OrgId::from(ORG), "contract-review")
+        .await
+        .unwrap();
     let record = catalog
-        .published_record(ORG, "contract-review", 1)
+        .published_record(&OrgId::from(ORG), "contract-review", 1)
         .await
         .unwrap()
         .unwrap();
@@ -295,7 +326,7 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     assert_eq!(
         refusal(
             catalog
-                .publish_draft(ORG, "contract-review", &NO_CHECK, OPERATOR)
+                .publish_draft(&OrgId::from(ORG), "contract-review", &NO_CHECK, OPERATOR)
                 .await
         ),
         CatalogRefusal::Unchanged {
@@ -307,24 +338,28 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     runtime.clock().advance(std::time::Duration::from_secs(60));
     catalog
         .bind_roles(
-            ORG,
+            &OrgId::from(ORG),
             "contract-review",
             &bindings(&[("legal-reviewer", "g_legal2")]),
         )
         .await
         .unwrap();
     let v2 = catalog
-        .publish_draft(ORG, "contract-review", &NO_CHECK, "other@acme.test")
+        .publish_draft(&OrgId::from(ORG), "contract-review", &NO_CHECK, "other@acme.test")
         .await
         .unwrap();
     assert_eq!(v2.version.version, 2);
     assert_eq!(v2.version.published_at, "2026-10-01T00:01:00Z");
-    let entry = catalog.process(ORG, "contract-review").await.unwrap().unwrap();
+    let entry = catalog
+        .process(&OrgId::from(ORG), "contract-review")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(entry.latest_version, Some(2));
     assert_eq!(entry.versions, vec![v1.version.clone(), v2.version.clone()]);
     assert_eq!(
         catalog
-            .published_record(ORG, "contract-review", 1)
+            .published_record(&OrgId::from(ORG), "contract-review", 1)
             .await
             .unwrap()
             .unwrap()
@@ -334,7 +369,11 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     assert!(entry.draft.is_some(), "the draft stays after publication");
 
     assert_eq!(
-        refusal(catalog.publish_draft(ORG, "nothing", &NO_CHECK, OPERATOR).await),
+        refusal(
+            catalog
+                .publish_draft(&OrgId::from(ORG), "nothing", &NO_CHECK, OPERATOR)
+                .await
+        ),
         CatalogRefusal::NoDraft("nothing".into())
     );
 }
@@ -346,7 +385,7 @@ async fn the_listing_is_sorted_by_name_and_shows_drafts_and_versions() {
     let catalog = runtime.catalog();
     for name in ["support-escalation", "blog-publication", "incident-postmortem"] {
         let draft = catalog
-            .import_draft(ORG, &fixture(name), &NO_CHECK, OPERATOR)
+            .import_draft(&OrgId::from(ORG), &fixture(name), &NO_CHECK, OPERATOR)
             .await
             .unwrap();
         if name != "support-escalation" {
@@ -355,14 +394,14 @@ async fn the_listing_is_sorted_by_name_and_shows_drafts_and_versions() {
                 .iter()
                 .map(|r| (r.clone(), format!("g_{r}")))
                 .collect();
-            catalog.bind_roles(ORG, name, &all).await.unwrap();
+            catalog.bind_roles(&OrgId::from(ORG), name, &all).await.unwrap();
             catalog
-                .publish_draft(ORG, name, &NO_CHECK, OPERATOR)
+                .publish_draft(&OrgId::from(ORG), name, &NO_CHECK, OPERATOR)
                 .await
                 .unwrap();
         }
     }
-    let listed = catalog.processes(ORG).await.unwrap();
+    let listed = catalog.processes(&OrgId::from(ORG)).await.unwrap();
     let names: Vec<&str> = listed.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
@@ -381,21 +420,36 @@ async fn another_organization_sees_none_of_it() {
     let runtime = runtime(dir.path());
     let catalog = runtime.catalog();
     catalog
-        .import_draft(ORG, &fixture("blog-publication"), &NO_CHECK, OPERATOR)
+        .import_draft(
+            &OrgId::from(ORG),
+            &fixture("blog-publication"),
+            &NO_CHECK,
+            OPERATOR,
+        )
         .await
         .unwrap();
     catalog
-        .bind_roles(ORG, "blog-publication", &bindings(&[("editor", "g_editors")]))
+        .bind_roles(
+            &OrgId::from(ORG),
+            "blog-publication",
+            &bindings(&[("editor", "g_editors")]),
+        )
         .await
         .unwrap();
     catalog
-        .publish_draft(ORG, "blog-publication", &NO_CHECK, OPERATOR)
+        .publish_draft(&OrgId::from(ORG), "blog-publication", &NO_CHECK, OPERATOR)
         .await
         .unwrap();
-    assert!(catalog.processes("globex").await.unwrap().is_empty());
     assert!(
         catalog
-            .process("globex", "blog-publication")
+            .processes(&OrgId::from("globex"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        catalog
+            .process(&OrgId::from("globex"), "blog-publication")
             .await
             .unwrap()
             .is_none()
@@ -403,7 +457,11 @@ async fn another_organization_sees_none_of_it() {
     assert_eq!(
         refusal(
             catalog
-                .bind_roles("globex", "blog-publication", &bindings(&[("editor", "g")]))
+                .bind_roles(
+                    &OrgId::from("globex"),
+                    "blog-publication",
+                    &bindings(&[("editor", "g")])
+                )
                 .await
         ),
         CatalogRefusal::NoDraft("blog-publication".into())
@@ -411,26 +469,39 @@ async fn another_organization_sees_none_of_it() {
     assert_eq!(
         refusal(
             catalog
-                .publish_draft("globex", "blog-publication", &NO_CHECK, OPERATOR)
+                .publish_draft(&OrgId::from("globex"), "blog-publication", &NO_CHECK, OPERATOR)
                 .await
         ),
         CatalogRefusal::NoDraft("blog-publication".into())
     );
     // Its own import of the same process starts at version 1.
     catalog
-        .import_draft("globex", &fixture("blog-publication"), &NO_CHECK, OPERATOR)
+        .import_draft(
+            &OrgId::from("globex"),
+            &fixture("blog-publication"),
+            &NO_CHECK,
+            OPERATOR,
+        )
         .await
         .unwrap();
     catalog
-        .bind_roles("globex", "blog-publication", &bindings(&[("editor", "g_globex")]))
+        .bind_roles(
+            &OrgId::from("globex"),
+            "blog-publication",
+            &bindings(&[("editor", "g_globex")]),
+        )
         .await
         .unwrap();
     let published = catalog
-        .publish_draft("globex", "blog-publication", &NO_CHECK, OPERATOR)
+        .publish_draft(&OrgId::from("globex"), "blog-publication", &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     assert_eq!(published.version.version, 1);
-    let ours = catalog.process(ORG, "blog-publication").await.unwrap().unwrap();
+    let ours = catalog
+        .process(&OrgId::from(ORG), "blog-publication")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(ours.versions[0].roles, bindings(&[("editor", "g_editors")]));
 }
 
@@ -440,7 +511,7 @@ async fn the_direct_publish_refuses_every_unbound_role() {
     let runtime = runtime(dir.path());
     let found = issues(refusal(
         runtime
-            .publish(ORG, &fixture("contract-review"), IndexMap::new())
+            .publish(&OrgId::from(ORG), &fixture("contract-review"), IndexMap::new())
             .await,
     ));
     assert_eq!(found.len(), 3, "{found:?}");
@@ -453,7 +524,12 @@ async fn every_fixture_imports_binds_and_publishes() {
     let catalog = runtime.catalog();
     for (name, path) in agentprocess_testkit::fixtures() {
         let draft = catalog
-            .import_draft(ORG, &std::fs::read(path).unwrap(), &Offer::EVERYTHING, OPERATOR)
+            .import_draft(
+                &OrgId::from(ORG),
+                &std::fs::read(path).unwrap(),
+                &Offer::EVERYTHING,
+                OPERATOR,
+            )
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let all = draft
@@ -461,13 +537,16 @@ async fn every_fixture_imports_binds_and_publishes() {
             .iter()
             .map(|r| (r.clone(), format!("g_{r}")))
             .collect();
-        catalog.bind_roles(ORG, &draft.name, &all).await.unwrap();
         catalog
-            .publish_draft(ORG, &draft.name, &Offer::EVERYTHING, OPERATOR)
+            .bind_roles(&OrgId::from(ORG), &draft.name, &all)
+            .await
+            .unwrap();
+        catalog
+            .publish_draft(&OrgId::from(ORG), &draft.name, &Offer::EVERYTHING, OPERATOR)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
-    let listed = catalog.processes(ORG).await.unwrap();
+    let listed = catalog.processes(&OrgId::from(ORG)).await.unwrap();
     assert_eq!(listed.len(), 12);
     assert!(listed.iter().all(|p| p.latest_version == Some(1)));
 }
@@ -479,34 +558,55 @@ async fn a_store_failure_is_not_a_refusal() {
     let runtime = runtime_on(store.clone(), dir.path());
     let catalog = runtime.catalog();
     catalog
-        .import_draft(ORG, &fixture("blog-publication"), &NO_CHECK, OPERATOR)
+        .import_draft(
+            &OrgId::from(ORG),
+            &fixture("blog-publication"),
+            &NO_CHECK,
+            OPERATOR,
+        )
         .await
         .unwrap();
     store.close().await;
     let failed = |result: Result<_, CatalogError>| matches!(result, Err(CatalogError::Failed(_)));
     assert!(failed(
         catalog
-            .import_draft(ORG, &fixture("blog-publication"), &NO_CHECK, OPERATOR)
+            .import_draft(
+                &OrgId::from(ORG),
+                &fixture("blog-publication"),
+                &NO_CHECK,
+                OPERATOR
+            )
             .await
             .map(|_| ())
     ));
     assert!(failed(
         catalog
-            .bind_roles(ORG, "blog-publication", &bindings(&[("editor", "g")]))
+            .bind_roles(
+                &OrgId::from(ORG),
+                "blog-publication",
+                &bindings(&[("editor", "g")])
+            )
             .await
             .map(|_| ())
     ));
     assert!(failed(
         catalog
-            .publish_draft(ORG, "blog-publication", &NO_CHECK, OPERATOR)
+            .publish_draft(&OrgId::from(ORG), "blog-publication", &NO_CHECK, OPERATOR)
             .await
             .map(|_| ())
     ));
-    assert!(catalog.processes(ORG).await.is_err());
-    assert!(catalog.process(ORG, "blog-publication").await.is_err());
+    assert!(catalog.processes(&OrgId::from(ORG)).await.is_err());
+    assert!(
+        catalog
+            .process(&OrgId::from(ORG), "blog-publication")
+            .await
+            .is_err()
+    );
     // An invalid source is still a refusal: it is refused before the store is asked.
     assert!(matches!(
-        catalog.import_draft(ORG, b"nope", &NO_CHECK, OPERATOR).await,
+        catalog
+            .import_draft(&OrgId::from(ORG), b"nope", &NO_CHECK, OPERATOR)
+            .await,
         Err(CatalogError::Refused(CatalogRefusal::Invalid(_)))
     ));
 }

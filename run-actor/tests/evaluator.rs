@@ -1,13 +1,14 @@
 //! The `check-1` evaluator client over real HTTP against the fake evaluator: every question kind
 //! reaches pass, fail, unsure and error, and a run through the runtime gets each verdict.
 
+use agentprocess_ids::{OrgId, RunId, StepId};
 use agentprocess_run_actor::machine::check::judge;
 use agentprocess_run_actor::machine::{
     Caller, CallerKind, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
-    EvidenceItem, Mode, Probability, QuestionResult, Submission, Timestamp,
+    EvidenceItem, Probability, QuestionResult, Timestamp,
 };
 use agentprocess_run_actor::runtime::{
-    Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
+    self, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
 use agentprocess_run_actor::{EvaluatorConfig, OpenAiEvaluator};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
@@ -326,7 +327,10 @@ async fn vendor_check_runtime(fake: &FakeEvaluator, blobs: &std::path::Path) -> 
     let roles = [("finance-approver".to_owned(), "g_finance".to_owned())]
         .into_iter()
         .collect();
-    runtime.publish(ORG, &source, roles).await.expect("publishes");
+    runtime
+        .publish(&OrgId::from(ORG), &source, roles)
+        .await
+        .expect("publishes");
     runtime
 }
 
@@ -344,7 +348,7 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
             process: "vendor-check".into(),
             version: None,
             inputs: json!({ "vendorName": "Acme", "amount": 48000 }),
-            mode: Mode::Live,
+            mode: runtime::Mode::Live,
         },
         format!("start-{key}"),
     )
@@ -364,15 +368,15 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
         .unwrap());
     let claimed = ok(execute(
         Write::Claim {
-            run_id: run,
-            step: "check_vendor".into(),
+            run_id: RunId::from(run),
+            step: StepId::from_wire("check_vendor"),
         },
         format!("claim-{key}"),
     )
     .await);
-    let submission = Submission {
+    let submission = runtime::Submission {
         output: Some(object(json!({ "cleared": true, "summary": summary }))),
-        evidence: vec![EvidenceItem {
+        evidence: vec![runtime::EvidenceItem {
             kind: "file".into(),
             reference: report["id"].as_str().unwrap().into(),
         }],

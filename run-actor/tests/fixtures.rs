@@ -31,11 +31,11 @@ fn walk(world: &mut World, script: &mut dyn FnMut(&World, &str) -> Option<Act>) 
         }
         let run = world.run().clone();
         if let Some(step) = run.steps.iter().find(|s| s.state == Some(StepState::Ready)) {
-            let act = script(world, &step.id).unwrap_or(Act::Submit(None));
-            let token = world.claim_token(agent("a_walker"), &step.id);
+            let act = script(world, step.id.as_str()).unwrap_or(Act::Submit(None));
+            let token = world.claim_token(agent("a_walker"), step.id.as_str());
             match act {
                 Act::Submit(next) => {
-                    let submission = good_submission(world, &step.id, next);
+                    let submission = good_submission(world, step.id.as_str(), next);
                     world
                         .submit(agent("a_walker"), &token, submission)
                         .expect("a good submission is accepted");
@@ -59,7 +59,7 @@ fn walk(world: &mut World, script: &mut dyn FnMut(&World, &str) -> Option<Act>) 
                 WorkItemKind::Approve => Act::Approve,
                 WorkItemKind::Task | WorkItemKind::Escalation => Act::Complete(None),
             };
-            let act = script(world, &item.step).unwrap_or(default);
+            let act = script(world, item.step.as_str()).unwrap_or(default);
             let result = match act {
                 Act::Approve => world.decide(caller, &item.id, Decision::Approved).send(),
                 Act::Reject(note) => world
@@ -72,7 +72,7 @@ fn walk(world: &mut World, script: &mut dyn FnMut(&World, &str) -> Option<Act>) 
                     .send(),
                 Act::Fail(note) => world.decide(caller, &item.id, Decision::Failed).note(note).send(),
                 Act::Complete(next) => {
-                    let submission = good_submission(world, &item.step, next);
+                    let submission = good_submission(world, item.step.as_str(), next);
                     let mut decide = world.decide(caller, &item.id, Decision::Completed);
                     decide.decide.output = submission.output;
                     decide.decide.evidence = Some(submission.evidence);
@@ -92,12 +92,12 @@ fn walk(world: &mut World, script: &mut dyn FnMut(&World, &str) -> Option<Act>) 
             .expect("a run that has not ended waits on something")
             .id
             .clone();
-        let kind = &world.process.process.step(&id(&waiting)).unwrap().kind;
+        let kind = &world.process.process.step(&id(waiting.as_str())).unwrap().kind;
         let default = match kind {
             StepKind::WaitFor { .. } => Act::Event,
             _ => Act::Timers,
         };
-        match script(world, &waiting).unwrap_or(default) {
+        match script(world, waiting.as_str()).unwrap_or(default) {
             Act::Event => {
                 let StepKind::WaitFor { event, .. } = kind else {
                     unreachable!()

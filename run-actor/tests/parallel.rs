@@ -3,6 +3,7 @@
 
 mod common;
 
+use agentprocess_ids::StepId;
 use agentprocess_process::{FieldType, StepKind, Target};
 use agentprocess_run_actor::machine::{Decision, ErrorCode, StepState, Submission, Timestamp, render};
 use common::*;
@@ -255,8 +256,8 @@ fn parallel_1_several_agent_steps_are_ready_at_once() {
         .collect();
     assert_eq!(ready, vec!["a1", "b1"]);
     assert_eq!(world.run_state(), "active");
-    assert!(render::agent_work_item(world.run(), "a1").is_some());
-    assert!(render::agent_work_item(world.run(), "b1").is_some());
+    assert!(render::agent_work_item(world.run(), &StepId::from_wire("a1")).is_some());
+    assert!(render::agent_work_item(world.run(), &StepId::from_wire("b1")).is_some());
     world.claim(agent("x"), "a1").unwrap();
     world.claim(agent("y"), "b1").unwrap();
     assert_eq!(world.step_state("a1"), "claimed");

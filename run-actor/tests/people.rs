@@ -2,6 +2,7 @@
 
 mod common;
 
+use agentprocess_ids::StepId;
 use agentprocess_process::{EvidenceKind, FieldType, PersonRef};
 use agentprocess_run_actor::machine::{
     Command, Decision, Effect, ErrorCode, Notification, StepState, TimerKind, render,
@@ -226,7 +227,12 @@ fn spec_3_4_returned_makes_the_step_ready_with_the_note_and_keeps_due() {
         })
         .unwrap();
     let item = world.work_item_on("one");
-    let due_timers = world.run().step("one").unwrap().timers.clone();
+    let due_timers = world
+        .run()
+        .step(&StepId::from_wire("one"))
+        .unwrap()
+        .timers
+        .clone();
     assert!(
         matches!(&due_timers[..], [t] if t.kind == TimerKind::Due && t.fire_at.to_rfc3339() == "2026-10-06T13:00:00Z"),
         "{due_timers:?}"
@@ -237,7 +243,7 @@ fn spec_3_4_returned_makes_the_step_ready_with_the_note_and_keeps_due() {
         .note("Use the backup list.")
         .send()
         .unwrap();
-    let run_step = transition.state.step("one").unwrap();
+    let run_step = transition.state.step(&StepId::from_wire("one")).unwrap();
     assert_eq!(run_step.state, Some(StepState::Ready));
     assert_eq!(
         run_step.ready_since.map(|t| t.to_rfc3339()).as_deref(),
@@ -248,7 +254,7 @@ fn spec_3_4_returned_makes_the_step_ready_with_the_note_and_keeps_due() {
     assert_eq!(world.step_state("one"), "ready");
     assert_eq!(world.view()["steps"][0]["due"], due);
     let handoff = json!({ "returned": { "note": "Use the backup list.", "by": "ops@acme.example", "at": "2026-10-06T09:10:00Z" } });
-    let item = render::agent_work_item(world.run(), "one").unwrap();
+    let item = render::agent_work_item(world.run(), &StepId::from_wire("one")).unwrap();
     assert_eq!(item["handoff"], handoff);
     let claim = world.claim(agent("b"), "one").unwrap();
     assert_eq!(claim.reply.data()["handoff"], handoff);
@@ -569,7 +575,11 @@ fn spec_3_5_cancel_ends_everything_and_later_writes_conflict() {
     assert_eq!(view["steps"][0]["state"], "cancelled");
     assert_eq!(view["steps"][1]["state"], json!(null));
     assert_eq!(
-        transition.state.step("check_vendor").unwrap().claim,
+        transition
+            .state
+            .step(&StepId::from_wire("check_vendor"))
+            .unwrap()
+            .claim,
         None,
         "the claim lease is revoked"
     );
@@ -607,7 +617,7 @@ fn spec_3_5_a_run_with_people_ends_with_work_items_removed() {
     assert!(
         world
             .run()
-            .step("approve")
+            .step(&StepId::from_wire("approve"))
             .unwrap()
             .timers
             .iter()
@@ -620,7 +630,7 @@ fn spec_3_5_a_run_with_people_ends_with_work_items_removed() {
         })
         .unwrap();
     assert_eq!(transition.state.work_item(&item), None);
-    let approve = transition.state.step("approve").unwrap();
+    let approve = transition.state.step(&StepId::from_wire("approve")).unwrap();
     assert_eq!(approve.work_item, None, "the work item is closed");
     assert!(approve.timers.is_empty(), "the due timer goes");
     assert_eq!(transition.reply.data()["workItems"], json!([]));

@@ -4,6 +4,7 @@
 
 mod common;
 
+use agentprocess_ids::StepId;
 use agentprocess_process::StepKind;
 use agentprocess_run_actor::machine::{
     Command, Decision, ErrorCode, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
@@ -33,7 +34,9 @@ fn check_invariants(world: &World) {
     );
     let process = &world.process.process;
     for step in &run.steps {
-        let declared = process.step(&id(&step.id)).expect("run steps are declared steps");
+        let declared = process
+            .step(&id(step.id.as_str()))
+            .expect("run steps are declared steps");
         assert_eq!(
             step.claim.is_some(),
             step.state == Some(StepState::Claimed),
@@ -73,7 +76,7 @@ fn check_invariants(world: &World) {
     for item in &run.work_items {
         let step = run.step(&item.step).unwrap();
         assert_eq!(step.work_item.as_deref(), Some(item.id.as_str()));
-        let declared = process.step(&id(&item.step)).unwrap();
+        let declared = process.step(&id(item.step.as_str())).unwrap();
         let fits = match item.kind {
             WorkItemKind::Task => matches!(declared.kind, StepKind::Task { .. }),
             WorkItemKind::Approve => matches!(declared.kind, StepKind::Approve { .. }),
@@ -173,7 +176,7 @@ fn act(world: &mut World, tokens: &mut Vec<String>, action: u8) {
         }
         9 => {
             world.advance(400);
-            let leases: Vec<(String, u64)> = world
+            let leases: Vec<(StepId, u64)> = world
                 .run()
                 .steps
                 .iter()
@@ -186,7 +189,7 @@ fn act(world: &mut World, tokens: &mut Vec<String>, action: u8) {
             let fired = world.run().clone();
             let ignored = world
                 .apply(Command::TimerFired {
-                    step: "approve".into(),
+                    step: StepId::from_wire("approve"),
                     kind: TimerKind::Due,
                     generation: 9999,
                 })
@@ -299,11 +302,11 @@ fn route(world: &World, step: &str, pick: u8) -> Option<String> {
     }
 }
 
-fn random_act(world: &mut World, tokens: &mut Vec<(String, String)>, action: u8, pick: u8) {
+fn random_act(world: &mut World, tokens: &mut Vec<(StepId, String)>, action: u8, pick: u8) {
     let before = world.run().clone();
     let ended_before = before.has_ended();
     let pick_of = |n: usize| pick as usize % n.max(1);
-    let ready: Vec<String> = before
+    let ready: Vec<StepId> = before
         .steps
         .iter()
         .filter(|s| s.state == Some(StepState::Ready))
@@ -317,24 +320,24 @@ fn random_act(world: &mut World, tokens: &mut Vec<(String, String)>, action: u8,
             let step = ready
                 .get(pick_of(ready.len()))
                 .cloned()
-                .unwrap_or_else(|| "nope".into());
+                .unwrap_or_else(|| StepId::from_wire("nope"));
             let who = if action == 0 { "a_one" } else { "a_two" };
-            let result = world.claim(agent(who), &step);
+            let result = world.claim(agent(who), step.as_str());
             if let Ok(t) = &result {
                 tokens.push((step, t.reply.data()["token"].as_str().unwrap().to_string()));
             }
             result
         }
         1 | 2 => {
-            let (step, token) = token.unwrap_or_else(|| ("nope".into(), "apt1.x.y".into()));
+            let (step, token) = token.unwrap_or_else(|| (StepId::from_wire("nope"), "apt1.x.y".into()));
             let mut submission = if world
                 .process
                 .process
-                .step(&id(&step))
+                .step(&id(step.as_str()))
                 .is_some_and(|s| s.work().is_some())
             {
-                let next = route(world, &step, pick);
-                good_submission(world, &step, next.as_deref())
+                let next = route(world, step.as_str(), pick);
+                good_submission(world, step.as_str(), next.as_deref())
             } else {
                 agentprocess_run_actor::machine::Submission::default()
             };
@@ -348,7 +351,7 @@ fn random_act(world: &mut World, tokens: &mut Vec<(String, String)>, action: u8,
             world.submit(agent(&holder), &token, submission)
         }
         3 | 4 => {
-            let (step, token) = token.unwrap_or_else(|| ("nope".into(), "apt1.x.y".into()));
+            let (step, token) = token.unwrap_or_else(|| (StepId::from_wire("nope"), "apt1.x.y".into()));
             let holder = before
                 .step(&step)
                 .and_then(|s| s.claim.as_ref())
@@ -385,8 +388,8 @@ fn random_act(world: &mut World, tokens: &mut Vec<(String, String)>, action: u8,
                 _ => Decision::Completed,
             };
             let submission = if decision == Decision::Completed {
-                let next = route(world, &item.step, pick);
-                Some(good_submission(world, &item.step, next.as_deref()))
+                let next = route(world, item.step.as_str(), pick);
+                Some(good_submission(world, item.step.as_str(), next.as_deref()))
             } else {
                 None
             };
@@ -403,7 +406,7 @@ fn random_act(world: &mut World, tokens: &mut Vec<(String, String)>, action: u8,
         }
         8 => {
             world.advance(i64::from(pick) * 600);
-            let lapsed: Vec<(String, u64)> = world
+            let lapsed: Vec<(StepId, u64)> = world
                 .run()
                 .steps
                 .iter()
@@ -449,8 +452,8 @@ fn random_act(world: &mut World, tokens: &mut Vec<(String, String)>, action: u8,
                 Some((step.clone(), token.clone(), claim.holder.clone()))
             });
             if let Some((step, token, holder)) = live {
-                let next = route(world, &step, pick);
-                let submission = good_submission(world, &step, next.as_deref());
+                let next = route(world, step.as_str(), pick);
+                let submission = good_submission(world, step.as_str(), next.as_deref());
                 world.submit(agent(&holder), &token, submission)
             } else if !ready.is_empty() {
                 return random_act(world, tokens, 0, pick);

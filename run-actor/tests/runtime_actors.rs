@@ -3,10 +3,11 @@
 
 mod runtime_support;
 
-use agentprocess_run_actor::machine::{ErrorCode, EvidenceItem, Submission};
+use agentprocess_ids::OrgId;
+use agentprocess_run_actor::machine::ErrorCode;
 use agentprocess_run_actor::runtime::{
-    Clock, GetWork, ListRuns, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Upload, Write,
-    blob_store_from_url,
+    Clock, EvidenceItem, GetWork, ListRuns, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Submission,
+    Upload, Write, blob_store_from_url,
 };
 use agentprocess_store::{
     KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus, RangeRequest, RangeResult, Store, StoreError, Txn,
@@ -235,7 +236,7 @@ async fn commands_queued_behind_a_commit_share_the_next_one() {
     }
     source.push_str("  - id: done\n    finish: done\n---\n\n# Fanout\n");
     runtime
-        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .publish(&OrgId::from(ORG), source.as_bytes(), indexmap::IndexMap::new())
         .await
         .unwrap();
     let run = run_id(&start(&runtime, &agent("starter"), "fanout", json!({}), "s-1").await);
@@ -469,7 +470,11 @@ async fn concurrent_retries_of_one_request_resolve_to_one_result() {
     }
     assert!(answers.iter().all(|a| *a == answers[0]));
     // The event was held once, not twenty times: the run record changed once for it.
-    let (record, _) = runtime.store().get(&runtime.keys().run(ORG, &run)).await.unwrap();
+    let (record, _) = runtime
+        .store()
+        .get(&runtime.keys().run(&OrgId::from(ORG), &run))
+        .await
+        .unwrap();
     let state: serde_json::Value = serde_json::from_slice(&record.unwrap().value).unwrap();
     assert_eq!(state["held_events"].as_array().unwrap().len(), 1);
 }
@@ -690,7 +695,7 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
         run_id: run.clone(),
         work_item: item["id"].as_str().unwrap().into(),
         snapshot: snapshot.into(),
-        decision: agentprocess_run_actor::machine::Decision::Completed,
+        decision: agentprocess_run_actor::runtime::Decision::Completed,
         output: Some(object(json!({ "revision": "r1", "summary": "terms" }))),
         evidence: Some(vec![EvidenceItem {
             kind: "file".into(),
@@ -743,7 +748,11 @@ async fn spec_5_file_evidence_is_verified_and_recorded_with_its_hash() {
         .await
         .unwrap());
     let changed_id = changed["id"].as_str().unwrap().to_string();
-    let (record, _) = runtime.read_upload(ORG, &changed_id).await.unwrap().unwrap();
+    let (record, _) = runtime
+        .read_upload(&OrgId::from(ORG), &changed_id)
+        .await
+        .unwrap()
+        .unwrap();
     std::fs::write(dir.path().join("blobs").join(&record.path), b"changed since").unwrap();
 
     let run = run_id(
@@ -806,7 +815,7 @@ async fn spec_2_3_numbers_are_never_rounded() {
     let runtime = fresh(dir.path()).await;
     let source = "---\nname: measure\ndescription: Record an amount.\ninputs:\n  amount: number\nsteps:\n  - id: record\n    agent: Record the amount.\n    output:\n      amount: number\n    next: done\n  - id: done\n    finish: done\n---\n\n# Measure\n";
     runtime
-        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .publish(&OrgId::from(ORG), source.as_bytes(), indexmap::IndexMap::new())
         .await
         .unwrap();
     let caller = agent("a1");
@@ -885,7 +894,11 @@ async fn an_upload_reads_back_in_its_organization_and_only_with_its_recorded_has
         .unwrap());
     let id = stored["id"].as_str().unwrap();
 
-    let (record, bytes) = runtime.read_upload(ORG, id).await.unwrap().expect("found");
+    let (record, bytes) = runtime
+        .read_upload(&OrgId::from(ORG), id)
+        .await
+        .unwrap()
+        .expect("found");
     assert_eq!(bytes, b"%PDF-1.7 receipt");
     assert_eq!(record.id, id);
     assert_eq!(record.file_name, "receipt.pdf");
@@ -895,25 +908,25 @@ async fn an_upload_reads_back_in_its_organization_and_only_with_its_recorded_has
     assert_eq!(record.by, "owner@acme.example");
 
     assert_eq!(
-        runtime.read_upload("globex", id).await.unwrap(),
+        runtime.read_upload(&OrgId::from("globex"), id).await.unwrap(),
         None,
         "another organization"
     );
     assert_eq!(
-        runtime.read_upload(ORG, "f_0000").await.unwrap(),
+        runtime.read_upload(&OrgId::from(ORG), "f_0000").await.unwrap(),
         None,
         "no such upload"
     );
 
     let blob = dir.path().join("blobs").join(&record.path);
     std::fs::write(&blob, b"%PDF-1.7 forged").unwrap();
-    let changed = runtime.read_upload(ORG, id).await.unwrap_err();
+    let changed = runtime.read_upload(&OrgId::from(ORG), id).await.unwrap_err();
     assert!(
         matches!(changed, RuntimeError::Corrupt(ref message) if message.contains("sha256")),
         "{changed}"
     );
     std::fs::remove_file(&blob).unwrap();
-    let gone = runtime.read_upload(ORG, id).await.unwrap_err();
+    let gone = runtime.read_upload(&OrgId::from(ORG), id).await.unwrap_err();
     assert!(matches!(gone, RuntimeError::Blobs(_)), "{gone}");
 }
 
@@ -1028,7 +1041,7 @@ async fn a_batch_too_large_for_one_transaction_is_committed_in_parts() {
     }
     source.push_str("  - id: done\n    finish: done\n---\n\n# Fanout\n");
     runtime
-        .publish(ORG, source.as_bytes(), indexmap::IndexMap::new())
+        .publish(&OrgId::from(ORG), source.as_bytes(), indexmap::IndexMap::new())
         .await
         .unwrap();
     let run = run_id(&start(&runtime, &agent("starter"), "fanout", json!({}), "s-1").await);

@@ -3,10 +3,10 @@
 
 mod runtime_support;
 
-use agentprocess_run_actor::machine::{
-    EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest, EvidenceItem, Submission,
+use agentprocess_run_actor::machine::{EvaluatorAnswer, EvaluatorQuestion, EvaluatorRequest};
+use agentprocess_run_actor::runtime::{
+    Clock, Evaluator, EvidenceItem, LocalBlobs, Runtime, RuntimeConfig, Submission, Upload, Write,
 };
-use agentprocess_run_actor::runtime::{Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, Upload, Write};
 use async_trait::async_trait;
 use runtime_support::*;
 use serde_json::json;

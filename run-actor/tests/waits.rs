@@ -3,6 +3,7 @@
 
 mod common;
 
+use agentprocess_ids::StepId;
 use agentprocess_process::{DataPath, FieldType, StepKind, Target};
 use agentprocess_run_actor::machine::{
     Command, Decision, Effect, ErrorCode, Notification, Recipient, Submission, TimerKind,
@@ -100,7 +101,11 @@ fn spec_3_6_an_event_for_a_waiting_step_is_consumed_at_once() {
     let transition = world.submit(agent("a"), &token, done()).unwrap();
     assert_eq!(world.step_state("settled"), "waiting");
     assert_eq!(world.run_state(), "waiting");
-    let timers = &transition.state.step("settled").unwrap().timers;
+    let timers = &transition
+        .state
+        .step(&StepId::from_wire("settled"))
+        .unwrap()
+        .timers;
     assert!(
         matches!(&timers[..], [t] if t.kind == TimerKind::WaitForTimeout && t.fire_at.to_rfc3339() == "2026-10-06T10:00:00Z"),
         "{timers:?}"
@@ -114,7 +119,7 @@ fn spec_3_6_an_event_for_a_waiting_step_is_consumed_at_once() {
     assert_eq!(reply, json!({ "consumedBy": "settled" }));
     assert_eq!(world.run_state(), "ended");
     assert_eq!(
-        world.run().step("settled").unwrap().timers,
+        world.run().step(&StepId::from_wire("settled")).unwrap().timers,
         [],
         "the timeout is cancelled"
     );
@@ -200,7 +205,7 @@ fn spec_2_2_a_wait_continues_after_its_duration_and_stale_firings_are_ignored() 
     );
     let mut world = World::new(process);
     let transition = world.start(mira(), json!({})).unwrap();
-    let [timer] = &transition.state.step("cool").unwrap().timers[..] else {
+    let [timer] = &transition.state.step(&StepId::from_wire("cool")).unwrap().timers[..] else {
         panic!("a wait arms a timer")
     };
     assert_eq!(timer.kind, TimerKind::Wait);
@@ -210,7 +215,7 @@ fn spec_2_2_a_wait_continues_after_its_duration_and_stale_firings_are_ignored() 
     let before = world.run().clone();
     let ignored = world
         .apply(Command::TimerFired {
-            step: "cool".into(),
+            step: StepId::from_wire("cool"),
             kind: TimerKind::Wait,
             generation: generation + 7,
         })
@@ -228,7 +233,7 @@ fn spec_2_2_a_wait_continues_after_its_duration_and_stale_firings_are_ignored() 
     let after = world.run().clone();
     let ignored = world
         .apply(Command::TimerFired {
-            step: "cool".into(),
+            step: StepId::from_wire("cool"),
             kind: TimerKind::Wait,
             generation,
         })
@@ -381,14 +386,17 @@ fn spec_2_2_due_is_cancelled_when_the_step_completes() {
     assert!(
         world
             .run()
-            .step("one")
+            .step(&StepId::from_wire("one"))
             .unwrap()
             .timers
             .iter()
             .any(|t| t.kind == TimerKind::Due)
     );
     let transition = world.submit(agent("a"), &token, done()).unwrap();
-    assert_eq!(transition.state.step("one").unwrap().timers, []);
+    assert_eq!(
+        transition.state.step(&StepId::from_wire("one")).unwrap().timers,
+        []
+    );
 }
 
 #[test]

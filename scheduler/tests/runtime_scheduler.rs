@@ -3,10 +3,11 @@
 //! cleanup. Time is the
 //! runtime's injected clock, moved forward with `Clock::advance`.
 
-use agentprocess_run_actor::machine::{Caller, Decision, Mode, Timestamp};
+use agentprocess_ids::{OrgId, RunId, StepId};
+use agentprocess_run_actor::machine::{Caller, Timestamp};
 use agentprocess_run_actor::runtime::{
-    Clock, DeadLetterId, GetWork, LocalBlobs, NoHints, Redelivery, Runtime, RuntimeConfig, ToolOutcome,
-    Write, redeliver_dead_letter,
+    Clock, DeadLetterId, Decision, GetWork, LocalBlobs, Mode, NoHints, Redelivery, Runtime, RuntimeConfig,
+    ToolOutcome, Write, redeliver_dead_letter,
 };
 use agentprocess_scheduler::{
     HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerParts, StoreWatchHints, Webhook,
@@ -78,7 +79,7 @@ async fn publish(runtime: &Runtime, name: &str) {
         .into_iter()
         .map(|role| (role.to_string(), format!("g_{role}")))
         .collect();
-    runtime.publish(ORG, &source, roles).await.unwrap();
+    runtime.publish(&OrgId::from(ORG), &source, roles).await.unwrap();
 }
 
 async fn start(runtime: &Runtime, process: &str, inputs: Value, mode: Mode, request: &str) -> String {
@@ -156,7 +157,7 @@ async fn a_wait_fires_after_a_restart() {
         .execute(
             &owner,
             Write::Decide {
-                run_id: run.clone(),
+                run_id: RunId::from(run.clone()),
                 work_item: item["id"].as_str().unwrap().into(),
                 snapshot: item["snapshot"].as_str().unwrap().into(),
                 decision: Decision::Approved,
@@ -202,7 +203,10 @@ async fn a_wait_fires_after_a_restart() {
             .any(|item| item["stepId"] == "cancel_services")
     })
     .await;
-    let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
+    let view = ok(runtime
+        .get_run(&agent("x"), &RunId::from(run.as_str()))
+        .await
+        .unwrap());
     assert_eq!(state(&view, "effective_time"), "done");
     scheduler.stop().await;
     store.close().await;
@@ -227,8 +231,8 @@ async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
         .execute(
             &holder,
             Write::Claim {
-                run_id: run.clone(),
-                step: "diagnose".into(),
+                run_id: RunId::from(run.clone()),
+                step: StepId::from_wire("diagnose"),
             },
             "c-1",
         )
@@ -260,8 +264,8 @@ async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
         .execute(
             &agent("a2"),
             Write::Claim {
-                run_id: run,
-                step: "diagnose".into(),
+                run_id: RunId::from(run),
+                step: StepId::from_wire("diagnose"),
             },
             "c-2",
         )
@@ -361,9 +365,15 @@ async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs
         url,
         secret: "s3cret".into(),
     };
-    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
-        .await
-        .unwrap();
+    configure_webhook(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &OrgId::from(ORG),
+        "main",
+        &webhook,
+    )
+    .await
+    .unwrap();
     let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
     start(
         &runtime,
@@ -421,9 +431,15 @@ async fn undeliverable_notifications_become_dead_letters() {
         url,
         secret: "s".into(),
     };
-    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
-        .await
-        .unwrap();
+    configure_webhook(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &OrgId::from(ORG),
+        "main",
+        &webhook,
+    )
+    .await
+    .unwrap();
     let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
     start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
     let config = SchedulerConfig {
@@ -432,13 +448,13 @@ async fn undeliverable_notifications_become_dead_letters() {
     };
     let scheduler = Scheduler::start(parts(&runtime), transport(), config);
     eventually("a dead letter appears", || async {
-        !dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+        !dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
             .await
             .unwrap()
             .is_empty()
     })
     .await;
-    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
         .await
         .unwrap();
     assert_eq!(letters.len(), 1);
@@ -461,9 +477,15 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
         url,
         secret: "s".into(),
     };
-    configure_webhook(runtime.store().as_ref(), runtime.keys(), ORG, "main", &webhook)
-        .await
-        .unwrap();
+    configure_webhook(
+        runtime.store().as_ref(),
+        runtime.keys(),
+        &OrgId::from(ORG),
+        "main",
+        &webhook,
+    )
+    .await
+    .unwrap();
     let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
     start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
     // No periodic look at the outbox within the test: only signals and retries wake it.
@@ -474,19 +496,19 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
     };
     let scheduler = Scheduler::start(parts(&runtime), transport(), config);
     eventually("a dead letter appears", || async {
-        !dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+        !dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
             .await
             .unwrap()
             .is_empty()
     })
     .await;
     assert_eq!(receiver.requests().len(), 3);
-    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+    let letters = dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
         .await
         .unwrap();
     let id = DeadLetterId::parse(letters[0]["id"].as_str().unwrap()).unwrap();
 
-    let outcome = redeliver_dead_letter(runtime.store().as_ref(), runtime.keys(), ORG, &id)
+    let outcome = redeliver_dead_letter(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), &id)
         .await
         .unwrap();
     assert_eq!(outcome, Redelivery::Redelivered);
@@ -508,7 +530,7 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
     })
     .await;
     assert!(
-        dead_letters(runtime.store().as_ref(), runtime.keys(), ORG, 10)
+        dead_letters(runtime.store().as_ref(), runtime.keys(), &OrgId::from(ORG), 10)
             .await
             .unwrap()
             .is_empty()
@@ -531,7 +553,7 @@ async fn idempotency_records_go_after_their_retention() {
         "s-1",
     )
     .await;
-    let record = runtime.keys().idempotency(ORG, "s-1");
+    let record = runtime.keys().idempotency(&OrgId::from(ORG), "s-1");
     assert!(runtime.store().get(&record).await.unwrap().0.is_some());
     let six_days_on = runtime.clock().now().plus_seconds(DAY.as_secs() * 6);
     runtime.clock().advance(DAY * 6);
@@ -558,7 +580,7 @@ async fn a_small_window_fires_every_timer_in_turn() {
     let (store, runtime) = open(dir.path(), START).await;
     let source = "---\nname: chase\ndescription: A step with a due date.\nsteps:\n  - id: work\n    agent: Do it.\n    due: 1h\n  - id: done\n    finish: done\n---\n\n# Chase\n";
     runtime
-        .publish(ORG, source.as_bytes(), IndexMap::new())
+        .publish(&OrgId::from(ORG), source.as_bytes(), IndexMap::new())
         .await
         .unwrap();
     for i in 0..50 {
@@ -645,7 +667,7 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
     configure_webhook(
         store.as_ref(),
         &keys,
-        ORG,
+        &OrgId::from(ORG),
         "main",
         &Webhook {
             url,
@@ -692,8 +714,8 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
         .execute(
             &agent("a1"),
             Write::Claim {
-                run_id: run,
-                step: "diagnose".into(),
+                run_id: RunId::from(run),
+                step: StepId::from_wire("diagnose"),
             },
             "c-1",
         )

@@ -9,11 +9,13 @@
 //! ```
 //!
 //! Two values are the protocol's own vocabulary and come from the machine unchanged: the error
-//! codes ([`ErrorCode`]) and points in time ([`Timestamp`]).
+//! codes ([`ErrorCode`]) and points in time ([`Timestamp`]). The ids ([`OrgId`], [`RunId`],
+//! [`StepId`]) are every layer's, the store's keys included.
 
 mod hints;
 mod run;
 
+pub use agentprocess_ids::{OrgId, RunId, StepId};
 pub use agentprocess_machine::{ErrorCode, Timestamp};
 
 /// The run a claim token belongs to, read from the token itself (it carries its run id in the

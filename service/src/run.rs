@@ -1,14 +1,14 @@
 //! The run service: every protocol write and read of runs, fired timers and uploads, with the
 //! caller's identity as typed fields (never their token).
 
-use crate::ErrorCode;
+use crate::{ErrorCode, OrgId, RunId, StepId};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 /// Who is calling, as the gateway verified it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    pub organization: String,
+    pub organization: OrgId,
     pub kind: CallerKind,
     /// Whether this identity is one of the organization's operators.
     pub operator: bool,
@@ -34,6 +34,16 @@ pub enum Mode {
     Test,
 }
 
+impl Mode {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Test => "test",
+        }
+    }
+}
+
 /// `decide`'s `decision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -42,6 +52,19 @@ pub enum Decision {
     Rejected,
     Returned,
     Failed,
+}
+
+impl Decision {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Completed => "completed",
+            Decision::Approved => "approved",
+            Decision::Rejected => "rejected",
+            Decision::Returned => "returned",
+            Decision::Failed => "failed",
+        }
+    }
 }
 
 /// An evidence item as sent: `{ kind, ref }`.
@@ -72,8 +95,8 @@ pub enum Write {
         mode: Mode,
     },
     Claim {
-        run_id: String,
-        step: String,
+        run_id: RunId,
+        step: StepId,
     },
     Renew {
         token: String,
@@ -88,7 +111,7 @@ pub enum Write {
         note: String,
     },
     Decide {
-        run_id: String,
+        run_id: RunId,
         work_item: String,
         snapshot: String,
         decision: Decision,
@@ -100,11 +123,11 @@ pub enum Write {
         note: Option<String>,
     },
     Cancel {
-        run_id: String,
+        run_id: RunId,
         reason: String,
     },
     SendEvent {
-        run_id: String,
+        run_id: RunId,
         name: String,
         data: Option<Map<String, Value>>,
     },
@@ -173,9 +196,14 @@ pub trait RunService: Send + Sync + std::fmt::Debug {
     /// Fires the timer `timer_id` of the timer index (a wait, a `wait_for` timeout, a due date,
     /// a claim's expiry) on its run. Idempotent: a timer names the generation or claim lease it
     /// was armed for, and the run ignores one that no longer applies.
-    async fn fire_timer(&self, organization: &str, run_id: &str, timer_id: &str) -> Result<(), ServiceError>;
+    async fn fire_timer(
+        &self,
+        organization: &OrgId,
+        run_id: &RunId,
+        timer_id: &str,
+    ) -> Result<(), ServiceError>;
 
-    async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, ServiceError>;
+    async fn get_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError>;
 
     async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError>;
 

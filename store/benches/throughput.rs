@@ -9,6 +9,7 @@
 //! A last scenario writes into a store that already holds 200,000 keys (about 140 MB), from 64
 //! writers. The memory scenarios write many keys and report the resident set per key.
 
+use agentprocess_ids::{OrgId, RunId, StepId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -73,9 +74,12 @@ async fn throughput(writers: usize, duration: Duration, options: EmbeddedOptions
     let (store, _) = EmbeddedStore::open(dir.path(), options).await.unwrap();
     let keys = Arc::new(Keys::new("bench"));
     for chunk in (0..preload).collect::<Vec<_>>().chunks(100) {
-        let ops = chunk
-            .iter()
-            .map(|i| TxnOp::put(keys.run("acme", &format!("old-{i:08}")), vec![b'o'; 600]));
+        let ops = chunk.iter().map(|i| {
+            TxnOp::put(
+                keys.run(&OrgId::from("acme"), &RunId::from(format!("old-{i:08}"))),
+                vec![b'o'; 600],
+            )
+        });
         store.txn(Txn::new().and_then(ops)).await.unwrap();
     }
     let store: Arc<dyn Store> = Arc::new(store);
@@ -86,18 +90,23 @@ async fn throughput(writers: usize, duration: Duration, options: EmbeddedOptions
     for writer in 0..writers {
         let (store, keys, stop, done) = (store.clone(), keys.clone(), stop.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
-            let run_id = format!("run-{writer:05}");
+            let run_id = RunId::from(format!("run-{writer:05}"));
             let record = vec![b'r'; 800];
             let mut latencies = Vec::new();
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let request_id = format!("{run_id}-req-{n}");
-                let idem = keys.idempotency("acme", &request_id);
+                let idem = keys.idempotency(&OrgId::from("acme"), &request_id);
                 let txn = Txn::new().when([Compare::absent(idem.clone())]).and_then([
-                    TxnOp::put(keys.run("acme", &run_id), record.clone()),
+                    TxnOp::put(keys.run(&OrgId::from("acme"), &run_id), record.clone()),
                     TxnOp::put(idem, vec![b'i'; 150]),
                     TxnOp::put(
-                        keys.ready_step("acme", 1_700_000_000_000 + n, &run_id, "step"),
+                        keys.ready_step(
+                            &OrgId::from("acme"),
+                            1_700_000_000_000 + n,
+                            &run_id,
+                            &StepId::from_wire("step"),
+                        ),
                         vec![b'x'; 40],
                     ),
                 ]);
@@ -155,7 +164,7 @@ async fn memory_per_key(count: usize, value_len: usize) {
         let ops: Vec<TxnOp> = chunk
             .iter()
             .map(|i| {
-                let key = keys.run("acme", &format!("run-{i:08}"));
+                let key = keys.run(&OrgId::from("acme"), &RunId::from(format!("run-{i:08}")));
                 key_bytes += key.len();
                 TxnOp::put(key, vec![b'v'; value_len])
             })

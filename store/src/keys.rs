@@ -42,6 +42,7 @@
 //! covers run `abc`.
 
 use crate::types::{KeyRange, prefix_end};
+use agentprocess_ids::{OrgId, RunId, StepId};
 
 /// Builds and parses the keys of one cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,20 +53,20 @@ pub struct Keys {
 /// A ready-step index entry, parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadyStepKey {
-    pub org: String,
+    pub org: OrgId,
     pub ready_since_ms: u64,
-    pub run_id: String,
-    pub step_id: String,
+    pub run_id: RunId,
+    pub step_id: StepId,
 }
 
 /// A work-item index entry (by group or by person), parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkItemKey {
-    pub org: String,
+    pub org: OrgId,
     /// The group or person the entry is filed under.
     pub assignee: Assignee,
     pub since_ms: u64,
-    pub run_id: String,
+    pub run_id: RunId,
     pub work_item_id: String,
 }
 
@@ -81,44 +82,44 @@ pub enum Assignee {
 /// A per-process run index entry, parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessRunKey {
-    pub org: String,
+    pub org: OrgId,
     pub process: String,
     pub started_at_ms: u64,
-    pub run_id: String,
+    pub run_id: RunId,
 }
 
 /// A timer index entry, parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TimerKey {
     pub fire_at_ms: u64,
-    pub org: String,
-    pub run_id: String,
+    pub org: OrgId,
+    pub run_id: RunId,
     pub timer_id: String,
 }
 
 /// A claim key, parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimKey {
-    pub org: String,
-    pub run_id: String,
-    pub step_id: String,
+    pub org: OrgId,
+    pub run_id: RunId,
+    pub step_id: StepId,
 }
 
 /// An outbox entry, parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxKey {
     pub created_at_ms: u64,
-    pub org: String,
-    pub run_id: String,
+    pub org: OrgId,
+    pub run_id: RunId,
     pub seq: u64,
 }
 
 /// A dead letter's key, parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetterKey {
-    pub org: String,
+    pub org: OrgId,
     pub created_at_ms: u64,
-    pub run_id: String,
+    pub run_id: RunId,
     pub seq: u64,
 }
 
@@ -126,14 +127,14 @@ pub struct DeadLetterKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyExpiryKey {
     pub expires_at_ms: u64,
-    pub org: String,
+    pub org: OrgId,
     pub request_id: String,
 }
 
 /// A published process version key, parsed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishedKey {
-    pub org: String,
+    pub org: OrgId,
     pub process: String,
     pub version: u64,
 }
@@ -156,55 +157,55 @@ impl Keys {
         Builder(self.root.clone())
     }
 
-    fn org(&self, org: &str) -> Builder {
-        self.key().lit("o").id(org)
+    fn org(&self, org: &OrgId) -> Builder {
+        self.key().lit("o").id(org.as_str())
     }
 
     /// Everything an organization owns (but its timers, claims and outbox entries).
-    pub fn organization(&self, org: &str) -> KeyRange {
+    pub fn organization(&self, org: &OrgId) -> KeyRange {
         self.org(org).prefix()
     }
 
     // Runs and idempotency.
 
-    pub fn run(&self, org: &str, run_id: &str) -> Vec<u8> {
-        self.org(org).lit("run").id(run_id).leaf()
+    pub fn run(&self, org: &OrgId, run_id: &RunId) -> Vec<u8> {
+        self.org(org).lit("run").id(run_id.as_str()).leaf()
     }
 
-    pub fn runs(&self, org: &str) -> KeyRange {
+    pub fn runs(&self, org: &OrgId) -> KeyRange {
         self.org(org).lit("run").prefix()
     }
 
-    pub fn idempotency(&self, org: &str, request_id: &str) -> Vec<u8> {
+    pub fn idempotency(&self, org: &OrgId, request_id: &str) -> Vec<u8> {
         self.org(org).lit("idem").id(request_id).leaf()
     }
 
     // Ready steps.
 
-    pub fn ready_step(&self, org: &str, ready_since_ms: u64, run_id: &str, step_id: &str) -> Vec<u8> {
+    pub fn ready_step(&self, org: &OrgId, ready_since_ms: u64, run_id: &RunId, step_id: &StepId) -> Vec<u8> {
         self.org(org)
             .lit("ready")
             .num(ready_since_ms)
-            .id(run_id)
-            .id(step_id)
+            .id(run_id.as_str())
+            .id(step_id.as_str())
             .leaf()
     }
 
     /// The organization's ready steps, oldest `readySince` first.
-    pub fn ready_steps(&self, org: &str) -> KeyRange {
+    pub fn ready_steps(&self, org: &OrgId) -> KeyRange {
         self.org(org).lit("ready").prefix()
     }
 
     pub fn parse_ready_step(&self, key: &[u8]) -> Option<ReadyStepKey> {
         let mut p = self.parse(key)?;
         p.lit("o")?;
-        let org = p.id()?;
+        let org = OrgId::from(p.id()?);
         p.lit("ready")?;
         let parsed = ReadyStepKey {
             org,
             ready_since_ms: p.num()?,
-            run_id: p.id()?,
-            step_id: p.id()?,
+            run_id: p.id()?.into(),
+            step_id: StepId::from_wire(p.id()?),
         };
         p.end()?;
         Some(parsed)
@@ -214,25 +215,25 @@ impl Keys {
 
     pub fn work_item(
         &self,
-        org: &str,
+        org: &OrgId,
         assignee: &Assignee,
         since_ms: u64,
-        run_id: &str,
+        run_id: &RunId,
         work_item_id: &str,
     ) -> Vec<u8> {
         self.work_items_builder(org, assignee)
             .num(since_ms)
-            .id(run_id)
+            .id(run_id.as_str())
             .id(work_item_id)
             .leaf()
     }
 
     /// The work items waiting for a group or a person, oldest first.
-    pub fn work_items(&self, org: &str, assignee: &Assignee) -> KeyRange {
+    pub fn work_items(&self, org: &OrgId, assignee: &Assignee) -> KeyRange {
         self.work_items_builder(org, assignee).prefix()
     }
 
-    fn work_items_builder(&self, org: &str, assignee: &Assignee) -> Builder {
+    fn work_items_builder(&self, org: &OrgId, assignee: &Assignee) -> Builder {
         let work = self.org(org).lit("work");
         match assignee {
             Assignee::Group(group) => work.lit("group").id(group),
@@ -244,7 +245,7 @@ impl Keys {
     pub fn parse_work_item(&self, key: &[u8]) -> Option<WorkItemKey> {
         let mut p = self.parse(key)?;
         p.lit("o")?;
-        let org = p.id()?;
+        let org = OrgId::from(p.id()?);
         p.lit("work")?;
         let assignee = match p.segment()? {
             b"group" => Assignee::Group(p.id()?),
@@ -256,7 +257,7 @@ impl Keys {
             org,
             assignee,
             since_ms: p.num()?,
-            run_id: p.id()?,
+            run_id: p.id()?.into(),
             work_item_id: p.id()?,
         };
         p.end()?;
@@ -265,46 +266,46 @@ impl Keys {
 
     // Processes.
 
-    fn process(&self, org: &str, process: &str) -> Builder {
+    fn process(&self, org: &OrgId, process: &str) -> Builder {
         self.org(org).lit("process").id(process)
     }
 
-    pub fn process_run(&self, org: &str, process: &str, started_at_ms: u64, run_id: &str) -> Vec<u8> {
+    pub fn process_run(&self, org: &OrgId, process: &str, started_at_ms: u64, run_id: &RunId) -> Vec<u8> {
         self.process(org, process)
             .lit("runs")
             .num(started_at_ms)
-            .id(run_id)
+            .id(run_id.as_str())
             .leaf()
     }
 
     /// The runs of one process, oldest first.
-    pub fn process_runs(&self, org: &str, process: &str) -> KeyRange {
+    pub fn process_runs(&self, org: &OrgId, process: &str) -> KeyRange {
         self.process(org, process).lit("runs").prefix()
     }
 
     /// Where run `run_id`, started at `started_at_ms`, sits within [`Keys::process_runs`]: the
     /// key without the range's prefix. The archive orders its runs by the same bytes, so one
     /// cursor walks both tiers.
-    pub fn process_run_position(started_at_ms: u64, run_id: &str) -> Vec<u8> {
+    pub fn process_run_position(started_at_ms: u64, run_id: &RunId) -> Vec<u8> {
         let mut position = format!("{started_at_ms:020}/").into_bytes();
-        push_id(&mut position, run_id);
+        push_id(&mut position, run_id.as_str());
         position
     }
 
     /// The start time and run id of a [`Keys::process_run_position`]; `None` for other bytes.
-    pub fn parse_process_run_position(position: &[u8]) -> Option<(u64, String)> {
+    pub fn parse_process_run_position(position: &[u8]) -> Option<(u64, RunId)> {
         let (time, id) = (position.get(..20)?, position.get(21..)?);
         if position[20] != b'/' || !time.iter().all(u8::is_ascii_digit) {
             return None;
         }
         let started_at_ms = std::str::from_utf8(time).ok()?.parse().ok()?;
-        Some((started_at_ms, decode_id(id)?))
+        Some((started_at_ms, RunId::from(decode_id(id)?)))
     }
 
     pub fn parse_process_run(&self, key: &[u8]) -> Option<ProcessRunKey> {
         let mut p = self.parse(key)?;
         p.lit("o")?;
-        let org = p.id()?;
+        let org = OrgId::from(p.id()?);
         p.lit("process")?;
         let process = p.id()?;
         p.lit("runs")?;
@@ -312,25 +313,25 @@ impl Keys {
             org,
             process,
             started_at_ms: p.num()?,
-            run_id: p.id()?,
+            run_id: p.id()?.into(),
         };
         p.end()?;
         Some(parsed)
     }
 
-    pub fn published_process(&self, org: &str, process: &str, version: u64) -> Vec<u8> {
+    pub fn published_process(&self, org: &OrgId, process: &str, version: u64) -> Vec<u8> {
         self.process(org, process).lit("published").num(version).leaf()
     }
 
     /// The published versions of one process, lowest first (the last one is the latest).
-    pub fn published_versions(&self, org: &str, process: &str) -> KeyRange {
+    pub fn published_versions(&self, org: &OrgId, process: &str) -> KeyRange {
         self.process(org, process).lit("published").prefix()
     }
 
     pub fn parse_published_process(&self, key: &[u8]) -> Option<PublishedKey> {
         let mut p = self.parse(key)?;
         p.lit("o")?;
-        let org = p.id()?;
+        let org = OrgId::from(p.id()?);
         p.lit("process")?;
         let process = p.id()?;
         p.lit("published")?;
@@ -345,86 +346,86 @@ impl Keys {
 
     /// Every process of the organization with everything filed under it (runs index, versions);
     /// list process names by paging through it.
-    pub fn processes(&self, org: &str) -> KeyRange {
+    pub fn processes(&self, org: &OrgId) -> KeyRange {
         self.org(org).lit("process").prefix()
     }
 
     // Drafts: outside `process/<name>/` so that listing them does not page through runs.
 
     /// The draft of one process: what an operator imported and has not published (yet).
-    pub fn draft(&self, org: &str, process: &str) -> Vec<u8> {
+    pub fn draft(&self, org: &OrgId, process: &str) -> Vec<u8> {
         self.org(org).lit("draft").id(process).leaf()
     }
 
     /// The organization's drafts, by process name.
-    pub fn drafts(&self, org: &str) -> KeyRange {
+    pub fn drafts(&self, org: &OrgId) -> KeyRange {
         self.org(org).lit("draft").prefix()
     }
 
     // Uploads.
 
-    pub fn upload(&self, org: &str, upload_id: &str) -> Vec<u8> {
+    pub fn upload(&self, org: &OrgId, upload_id: &str) -> Vec<u8> {
         self.org(org).lit("upload").id(upload_id).leaf()
     }
 
-    pub fn uploads(&self, org: &str) -> KeyRange {
+    pub fn uploads(&self, org: &OrgId) -> KeyRange {
         self.org(org).lit("upload").prefix()
     }
 
     // The process catalog, webhooks and dead letters.
 
     /// The catalog entry of one process: its latest published version, for `list_processes`.
-    pub fn catalog_entry(&self, org: &str, process: &str) -> Vec<u8> {
+    pub fn catalog_entry(&self, org: &OrgId, process: &str) -> Vec<u8> {
         self.org(org).lit("catalog").id(process).leaf()
     }
 
     /// The organization's catalog, by process name.
-    pub fn catalog(&self, org: &str) -> KeyRange {
+    pub fn catalog(&self, org: &OrgId) -> KeyRange {
         self.org(org).lit("catalog").prefix()
     }
 
-    pub fn webhook(&self, org: &str, webhook_id: &str) -> Vec<u8> {
+    pub fn webhook(&self, org: &OrgId, webhook_id: &str) -> Vec<u8> {
         self.org(org).lit("webhook").id(webhook_id).leaf()
     }
 
-    pub fn webhooks(&self, org: &str) -> KeyRange {
+    pub fn webhooks(&self, org: &OrgId) -> KeyRange {
         self.org(org).lit("webhook").prefix()
     }
 
     /// A webhook key, parsed back: (organization, webhook id).
-    pub fn parse_webhook(&self, key: &[u8]) -> Option<(String, String)> {
+    pub fn parse_webhook(&self, key: &[u8]) -> Option<(OrgId, String)> {
         let mut p = self.parse(key)?;
         p.lit("o")?;
-        let org = p.id()?;
+        let org = OrgId::from(p.id()?);
         p.lit("webhook")?;
         let id = p.id()?;
         p.end()?;
         Some((org, id))
     }
 
-    pub fn dead_letter(&self, org: &str, created_at_ms: u64, run_id: &str, seq: u64) -> Vec<u8> {
+    pub fn dead_letter(&self, org: &OrgId, created_at_ms: u64, run_id: &RunId, seq: u64) -> Vec<u8> {
         self.org(org)
             .lit("deadletter")
             .num(created_at_ms)
-            .id(run_id)
+            .id(run_id.as_str())
             .num(seq)
             .leaf()
     }
 
     /// The organization's undeliverable notifications, oldest first.
-    pub fn dead_letters(&self, org: &str) -> KeyRange {
+    pub fn dead_letters(&self, org: &OrgId) -> KeyRange {
         self.org(org).lit("deadletter").prefix()
     }
 
     pub fn parse_dead_letter(&self, key: &[u8]) -> Option<DeadLetterKey> {
         let mut p = self.parse(key)?;
         p.lit("o")?;
-        let org = p.id()?;
+        let org = OrgId::from(p.id()?);
         p.lit("deadletter")?;
         let parsed = DeadLetterKey {
             org,
             created_at_ms: p.num()?,
-            run_id: p.id()?,
+            run_id: p.id()?.into(),
             seq: p.num()?,
         };
         p.end()?;
@@ -433,11 +434,11 @@ impl Keys {
 
     // Cluster-wide: timers, claims, outbox, idempotency expiry.
 
-    pub fn idempotency_expiry(&self, expires_at_ms: u64, org: &str, request_id: &str) -> Vec<u8> {
+    pub fn idempotency_expiry(&self, expires_at_ms: u64, org: &OrgId, request_id: &str) -> Vec<u8> {
         self.key()
             .lit("idemexpiry")
             .num(expires_at_ms)
-            .id(org)
+            .id(org.as_str())
             .id(request_id)
             .leaf()
     }
@@ -462,19 +463,19 @@ impl Keys {
         p.lit("idemexpiry")?;
         let parsed = IdempotencyExpiryKey {
             expires_at_ms: p.num()?,
-            org: p.id()?,
+            org: p.id()?.into(),
             request_id: p.id()?,
         };
         p.end()?;
         Some(parsed)
     }
 
-    pub fn timer(&self, fire_at_ms: u64, org: &str, run_id: &str, timer_id: &str) -> Vec<u8> {
+    pub fn timer(&self, fire_at_ms: u64, org: &OrgId, run_id: &RunId, timer_id: &str) -> Vec<u8> {
         self.key()
             .lit("timer")
             .num(fire_at_ms)
-            .id(org)
-            .id(run_id)
+            .id(org.as_str())
+            .id(run_id.as_str())
             .id(timer_id)
             .leaf()
     }
@@ -499,16 +500,21 @@ impl Keys {
         p.lit("timer")?;
         let parsed = TimerKey {
             fire_at_ms: p.num()?,
-            org: p.id()?,
-            run_id: p.id()?,
+            org: p.id()?.into(),
+            run_id: p.id()?.into(),
             timer_id: p.id()?,
         };
         p.end()?;
         Some(parsed)
     }
 
-    pub fn claim(&self, org: &str, run_id: &str, step_id: &str) -> Vec<u8> {
-        self.key().lit("claim").id(org).id(run_id).id(step_id).leaf()
+    pub fn claim(&self, org: &OrgId, run_id: &RunId, step_id: &StepId) -> Vec<u8> {
+        self.key()
+            .lit("claim")
+            .id(org.as_str())
+            .id(run_id.as_str())
+            .id(step_id.as_str())
+            .leaf()
     }
 
     /// Every claim of the cluster: watch it to see claims expire.
@@ -517,28 +523,32 @@ impl Keys {
     }
 
     /// The claims of one run.
-    pub fn run_claims(&self, org: &str, run_id: &str) -> KeyRange {
-        self.key().lit("claim").id(org).id(run_id).prefix()
+    pub fn run_claims(&self, org: &OrgId, run_id: &RunId) -> KeyRange {
+        self.key()
+            .lit("claim")
+            .id(org.as_str())
+            .id(run_id.as_str())
+            .prefix()
     }
 
     pub fn parse_claim(&self, key: &[u8]) -> Option<ClaimKey> {
         let mut p = self.parse(key)?;
         p.lit("claim")?;
         let parsed = ClaimKey {
-            org: p.id()?,
-            run_id: p.id()?,
-            step_id: p.id()?,
+            org: p.id()?.into(),
+            run_id: p.id()?.into(),
+            step_id: StepId::from_wire(p.id()?),
         };
         p.end()?;
         Some(parsed)
     }
 
-    pub fn outbox(&self, created_at_ms: u64, org: &str, run_id: &str, seq: u64) -> Vec<u8> {
+    pub fn outbox(&self, created_at_ms: u64, org: &OrgId, run_id: &RunId, seq: u64) -> Vec<u8> {
         self.key()
             .lit("outbox")
             .num(created_at_ms)
-            .id(org)
-            .id(run_id)
+            .id(org.as_str())
+            .id(run_id.as_str())
             .num(seq)
             .leaf()
     }
@@ -553,8 +563,8 @@ impl Keys {
         p.lit("outbox")?;
         let parsed = OutboxKey {
             created_at_ms: p.num()?,
-            org: p.id()?,
-            run_id: p.id()?,
+            org: p.id()?.into(),
+            run_id: p.id()?.into(),
             seq: p.num()?,
         };
         p.end()?;
@@ -729,20 +739,46 @@ mod tests {
         Keys::new("prod")
     }
 
+    fn an_org(text: &str) -> OrgId {
+        OrgId::from(text)
+    }
+
+    fn a_run(text: &str) -> RunId {
+        RunId::from(text)
+    }
+
+    fn a_step(text: &str) -> StepId {
+        StepId::from_wire(text)
+    }
+
     #[test]
     fn layout_reads_as_documented() {
         let k = keys();
-        assert_eq!(k.run("acme", "r1"), b"/agentprocess/prod/o/acme/run/r1");
         assert_eq!(
-            k.ready_step("acme", 1_700_000_000_000, "r1", "review"),
+            k.run(&an_org("acme"), &a_run("r1")),
+            b"/agentprocess/prod/o/acme/run/r1"
+        );
+        assert_eq!(
+            k.ready_step(
+                &an_org("acme"),
+                1_700_000_000_000,
+                &a_run("r1"),
+                &a_step("review")
+            ),
             b"/agentprocess/prod/o/acme/ready/00000001700000000000/r1/review"
         );
         assert_eq!(
-            k.claim("acme", "r1", "review"),
+            k.claim(&an_org("acme"), &a_run("r1"), &a_step("review")),
             b"/agentprocess/prod/claim/acme/r1/review"
         );
         assert_eq!(
-            k.work_item("acme", &Assignee::Person("ana@example.com".into()), 5, "r1", "w1"),
+            k.work_item(
+                &an_org("acme"),
+                &Assignee::Person("ana@example.com".into()),
+                5,
+                &a_run("r1"),
+                "w1"
+            ),
             b"/agentprocess/prod/o/acme/work/person/ana@example.com/00000000000000000005/r1/w1"
         );
     }
@@ -750,15 +786,14 @@ mod tests {
     #[test]
     fn a_process_run_position_is_its_key_below_the_range_and_parses_back() {
         let k = keys();
+        let org = OrgId::from("acme");
         for (at, id) in [(0u64, "r_1"), (1_700_000_000_000, "r/odd id%"), (u64::MAX, "")] {
-            let key = k.process_run("acme", "invoice", at, id);
-            let range = k.process_runs("acme", "invoice");
-            let position = Keys::process_run_position(at, id);
+            let id = RunId::from(id);
+            let key = k.process_run(&org, "invoice", at, &id);
+            let range = k.process_runs(&org, "invoice");
+            let position = Keys::process_run_position(at, &id);
             assert_eq!(&key[range.start.len()..], position.as_slice());
-            assert_eq!(
-                Keys::parse_process_run_position(&position),
-                Some((at, id.to_string()))
-            );
+            assert_eq!(Keys::parse_process_run_position(&position), Some((at, id)));
         }
         assert_eq!(Keys::parse_process_run_position(b"00000000000000000001-r"), None);
         assert_eq!(Keys::parse_process_run_position(b"0000000000000000000x/r"), None);
@@ -781,7 +816,7 @@ mod tests {
         let mut ready: Vec<Vec<u8>> = times
             .iter()
             .rev()
-            .map(|t| k.ready_step("o", *t, "r", "s"))
+            .map(|t| k.ready_step(&an_org("o"), *t, &a_run("r"), &a_step("s")))
             .collect();
         ready.sort();
         let parsed: Vec<u64> = ready
@@ -790,7 +825,11 @@ mod tests {
             .collect();
         assert_eq!(parsed, times);
 
-        let mut timers: Vec<Vec<u8>> = times.iter().rev().map(|t| k.timer(*t, "z", "r", "t")).collect();
+        let mut timers: Vec<Vec<u8>> = times
+            .iter()
+            .rev()
+            .map(|t| k.timer(*t, &an_org("z"), &a_run("r"), "t"))
+            .collect();
         timers.sort();
         let parsed: Vec<u64> = timers
             .iter()
@@ -799,42 +838,51 @@ mod tests {
         assert_eq!(parsed, times);
 
         // Within one time, the organization and ids decide; across times, time alone does.
-        assert!(k.timer(1, "zzz", "r", "t") < k.timer(2, "aaa", "r", "t"));
-        assert!(k.outbox(5, "o", "r", 10) > k.outbox(5, "o", "r", 9));
-        assert!(k.published_process("o", "p", 10) > k.published_process("o", "p", 9));
+        assert!(k.timer(1, &an_org("zzz"), &a_run("r"), "t") < k.timer(2, &an_org("aaa"), &a_run("r"), "t"));
+        assert!(k.outbox(5, &an_org("o"), &a_run("r"), 10) > k.outbox(5, &an_org("o"), &a_run("r"), 9));
+        assert!(k.published_process(&an_org("o"), "p", 10) > k.published_process(&an_org("o"), "p", 9));
     }
 
     #[test]
     fn timers_due_covers_exactly_the_due_timers() {
         let k = keys();
         let due = k.timers_due(1_000);
-        assert!(due.contains(&k.timer(0, "o", "r", "t")));
-        assert!(due.contains(&k.timer(1_000, "o", "r", "t")));
-        assert!(!due.contains(&k.timer(1_001, "o", "r", "t")));
-        assert!(!due.contains(&k.claim("o", "r", "s")));
-        assert!(k.timers_due(u64::MAX).contains(&k.timer(u64::MAX, "o", "r", "t")));
+        assert!(due.contains(&k.timer(0, &an_org("o"), &a_run("r"), "t")));
+        assert!(due.contains(&k.timer(1_000, &an_org("o"), &a_run("r"), "t")));
+        assert!(!due.contains(&k.timer(1_001, &an_org("o"), &a_run("r"), "t")));
+        assert!(!due.contains(&k.claim(&an_org("o"), &a_run("r"), &a_step("s"))));
+        assert!(
+            k.timers_due(u64::MAX)
+                .contains(&k.timer(u64::MAX, &an_org("o"), &a_run("r"), "t"))
+        );
     }
 
     #[test]
     fn every_key_parses_back_to_its_parts() {
         let k = keys();
         let odd = "a/b%2F c\u{e9}\u{0}\u{1f600}";
-        let ready = k.ready_step(odd, 42, odd, "s/1");
+        let ready = k.ready_step(&an_org(odd), 42, &a_run(odd), &a_step("s/1"));
         assert_eq!(
             k.parse_ready_step(&ready),
             Some(ReadyStepKey {
                 org: odd.into(),
                 ready_since_ms: 42,
                 run_id: odd.into(),
-                step_id: "s/1".into()
+                step_id: a_step("s/1")
             })
         );
-        let work = k.work_item("o", &Assignee::Group("ops/eu".into()), 7, "r", "w");
+        let work = k.work_item(
+            &an_org("o"),
+            &Assignee::Group("ops/eu".into()),
+            7,
+            &a_run("r"),
+            "w",
+        );
         assert_eq!(
             k.parse_work_item(&work).map(|w| (w.assignee, w.since_ms)),
             Some((Assignee::Group("ops/eu".into()), 7))
         );
-        let run = k.process_run("o", "expense report", 3, "r9");
+        let run = k.process_run(&an_org("o"), "expense report", 3, &a_run("r9"));
         assert_eq!(
             k.parse_process_run(&run),
             Some(ProcessRunKey {
@@ -845,21 +893,22 @@ mod tests {
             })
         );
         assert_eq!(
-            k.parse_claim(&k.claim("o", odd, "s")).map(|c| c.run_id),
-            Some(odd.to_string())
+            k.parse_claim(&k.claim(&an_org("o"), &a_run(odd), &a_step("s")))
+                .map(|c| c.run_id),
+            Some(a_run(odd))
         );
         assert_eq!(
-            k.parse_outbox(&k.outbox(1, "o", "r", 2))
+            k.parse_outbox(&k.outbox(1, &an_org("o"), &a_run("r"), 2))
                 .map(|o| (o.created_at_ms, o.seq)),
             Some((1, 2))
         );
         assert_eq!(
-            k.parse_published_process(&k.published_process("o", "p", 4))
+            k.parse_published_process(&k.published_process(&an_org("o"), "p", 4))
                 .map(|p| p.version),
             Some(4)
         );
         assert_eq!(k.parse_shard(&k.shard(255)), Some(255));
-        let expiry = k.idempotency_expiry(9, "o", "req/1");
+        let expiry = k.idempotency_expiry(9, &an_org("o"), "req/1");
         assert_eq!(
             k.parse_idempotency_expiry(&expiry)
                 .map(|e| (e.expires_at_ms, e.request_id)),
@@ -867,15 +916,24 @@ mod tests {
         );
         assert!(k.idempotency_expiries_due(9).contains(&expiry));
         assert!(!k.idempotency_expiries_due(8).contains(&expiry));
-        assert!(k.organization("o").contains(&k.dead_letter("o", 1, "r", 2)));
-        assert!(k.organization("o").contains(&k.webhook("o", "w")));
-        assert_eq!(
-            k.parse_webhook(&k.webhook("o", "hook/1")),
-            Some(("o".to_string(), "hook/1".to_string()))
+        assert!(
+            k.organization(&an_org("o"))
+                .contains(&k.dead_letter(&an_org("o"), 1, &a_run("r"), 2))
         );
-        assert_eq!(k.parse_webhook(&k.dead_letter("o", 1, "r", 2)), None);
+        assert!(
+            k.organization(&an_org("o"))
+                .contains(&k.webhook(&an_org("o"), "w"))
+        );
         assert_eq!(
-            k.parse_dead_letter(&k.dead_letter("o/x", 1, "run/9", 2)),
+            k.parse_webhook(&k.webhook(&an_org("o"), "hook/1")),
+            Some((an_org("o"), "hook/1".to_string()))
+        );
+        assert_eq!(
+            k.parse_webhook(&k.dead_letter(&an_org("o"), 1, &a_run("r"), 2)),
+            None
+        );
+        assert_eq!(
+            k.parse_dead_letter(&k.dead_letter(&an_org("o/x"), 1, &a_run("run/9"), 2)),
             Some(DeadLetterKey {
                 org: "o/x".into(),
                 created_at_ms: 1,
@@ -883,11 +941,17 @@ mod tests {
                 seq: 2
             })
         );
-        assert_eq!(k.parse_dead_letter(&k.outbox(1, "o", "r", 2)), None);
-        assert_eq!(k.parse_dead_letter(&k.webhook("o", "w")), None);
-        assert!(k.drafts("o").contains(&k.draft("o", "p")));
-        assert!(!k.drafts("o").contains(&k.catalog_entry("o", "p")));
-        assert!(!k.drafts("o").contains(&k.draft("o2", "p")));
+        assert_eq!(
+            k.parse_dead_letter(&k.outbox(1, &an_org("o"), &a_run("r"), 2)),
+            None
+        );
+        assert_eq!(k.parse_dead_letter(&k.webhook(&an_org("o"), "w")), None);
+        assert!(k.drafts(&an_org("o")).contains(&k.draft(&an_org("o"), "p")));
+        assert!(
+            !k.drafts(&an_org("o"))
+                .contains(&k.catalog_entry(&an_org("o"), "p"))
+        );
+        assert!(!k.drafts(&an_org("o")).contains(&k.draft(&an_org("o2"), "p")));
         // A key of another kind, or of another cluster, does not parse.
         assert_eq!(k.parse_timer(&ready), None);
         assert_eq!(Keys::new("staging").parse_ready_step(&ready), None);
@@ -897,42 +961,62 @@ mod tests {
     fn ids_with_separators_cannot_forge_other_keys() {
         let k = keys();
         // A run id that tries to climb into another organization's records.
-        let forged = k.run("evil", "x/../../o/acme/run/r1");
-        assert_ne!(forged, k.run("acme", "r1"));
-        assert!(!k.organization("acme").contains(&forged));
-        assert!(k.runs("evil").contains(&forged));
+        let forged = k.run(&an_org("evil"), &a_run("x/../../o/acme/run/r1"));
+        assert_ne!(forged, k.run(&an_org("acme"), &a_run("r1")));
+        assert!(!k.organization(&an_org("acme")).contains(&forged));
+        assert!(k.runs(&an_org("evil")).contains(&forged));
 
         // An organization named like a prefix of another sees none of the other's keys.
-        assert!(!k.organization("acme").contains(&k.run("acme/run", "r1")));
-        assert!(!k.organization("ac").contains(&k.run("acme", "r1")));
-        assert!(!k.runs("acme").contains(&k.idempotency("acme", "run/r1")));
+        assert!(
+            !k.organization(&an_org("acme"))
+                .contains(&k.run(&an_org("acme/run"), &a_run("r1")))
+        );
+        assert!(
+            !k.organization(&an_org("ac"))
+                .contains(&k.run(&an_org("acme"), &a_run("r1")))
+        );
+        assert!(
+            !k.runs(&an_org("acme"))
+                .contains(&k.idempotency(&an_org("acme"), "run/r1"))
+        );
 
         // A run's claims range does not cover a run whose id extends it.
-        assert!(!k.run_claims("o", "r1").contains(&k.claim("o", "r10", "s")));
-        assert!(!k.run_claims("o", "r1").contains(&k.claim("o", "r1/x", "s")));
+        assert!(!k.run_claims(&an_org("o"), &a_run("r1")).contains(&k.claim(
+            &an_org("o"),
+            &a_run("r10"),
+            &a_step("s")
+        )));
+        assert!(!k.run_claims(&an_org("o"), &a_run("r1")).contains(&k.claim(
+            &an_org("o"),
+            &a_run("r1/x"),
+            &a_step("s")
+        )));
 
         // Ids that would inject a fake step or time into the ready index parse back intact.
-        let tricky = k.ready_step("o", 5, "r/00000000000000000001/x", "s");
+        let tricky = k.ready_step(&an_org("o"), 5, &a_run("r/00000000000000000001/x"), &a_step("s"));
         let parsed = k.parse_ready_step(&tricky).unwrap();
         assert_eq!(
             (parsed.run_id.as_str(), parsed.step_id.as_str()),
             ("r/00000000000000000001/x", "s")
         );
-        assert!(!k.ready_steps("o/ready").contains(&tricky));
+        assert!(!k.ready_steps(&an_org("o/ready")).contains(&tricky));
 
         // Percent signs are escaped too, so an id cannot spell a pre-escaped separator.
-        assert_ne!(k.run("o", "a%2Fb"), k.run("o", "a/b"));
+        assert_ne!(
+            k.run(&an_org("o"), &a_run("a%2Fb")),
+            k.run(&an_org("o"), &a_run("a/b"))
+        );
         // Distinct ids give distinct keys, including the empty id and escape-looking ones.
         let ids = [
             "", "a", "a/", "/a", "a%", "%2F", "%252F", "a b", "A", "\u{0}", "a.b", "a:b@c",
         ];
-        let mut all: Vec<Vec<u8>> = ids.iter().map(|id| k.run("o", id)).collect();
+        let mut all: Vec<Vec<u8>> = ids.iter().map(|id| k.run(&an_org("o"), &a_run(id))).collect();
         all.sort();
         all.dedup();
         assert_eq!(all.len(), ids.len());
         for id in ids {
             assert!(
-                !k.run("o", id)[k.runs("o").start.len()..].contains(&b'/'),
+                !k.run(&an_org("o"), &a_run(id))[k.runs(&an_org("o")).start.len()..].contains(&b'/'),
                 "{id:?}"
             );
         }
@@ -947,9 +1031,17 @@ mod tests {
         assert_eq!(decode_id(b"a b"), None);
         assert_eq!(decode_id(b"%2"), None);
         assert_eq!(decode_id(b"%2F"), Some("/".into()));
-        let trailing = [k.ready_step("o", 1, "r", "s"), b"/".to_vec()].concat();
+        let trailing = [
+            k.ready_step(&an_org("o"), 1, &a_run("r"), &a_step("s")),
+            b"/".to_vec(),
+        ]
+        .concat();
         assert_eq!(k.parse_ready_step(&trailing), None);
-        let longer = [k.ready_step("o", 1, "r", "s"), b"/extra".to_vec()].concat();
+        let longer = [
+            k.ready_step(&an_org("o"), 1, &a_run("r"), &a_step("s")),
+            b"/extra".to_vec(),
+        ]
+        .concat();
         assert_eq!(k.parse_ready_step(&longer), None);
     }
 }

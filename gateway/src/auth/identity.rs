@@ -1,5 +1,6 @@
 //! Who is calling: the typed identity a verified token's claims give, and which claims give it.
 
+use agentprocess_ids::OrgId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -10,7 +11,7 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     /// The organization the caller acts in. Every run, process and work item belongs to one.
-    pub organization: String,
+    pub organization: OrgId,
     /// An agent or a person.
     pub kind: IdentityKind,
     /// Whether the caller may act as an operator of the organization (cancel runs, send events).
@@ -138,7 +139,7 @@ impl ClaimNames {
             }
         };
         Ok(Identity {
-            organization,
+            organization: OrgId::from(organization),
             kind,
             operator,
         })

@@ -2,7 +2,7 @@
 //! transition before its commit, logged only once the commit succeeded.
 
 use super::RunAddress;
-use crate::machine::{Command, RunState, WorkItemKind};
+use crate::machine::{Command, RunState, StepId, WorkItemKind};
 
 /// One thing that happened to a run, worth a line in the server's log.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,13 +21,13 @@ pub(crate) enum RunEvent {
     },
     /// A step waits on a person's escalation work item: an agent escalated it, or a check was unsure.
     Escalated {
-        step: String,
+        step: StepId,
         work_item: String,
         /// Who the work item is assigned to, as the run state names them.
         to: String,
     },
     /// A claim's lease ran out: the step is claimable again.
-    ClaimLapsed { step: String, holder: String },
+    ClaimLapsed { step: StepId, holder: String },
 }
 
 /// What `command` did to the run, going from `before` (`None`: no run yet) to `after`. Read off
@@ -162,18 +162,30 @@ mod tests {
     fn claim() -> (i64, Command) {
         let caller = Caller::agent("acme", "a1");
         let step = "screen".to_string();
-        (0, Command::Claim { caller, step })
+        (
+            0,
+            Command::Claim {
+                caller,
+                step: StepId::from_wire(step),
+            },
+        )
     }
 
     fn expired(seconds: i64, lease: u64) -> (i64, Command) {
         let step = "screen".to_string();
-        (seconds, Command::ClaimExpired { step, lease })
+        (
+            seconds,
+            Command::ClaimExpired {
+                step: StepId::from_wire(step),
+                lease,
+            },
+        )
     }
 
     #[test]
     fn a_lapsed_lease_is_logged_with_its_holder_and_an_early_or_unknown_one_is_not() {
         let lapsed = RunEvent::ClaimLapsed {
-            step: "screen".into(),
+            step: StepId::from_wire("screen"),
             holder: "a1".into(),
         };
         let events = events_along(vec![
@@ -201,7 +213,7 @@ mod tests {
         assert_eq!(
             events[2],
             vec![RunEvent::Escalated {
-                step: "screen".into(),
+                step: StepId::from_wire("screen"),
                 work_item: "w_1".into(),
                 to: format!("{:?}", Assignment::Operators { also: None }),
             }]

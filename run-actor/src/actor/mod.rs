@@ -28,8 +28,8 @@ use crate::call::{RuntimeError, ToolOutcome};
 use crate::config::RuntimeConfig;
 pub(crate) use crate::idempotency::RequestKey;
 use crate::machine::{
-    self, Command, Ctx, Effect, Notification, PinnedProcess, Refusal, Reply, RunState, Timestamp, Transition,
-    UploadLookup, UploadStatus,
+    self, Command, Ctx, Effect, Notification, OrgId, PinnedProcess, Refusal, Reply, RunId, RunState, StepId,
+    Timestamp, Transition, UploadLookup, UploadStatus,
 };
 use crate::pinned::PinnedProcesses;
 use agentprocess_org::{Archive, Clock};
@@ -54,8 +54,8 @@ const MAX_TXN_OPS: usize = 128;
 /// Which run an actor owns. Runs are per organization, so the organization is part of it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct RunAddress {
-    pub organization: String,
-    pub run_id: String,
+    pub organization: OrgId,
+    pub run_id: RunId,
 }
 
 /// Counters of the runtime, for benchmarks and metrics.
@@ -175,7 +175,7 @@ struct Loaded {
     version: i64,
     pinned: Option<Arc<PinnedProcess>>,
     index: IndexEntries,
-    claims: HashMap<String, ClaimLease>,
+    claims: HashMap<StepId, ClaimLease>,
     /// The run was read from the archive: it ended, and the hot store no longer holds it.
     archived: bool,
 }
@@ -194,7 +194,7 @@ enum Attempt {
 struct Prefetched<'a>(&'a HashMap<String, UploadStatus>);
 
 impl UploadLookup for Prefetched<'_> {
-    fn lookup(&self, _organization: &str, upload_id: &str) -> UploadStatus {
+    fn lookup(&self, _organization: &OrgId, upload_id: &str) -> UploadStatus {
         self.0.get(upload_id).cloned().unwrap_or(UploadStatus::NotFound)
     }
 }
@@ -658,7 +658,7 @@ impl Actor {
     async fn claim_changes(
         &self,
         work: Option<&RunState>,
-    ) -> Result<(Vec<TxnOp>, HashMap<String, ClaimLease>, Vec<LeaseId>), StoreError> {
+    ) -> Result<(Vec<TxnOp>, HashMap<StepId, ClaimLease>, Vec<LeaseId>), StoreError> {
         let host = &self.host;
         let loaded = self.loaded.as_ref().expect("loaded");
         let RunAddress { organization, run_id } = &self.address;

@@ -119,7 +119,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
             compares.push(Compare::absent(key.clone()));
             let record = IdempotencyRecord {
                 fingerprint: Cow::Borrowed(&request.fingerprint),
-                run_id: Some(Cow::Borrowed(run_id)),
+                run_id: Some(Cow::Borrowed(run_id.as_str())),
                 at: now,
                 data: Cow::Borrowed(data),
             };
@@ -149,6 +149,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::OrgId;
     use crate::machine::{self, Caller, Command, Ctx, Limits, Mode, NoUploads, StartRun};
     use agentprocess_process::{Offer, PersonFormat, load};
     use agentprocess_store::CompareTarget;
@@ -239,10 +240,10 @@ mod tests {
 
         assert_eq!(plan.version, 1);
         let puts = put_keys(&plan);
-        let run_key = keys.run("acme", &run.id);
+        let run_key = keys.run(&OrgId::from("acme"), &run.id);
         assert!(puts.contains(&run_key), "the run record");
         assert!(
-            puts.contains(&keys.idempotency("acme", "req-1")),
+            puts.contains(&keys.idempotency(&OrgId::from("acme"), "req-1")),
             "the idempotency record"
         );
         assert_eq!(
@@ -263,7 +264,10 @@ mod tests {
             plan.compares[1].target,
             CompareTarget::CreateRevision(0)
         ));
-        assert_eq!(plan.compares[1].key, keys.idempotency("acme", "req-1"));
+        assert_eq!(
+            plan.compares[1].key,
+            keys.idempotency(&OrgId::from("acme"), "req-1")
+        );
 
         // The same state again, as after a refused command: nothing of the run is rewritten and
         // no record is made for a refusal.

@@ -8,7 +8,8 @@
 //! and it makes "an entry exists if and only if the state says so" true by construction.
 
 use crate::machine::{
-    Assignment, Command, Mode, Notification, PinnedProcess, Recipient, RunState, TimerKind, Timestamp, render,
+    Assignment, Command, Mode, Notification, OrgId, PinnedProcess, Recipient, RunId, RunState, StepId,
+    TimerKind, Timestamp, render,
 };
 use agentprocess_store::keys::{Assignee, Keys};
 use serde::{Deserialize, Serialize};
@@ -35,7 +36,7 @@ pub(crate) fn index_of(
     run: &RunState,
     archive_after_ms: u64,
 ) -> IndexEntries {
-    let org = run.organization.as_str();
+    let org = &run.organization;
     let mut entries = IndexEntries::new();
     entries.insert(
         keys.process_run(org, &run.process, millis(run.started_at), &run.id),
@@ -108,11 +109,11 @@ fn kind_name(kind: TimerKind) -> &'static str {
     }
 }
 
-fn timer_id(kind: TimerKind, generation: u64, step: &str) -> String {
+fn timer_id(kind: TimerKind, generation: u64, step: &StepId) -> String {
     format!("{}.{generation}.{step}", kind_name(kind))
 }
 
-fn claim_timer_id(lease: u64, step: &str) -> String {
+fn claim_timer_id(lease: u64, step: &StepId) -> String {
     format!("claim.{lease}.{step}")
 }
 
@@ -122,7 +123,7 @@ pub fn timer_command(timer_id: &str) -> Option<Command> {
     let mut parts = timer_id.splitn(3, '.');
     let (kind, number, step) = (parts.next()?, parts.next()?, parts.next()?);
     let number: u64 = number.parse().ok()?;
-    let step = step.to_string();
+    let step = StepId::from_wire(step);
     let kind = match kind {
         "claim" => return Some(Command::ClaimExpired { step, lease: number }),
         "wait" => TimerKind::Wait,
@@ -145,8 +146,8 @@ pub fn timer_command(timer_id: &str) -> Option<Command> {
 pub struct OutboxEntry {
     /// `{runId}.{number}`, unique per notification: receivers deduplicate on it.
     pub id: String,
-    pub organization: String,
-    pub run_id: String,
+    pub organization: OrgId,
+    pub run_id: RunId,
     pub process: String,
     pub version: u64,
     /// Notifications of `test` runs are never delivered.
@@ -166,15 +167,15 @@ pub enum OutboxEvent {
     /// A work item was opened for its assignees.
     WorkItemOpened {
         work_item_id: String,
-        step_id: String,
+        step_id: StepId,
         to: Recipients,
     },
     /// A step's `due` passed: to its assignee, or the agent holding it, or the operators.
-    Overdue { step_id: String, to: Recipients },
+    Overdue { step_id: StepId, to: Recipients },
     /// An agent escalated a step to the operator queue.
     Escalation {
         work_item_id: String,
-        step_id: String,
+        step_id: StepId,
         to: Recipients,
         note: String,
     },
@@ -303,18 +304,18 @@ mod tests {
     fn timer_ids_round_trip_to_their_commands() {
         for kind in [TimerKind::Wait, TimerKind::WaitForTimeout, TimerKind::Due] {
             assert_eq!(
-                timer_command(&timer_id(kind, 7, "step.with.dots")),
+                timer_command(&timer_id(kind, 7, &StepId::from_wire("step.with.dots"))),
                 Some(Command::TimerFired {
-                    step: "step.with.dots".into(),
+                    step: StepId::from_wire("step.with.dots"),
                     kind,
                     generation: 7
                 })
             );
         }
         assert_eq!(
-            timer_command(&claim_timer_id(3, "s")),
+            timer_command(&claim_timer_id(3, &StepId::from_wire("s"))),
             Some(Command::ClaimExpired {
-                step: "s".into(),
+                step: StepId::from_wire("s"),
                 lease: 3
             })
         );
@@ -348,7 +349,7 @@ mod tests {
             escalation.event,
             OutboxEvent::Escalation {
                 work_item_id: "w_3".into(),
-                step_id: "prepare".into(),
+                step_id: StepId::from_wire("prepare"),
                 to: Recipients::of(&Assignment::Operators {
                     also: Some("leads".into())
                 }),

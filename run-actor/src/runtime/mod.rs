@@ -22,7 +22,7 @@ mod uploads;
 // Organization-level state lives in its own crate; these names stay reachable here for the
 // actor host's own callers.
 pub use crate::actor::Stats;
-pub use crate::call::{RuntimeError, ToolOutcome, Write};
+pub use crate::call::{RuntimeError, ToolOutcome};
 pub use crate::config::{Evaluator, RuntimeConfig};
 pub use agentprocess_org::{
     Archive, BlobStore, BlobUrlError, Catalog, CatalogError, CatalogRefusal, Clock, DeadLetterId, Draft,
@@ -32,12 +32,14 @@ pub use agentprocess_org::{
     dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook, unbound_issues,
     webhook_from_request, webhooks,
 };
-pub use agentprocess_service::{GetWork, Hints, ListRuns, LocalHints, NoHints, Upload};
+pub use agentprocess_service::{
+    Decision, EvidenceItem, GetWork, Hints, ListRuns, LocalHints, Mode, NoHints, Submission, Upload, Write,
+};
 
 use crate::actor::{self, Envelope, Host, Mail, RunAddress};
 use crate::idempotency;
 use crate::machine::{
-    self, Caller, Command, Decide, EvidenceItem, PinnedProcess, Refusal, StartRun, UploadStatus, token,
+    self, Caller, Command, Decide, OrgId, PinnedProcess, Refusal, RunId, StartRun, UploadStatus, token,
 };
 use crate::pinned::PinnedProcesses;
 use agentprocess_store::Store;
@@ -134,7 +136,7 @@ impl Runtime {
     /// Publishes a process version (an admin action): see [`Catalog::publish`].
     pub async fn publish(
         &self,
-        organization: &str,
+        organization: &OrgId,
         source: &[u8],
         roles: indexmap::IndexMap<String, String>,
     ) -> Result<u64, CatalogError> {
@@ -176,7 +178,7 @@ impl Runtime {
     /// recorded SHA-256 are an error, not a different file.
     pub async fn read_upload(
         &self,
-        organization: &str,
+        organization: &OrgId,
         upload_id: &str,
     ) -> Result<Option<(UploadRecord, Vec<u8>)>, RuntimeError> {
         Ok(self.inner.uploads.read(organization, upload_id).await?)
@@ -186,8 +188,8 @@ impl Runtime {
     /// the actor (the machine's lookup is synchronous; the blob store is not).
     async fn prefetch_uploads(
         &self,
-        organization: &str,
-        evidence: &[EvidenceItem],
+        organization: &OrgId,
+        evidence: &[machine::EvidenceItem],
     ) -> Result<HashMap<String, UploadStatus>, RuntimeError> {
         let mut found = HashMap::new();
         for item in evidence.iter().filter(|e| e.kind == "file") {
@@ -209,10 +211,10 @@ pub(crate) fn random_seed() -> [u8; 32] {
 
 /// The seed of a `start_run`: derived from the organization and the `requestId`, so that a
 /// retry mints the same run id and lands on the same actor, which answers it from the record.
-fn start_seed(organization: &str, request_id: &str) -> [u8; 32] {
+fn start_seed(organization: &OrgId, request_id: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(b"agentprocess start_run\0");
-    hasher.update(organization.as_bytes());
+    hasher.update(organization.as_str().as_bytes());
     hasher.update([0]);
     hasher.update(request_id.as_bytes());
     hasher.finalize().into()
@@ -222,8 +224,9 @@ fn bad_token() -> ToolOutcome {
     ToolOutcome::Refused(Refusal::invalid("the token does not verify"))
 }
 
-/// The runtime's own API, in the machine's types: what the in-process run service
-/// ([`agentprocess_service::RunService`], in `service.rs`) and the actor host's tests call.
+/// The runtime's own API, in the machine's types but for the write, which is the service
+/// layer's [`Write`] (`execute` turns it into a machine command): what the in-process run
+/// service ([`agentprocess_service::RunService`], in `service.rs`) and the actor host's tests call.
 impl Runtime {
     /// Applies one protocol write, idempotent on `(organization, request_id)`.
     pub async fn execute(
@@ -277,12 +280,19 @@ impl Runtime {
                         return Ok(ToolOutcome::Refused(Refusal::not_found(reason)));
                     }
                 }
-                (run_id, Command::StartRun(StartRun { caller, inputs, mode }))
+                (
+                    run_id,
+                    Command::StartRun(StartRun {
+                        caller,
+                        inputs,
+                        mode: service::mode_of(mode),
+                    }),
+                )
             }
             Write::Claim { run_id, step } => (run_id, Command::Claim { caller, step }),
             Write::Renew { token, progress } => match token::run_id(&token) {
                 Some(run_id) => (
-                    run_id.to_string(),
+                    RunId::from(run_id),
                     Command::Renew {
                         caller,
                         token,
@@ -293,9 +303,10 @@ impl Runtime {
             },
             Write::Submit { token, submission } => match token::run_id(&token) {
                 Some(run_id) => {
+                    let submission = service::submission_of(submission);
                     uploads = self.prefetch_uploads(&organization, &submission.evidence).await?;
                     (
-                        run_id.to_string(),
+                        RunId::from(run_id),
                         Command::Submit {
                             caller,
                             token,
@@ -307,7 +318,7 @@ impl Runtime {
                 None => return Ok(bad_token()),
             },
             Write::Escalate { token, note } => match token::run_id(&token) {
-                Some(run_id) => (run_id.to_string(), Command::Escalate { caller, token, note }),
+                Some(run_id) => (RunId::from(run_id), Command::Escalate { caller, token, note }),
                 None => return Ok(bad_token()),
             },
             Write::Decide {
@@ -322,6 +333,7 @@ impl Runtime {
                 reason,
                 note,
             } => {
+                let evidence = evidence.map(service::evidence_of);
                 if let Some(evidence) = &evidence {
                     uploads = self.prefetch_uploads(&organization, evidence).await?;
                 }
@@ -331,7 +343,7 @@ impl Runtime {
                         caller,
                         work_item,
                         snapshot,
-                        decision,
+                        decision: service::decision_of(decision),
                         output,
                         evidence,
                         summary,
@@ -360,17 +372,17 @@ impl Runtime {
     }
 
     /// Fires the timer `timer_id` of the timer index on its run (see
-    /// [`agentprocess_service::RunService::fire_timer`]); a timer id this runtime did not write
-    /// is `Corrupt`.
+    /// [`agentprocess_service::RunService::fire_timer`]): a machine command, or moving an ended
+    /// run to the archive; a timer id this runtime did not write is `Corrupt`.
     pub async fn fire_timer(
         &self,
-        organization: &str,
-        run_id: &str,
+        organization: &OrgId,
+        run_id: &RunId,
         timer_id: &str,
     ) -> Result<(), RuntimeError> {
         let address = RunAddress {
-            organization: organization.to_string(),
-            run_id: run_id.to_string(),
+            organization: organization.clone(),
+            run_id: run_id.clone(),
         };
         if timer_id == actor::ARCHIVE_TIMER {
             let (done, archived) = oneshot::channel();
@@ -383,7 +395,7 @@ impl Runtime {
         self.send(address, envelope).await.map(|_| ())
     }
 
-    pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
+    pub async fn get_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, RuntimeError> {
         reads::get_run(&self.inner.host, caller, run_id).await
     }
 
@@ -431,7 +443,7 @@ mod tests {
             body: loaded.body,
             roles: indexmap::IndexMap::new(),
         };
-        let seed = start_seed("acme", "req-1");
+        let seed = start_seed(&OrgId::from("acme"), "req-1");
         let ctx = Ctx {
             now: Timestamp::from_millis(1_000),
             seed,
@@ -453,7 +465,7 @@ mod tests {
         let transition = machine::apply(&pinned, None, command, &ctx).expect("starts");
         assert_eq!(transition.state.id, machine::run_id_for_seed(seed));
         assert_ne!(
-            machine::run_id_for_seed(start_seed("acme", "req-2")),
+            machine::run_id_for_seed(start_seed(&OrgId::from("acme"), "req-2")),
             transition.state.id
         );
     }

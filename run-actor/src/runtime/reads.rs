@@ -8,6 +8,7 @@ use crate::actor::Host;
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
+use crate::machine::{OrgId, RunId};
 use agentprocess_service::{GetWork, ListRuns};
 use agentprocess_store::keys::{Assignee, Keys};
 use agentprocess_store::{KeyRange, RangeRequest};
@@ -19,7 +20,11 @@ const SCAN_BUDGET_PER_ITEM: usize = 10;
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
 
-pub(super) async fn get_run(host: &Host, caller: &Caller, run_id: &str) -> Result<ToolOutcome, RuntimeError> {
+pub(super) async fn get_run(
+    host: &Host,
+    caller: &Caller,
+    run_id: &RunId,
+) -> Result<ToolOutcome, RuntimeError> {
     let (record, _) = host
         .store
         .get(&host.keys.run(&caller.organization, run_id))
@@ -77,9 +82,9 @@ enum Index {
     /// A process's archive index; positions are [`Keys::process_run_position`]s, the same as
     /// its hot `list_runs` range's.
     Archived {
-        organization: String,
+        organization: OrgId,
         process: String,
-        after: Option<(u64, String)>,
+        after: Option<(u64, RunId)>,
     },
 }
 
@@ -110,10 +115,10 @@ impl Source {
     }
 
     /// The archive index of `process`, after `after` (a position of its `list_runs` range).
-    fn archived(organization: &str, process: &str, after: Option<&[u8]>) -> Self {
+    fn archived(organization: &OrgId, process: &str, after: Option<&[u8]>) -> Self {
         Source {
             index: Index::Archived {
-                organization: organization.to_string(),
+                organization: organization.clone(),
                 process: process.to_string(),
                 after: after.and_then(Keys::parse_process_run_position),
             },
@@ -155,7 +160,7 @@ impl Source {
                 process,
                 after,
             } => {
-                let after_run = after.as_ref().map(|(at, run)| (*at, run.as_str()));
+                let after_run = after.as_ref().map(|(at, run)| (*at, run));
                 let found = host
                     .archive
                     .runs_after(organization, process, after_run, page)
@@ -184,7 +189,7 @@ impl Source {
 async fn scan(
     host: &Host,
     ranges: Vec<KeyRange>,
-    archived: Vec<(&str, &str)>,
+    archived: Vec<(&OrgId, &str)>,
     after: Option<Vec<u8>>,
     limit: usize,
     keep: impl Fn(&Value) -> bool,
@@ -253,7 +258,7 @@ pub(super) async fn get_work(
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(ToolOutcome::Refused(refusal)),
     };
-    let org = caller.organization.as_str();
+    let org = &caller.organization;
     let ranges = match &caller.kind {
         CallerKind::Agent { .. } => vec![host.keys.ready_steps(org)],
         // An item filed under several of these (an escalation in the operator queue and in the
@@ -288,7 +293,7 @@ pub(super) async fn list_runs(
         (Ok(limit), Ok(after)) => (limit, after),
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(ToolOutcome::Refused(refusal)),
     };
-    let org = caller.organization.as_str();
+    let org = &caller.organization;
     let processes: Vec<String> = match &request.process {
         Some(process) => vec![process.clone()],
         None => {

@@ -1,10 +1,11 @@
 //! The in-process run service: the service layer's types in, the machine's types to the actors,
-//! and back. This is the only place the two vocabularies meet.
+//! and back. This is the only place the two vocabularies meet: `Runtime::execute` takes the
+//! service's `Write` and turns its parts into a machine command with the functions here.
 
 use super::Runtime;
-use crate::call::{RuntimeError, ToolOutcome, Write};
+use crate::call::{RuntimeError, ToolOutcome};
 use crate::error_chain;
-use crate::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, Refusal, Submission};
+use crate::machine::{Caller, CallerKind, Decision, EvidenceItem, Mode, OrgId, Refusal, RunId, Submission};
 use agentprocess_service as service;
 use async_trait::async_trait;
 
@@ -16,13 +17,13 @@ impl service::RunService for Runtime {
         write: service::Write,
         request_id: &str,
     ) -> Result<service::ToolOutcome, service::ServiceError> {
-        outcome(Runtime::execute(self, &caller_of(caller), write_of(write), request_id).await)
+        outcome(Runtime::execute(self, &caller_of(caller), write, request_id).await)
     }
 
     async fn fire_timer(
         &self,
-        organization: &str,
-        run_id: &str,
+        organization: &OrgId,
+        run_id: &RunId,
         timer_id: &str,
     ) -> Result<(), service::ServiceError> {
         Runtime::fire_timer(self, organization, run_id, timer_id)
@@ -33,7 +34,7 @@ impl service::RunService for Runtime {
     async fn get_run(
         &self,
         caller: &service::Caller,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Result<service::ToolOutcome, service::ServiceError> {
         outcome(Runtime::get_run(self, &caller_of(caller), run_id).await)
     }
@@ -107,14 +108,14 @@ fn caller_of(caller: &service::Caller) -> Caller {
     }
 }
 
-fn mode_of(mode: service::Mode) -> Mode {
+pub(super) fn mode_of(mode: service::Mode) -> Mode {
     match mode {
         service::Mode::Live => Mode::Live,
         service::Mode::Test => Mode::Test,
     }
 }
 
-fn decision_of(decision: service::Decision) -> Decision {
+pub(super) fn decision_of(decision: service::Decision) -> Decision {
     match decision {
         service::Decision::Completed => Decision::Completed,
         service::Decision::Approved => Decision::Approved,
@@ -124,7 +125,7 @@ fn decision_of(decision: service::Decision) -> Decision {
     }
 }
 
-fn evidence_of(items: Vec<service::EvidenceItem>) -> Vec<EvidenceItem> {
+pub(super) fn evidence_of(items: Vec<service::EvidenceItem>) -> Vec<EvidenceItem> {
     items
         .into_iter()
         .map(|item| EvidenceItem {
@@ -134,56 +135,12 @@ fn evidence_of(items: Vec<service::EvidenceItem>) -> Vec<EvidenceItem> {
         .collect()
 }
 
-fn write_of(write: service::Write) -> Write {
-    match write {
-        service::Write::StartRun {
-            process,
-            version,
-            inputs,
-            mode,
-        } => Write::StartRun {
-            process,
-            version,
-            inputs,
-            mode: mode_of(mode),
-        },
-        service::Write::Claim { run_id, step } => Write::Claim { run_id, step },
-        service::Write::Renew { token, progress } => Write::Renew { token, progress },
-        service::Write::Submit { token, submission } => Write::Submit {
-            token,
-            submission: Submission {
-                output: submission.output,
-                evidence: evidence_of(submission.evidence),
-                summary: submission.summary,
-                next: submission.next,
-                reason: submission.reason,
-            },
-        },
-        service::Write::Escalate { token, note } => Write::Escalate { token, note },
-        service::Write::Decide {
-            run_id,
-            work_item,
-            snapshot,
-            decision,
-            output,
-            evidence,
-            summary,
-            next,
-            reason,
-            note,
-        } => Write::Decide {
-            run_id,
-            work_item,
-            snapshot,
-            decision: decision_of(decision),
-            output,
-            evidence: evidence.map(evidence_of),
-            summary,
-            next,
-            reason,
-            note,
-        },
-        service::Write::Cancel { run_id, reason } => Write::Cancel { run_id, reason },
-        service::Write::SendEvent { run_id, name, data } => Write::SendEvent { run_id, name, data },
+pub(super) fn submission_of(submission: service::Submission) -> Submission {
+    Submission {
+        output: submission.output,
+        evidence: evidence_of(submission.evidence),
+        summary: submission.summary,
+        next: submission.next,
+        reason: submission.reason,
     }
 }

@@ -19,7 +19,7 @@ pub(super) async fn upload(
     upload: Upload,
     request_id: &str,
 ) -> Result<ToolOutcome, RuntimeError> {
-    let organization = caller.organization.as_str();
+    let organization = &caller.organization;
     let max = host.config.max_upload_bytes;
     if upload.bytes.len() > max {
         return Ok(ToolOutcome::Refused(
@@ -43,7 +43,7 @@ pub(super) async fn upload(
     // The id comes from the request, so a retry writes the same blob and finds the same record.
     let id = {
         let mut hasher = Sha256::new();
-        hasher.update(organization.as_bytes());
+        hasher.update(organization.as_str().as_bytes());
         hasher.update([0]);
         hasher.update(request_id.as_bytes());
         format!("f_{}", &hex(&hasher.finalize())[..20])

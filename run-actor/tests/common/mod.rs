@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use agentprocess_ids::OrgId;
 use agentprocess_process::{
     Duration, DurationUnit, EvidenceKind, FieldMap, FieldSpec, FieldType, Next, Offer, PersonFormat,
     PersonRef, Process, ProcessName, Route, Step, StepId, StepKind, Target, Work, load,
@@ -196,7 +197,7 @@ pub fn person(email: &str, groups: &[&str]) -> Caller {
 
 pub fn operator() -> Caller {
     Caller {
-        organization: ORG.to_string(),
+        organization: OrgId::from(ORG.to_string()),
         kind: CallerKind::Person {
             email: "ops@acme.example".to_string(),
             groups: vec![OPERATORS.to_string()],
@@ -219,7 +220,7 @@ pub fn finance() -> Caller {
 pub struct Uploads(pub HashMap<String, UploadStatus>);
 
 impl UploadLookup for Uploads {
-    fn lookup(&self, organization: &str, upload_id: &str) -> UploadStatus {
+    fn lookup(&self, organization: &OrgId, upload_id: &str) -> UploadStatus {
         if organization != ORG {
             return UploadStatus::NotFound;
         }
@@ -435,7 +436,7 @@ impl World {
     pub fn claim(&mut self, caller: Caller, step: &str) -> Result<Transition, Refusal> {
         self.apply(Command::Claim {
             caller,
-            step: step.to_string(),
+            step: StepId::from_wire(step.to_string()),
         })
     }
 

@@ -3,9 +3,9 @@
 
 #![allow(dead_code)]
 
-use agentprocess_run_actor::machine::{Caller, Mode, Submission, Timestamp};
+use agentprocess_run_actor::machine::{Caller, OrgId, RunId, StepId, Timestamp};
 use agentprocess_run_actor::runtime::{
-    BlobStore, Clock, LocalBlobs, Runtime, RuntimeConfig, ToolOutcome, Write,
+    BlobStore, Clock, LocalBlobs, Mode, Runtime, RuntimeConfig, Submission, ToolOutcome, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Store};
 #[allow(unused_imports)]
@@ -76,7 +76,10 @@ pub async fn publish_fixture(runtime: &Runtime, org: &str, name: &str) {
         .into_iter()
         .map(|role| (role.to_string(), format!("g_{role}")))
         .collect();
-    runtime.publish(org, &source, roles).await.expect("publishes");
+    runtime
+        .publish(&OrgId::from(org), &source, roles)
+        .await
+        .expect("publishes");
 }
 
 pub fn ok(outcome: ToolOutcome) -> Value {
@@ -120,17 +123,23 @@ pub async fn start_in_mode(
         .expect("no infrastructure error"))
 }
 
-pub fn run_id(view: &Value) -> String {
-    view["run"]["id"].as_str().expect("a run view").to_string()
+pub fn run_id(view: &Value) -> RunId {
+    RunId::from(view["run"]["id"].as_str().expect("a run view"))
 }
 
-pub async fn claim(runtime: &Runtime, caller: &Caller, run: &str, step: &str, request: &str) -> ToolOutcome {
+pub async fn claim(
+    runtime: &Runtime,
+    caller: &Caller,
+    run: &RunId,
+    step: &str,
+    request: &str,
+) -> ToolOutcome {
     runtime
         .execute(
             caller,
             Write::Claim {
-                run_id: run.into(),
-                step: step.into(),
+                run_id: run.clone(),
+                step: StepId::from_wire(step),
             },
             request,
         )
@@ -151,7 +160,7 @@ pub fn diagnosis() -> Submission {
         output: Some(object(
             json!({ "diagnosis": "cache", "attemptedFixes": "flushed it" }),
         )),
-        evidence: vec![agentprocess_run_actor::machine::EvidenceItem {
+        evidence: vec![agentprocess_run_actor::runtime::EvidenceItem {
             kind: "link".into(),
             reference: "https://tickets.example/1".into(),
         }],
