@@ -3,7 +3,9 @@
 
 mod admin;
 mod mcp_client;
-mod processes;
+pub(crate) mod processes;
+#[cfg(test)]
+mod record_sizes;
 mod stats;
 mod workers;
 

@@ -1,11 +1,13 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
+mod fixtures_cmd;
 mod health;
 mod load_cmd;
 mod process_admin;
 mod process_cmd;
 mod serve_cmd;
 mod settings;
+mod store_cmd;
 mod token_cmd;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +37,11 @@ enum Command {
     Token(token_cmd::TokenArgs),
     /// Drive a server with concurrent agents and people; print throughput and latency.
     Load(load_cmd::LoadArgs),
+    /// Fill a stopped server's store with open, waiting, ended and timer runs, for measurements.
+    Fixtures(fixtures_cmd::FixturesArgs),
+    /// Look into a stopped server's store: keys and bytes per key family.
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
 }
 
 fn main() -> ExitCode {
@@ -44,5 +51,7 @@ fn main() -> ExitCode {
         Command::Token(args) => token_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
+        Command::Fixtures(args) => fixtures_cmd::run(args),
+        Command::Store(command) => store_cmd::run(command),
     }
 }

@@ -11,7 +11,7 @@ use agentprocess_run_actor::runtime::{
     BlobStore, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
 };
 use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerParts};
-use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
+use agentprocess_store::{EmbeddedOptions, EmbeddedStore, RecoveryReport, StoreError};
 use anyhow::Context;
 use axum::Json;
 use axum::extract::{Extension, State};
@@ -99,13 +99,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let data_dir = settings.data_dir.clone();
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
-    let store_options = EmbeddedOptions {
-        cache_bytes: usize::try_from(settings.store.cache_bytes).unwrap_or(usize::MAX),
-        ..EmbeddedOptions::default()
-    };
-    let (store, recovery) = EmbeddedStore::open(data_dir.join("store"), store_options)
-        .await
-        .with_context(|| format!("cannot open the store in {}", data_dir.join("store").display()))?;
+    let (store, recovery) = open_store(&settings).await?;
     tracing::info!(?recovery, "store opened");
     let store = Arc::new(store);
     let blobs: Arc<dyn BlobStore> = match &settings.uploads {
@@ -145,13 +139,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         settings.public_url = Some(format!("http://{local}"));
     }
     let gateway = settings.gateway();
-    // What publication accepts: the profiles and optional tools this server offers.
-    let offer = Offer {
-        parallel: true,
-        check: settings.evaluator.is_some(),
-        upload: true,
-        send_event: true,
-    };
+    let offer = offer(&settings);
     let admin = AdminParts {
         catalog: runtime.catalog().clone(),
         store: store.clone(),
@@ -189,6 +177,34 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     scheduler.stop().await;
     store.close().await;
     Ok(())
+}
+
+/// The embedded store in the settings' data folder, opened as `serve` opens it. A store that a
+/// running server holds is refused with [`StoreError::Locked`], said in words an operator acts on.
+pub(crate) async fn open_store(settings: &Settings) -> anyhow::Result<(EmbeddedStore, RecoveryReport)> {
+    let dir = settings.data_dir.join("store");
+    let options = EmbeddedOptions {
+        cache_bytes: usize::try_from(settings.store.cache_bytes).unwrap_or(usize::MAX),
+        ..EmbeddedOptions::default()
+    };
+    match EmbeddedStore::open(&dir, options).await {
+        Ok(opened) => Ok(opened),
+        Err(StoreError::Locked(_)) => anyhow::bail!(
+            "the store in {} is in use by another process (a running `agentprocess serve`?); stop it first",
+            dir.display()
+        ),
+        Err(error) => Err(error).with_context(|| format!("cannot open the store in {}", dir.display())),
+    }
+}
+
+/// What publication accepts: the profiles and optional tools this server offers.
+pub(crate) fn offer(settings: &Settings) -> Offer {
+    Offer {
+        parallel: true,
+        check: settings.evaluator.is_some(),
+        upload: true,
+        send_event: true,
+    }
 }
 
 /// A scheduler in this process: it reads the runtime's store with its keys and clock, fires

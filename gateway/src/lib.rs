@@ -18,6 +18,7 @@ pub mod admin;
 pub mod auth;
 pub mod files;
 pub mod mcp;
+pub mod metrics;
 pub mod respond;
 pub mod runtime_backend;
 mod secret_file;

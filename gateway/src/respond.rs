@@ -34,7 +34,7 @@ pub fn refused(refusal: ToolRefusal) -> ToolError {
 /// What a tool call that failed in the infrastructure answers: `retry`, which is always safe to
 /// follow with the same `requestId`. The caller logs the failure; the message does not repeat it.
 pub fn tool_failed() -> ToolError {
-    ToolError::new(
+    ToolError::server_failure(
         ErrorCode::Retry,
         "the server could not complete the call right now; retry with the same requestId",
     )
@@ -211,6 +211,7 @@ mod tests {
             ToolError::new(ErrorCode::Conflict, "the run has ended").with_issues(vec!["run_ended".into()])
         );
         assert_eq!(tool_failed().code, ErrorCode::Retry);
+        assert!(tool_failed().is_server_failure());
     }
 
     #[test]

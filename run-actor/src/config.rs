@@ -1,6 +1,7 @@
 //! What a runtime is told: its settings, and who answers `check-1` questions.
 
 use crate::machine::{Assignment, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest, Limits};
+use crate::metrics::RunActorMetrics;
 use agentprocess_process::PersonFormat;
 use agentprocess_service::{Hints, LocalHints};
 use async_trait::async_trait;
@@ -34,6 +35,8 @@ pub struct RuntimeConfig {
     /// Where writes send their "look sooner" hints: in memory to a scheduler in this process
     /// ([`LocalHints`], the default), or nowhere when the scheduler watches the store.
     pub hints: Arc<dyn Hints>,
+    /// Where the runtime records its metrics: the process-wide meter provider by default.
+    pub metrics: RunActorMetrics,
 }
 
 /// Answers the questions of a step's `check` (`check-1`): a model behind an API in production.
@@ -73,6 +76,7 @@ impl Default for RuntimeConfig {
             max_upload_bytes: 10 << 20,
             evaluator: None,
             hints: Arc::new(LocalHints::new()),
+            metrics: RunActorMetrics::global(),
         }
     }
 }

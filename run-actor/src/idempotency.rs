@@ -8,76 +8,271 @@
 
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::{Caller, CallerKind, OrgId, Refusal, Timestamp, hex};
+use crate::pinned::PinnedProcesses;
 use agentprocess_process::hash::canonical_json;
 use agentprocess_service::{EvidenceItem, Submission, Upload, Write};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
+
+/// The first byte of a record in the compact format. Older builds wrote the whole record as
+/// JSON, whose first byte is `{`: both formats are read, only the compact one is written.
+const COMPACT_FORMAT: u8 = 1;
+/// How a zstd frame begins. Builds before LZ4 wrote the compact payload as a zstd frame under
+/// the same format byte; as an LZ4 block's size these bytes would read over 4 GB, so a payload
+/// that begins with them is a zstd frame, still read.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// LZ4 expands at most this many times: a block that claims more is corrupt.
+const LZ4_MAX_RATIO: usize = 255;
+
+/// The SHA-256 of a call's canonical `{ tool, caller, arguments }` (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fingerprint(pub [u8; 32]);
 
 /// The `requestId` of a write and the fingerprint of its arguments.
 #[derive(Debug, Clone)]
 pub(crate) struct RequestKey {
     pub id: String,
-    pub fingerprint: String,
+    pub fingerprint: Fingerprint,
+}
+
+/// The body of the process version a run pins, which run views and claim results carry. A
+/// published version never changes, so a record names the version instead of storing its body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PinnedBody<'a> {
+    pub process: &'a str,
+    pub version: u64,
+    pub body: &'a str,
 }
 
 /// An idempotency record, under the organization's `requestId`: what the first call answered.
-/// A retry with the same fingerprint is answered `data` again; one with another is a `conflict`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A retry with the same fingerprint is answered `data` again, byte for byte; one with another
+/// fingerprint is a `conflict`.
+///
+/// Stored compact: the format byte [`COMPACT_FORMAT`], the 32 bytes of the fingerprint, then an
+/// LZ4 block of the JSON [`Payload`] after its size (4 bytes, little-endian). `data`'s top-level
+/// `body`, when it is the pinned process's, is stored as `null` in its place and the payload
+/// names the process version, whose body a replay puts back. The fingerprint stays outside the
+/// block, so a `conflict` is answered without decompressing.
+///
+/// LZ4 rather than zstd: on the load processes' records (BENCHMARKS.md) zstd level 1 kept 55%
+/// of the payload's bytes and LZ4 71%, but zstd cost the server 5 to 9% more CPU per run and
+/// LZ4 nothing measurable. Every write pays the compression; only a retry reads it back.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct IdempotencyRecord<'a> {
     /// The fingerprint of the call: tool, arguments without `requestId`, and caller.
-    pub fingerprint: Cow<'a, str>,
+    pub fingerprint: &'a Fingerprint,
     /// The run the call wrote to; none for an `upload`, which writes to no run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<Cow<'a, str>>,
-    /// When the call was committed, RFC 3339.
-    #[serde(with = "crate::rfc3339")]
+    pub run_id: Option<&'a str>,
+    /// When the call was committed.
     pub at: Timestamp,
     /// The original result's `data`.
-    pub data: Cow<'a, Value>,
+    pub data: &'a Value,
+    /// The body of the process the run pins, if any: left out of the stored `data`.
+    pub pinned_body: Option<PinnedBody<'a>>,
+}
+
+/// The compressed part of a compact record. Its field names are stored: NEVER rename them.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Payload<'a, D> {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run_id: Option<Cow<'a, str>>,
+    #[serde(with = "crate::rfc3339")]
+    at: Timestamp,
+    /// The process version whose body `data.body` is, when the body was left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body_of: Option<BodyOf<'a>>,
+    data: D,
+}
+
+/// A process version, by name and number, in the organization of the record.
+#[derive(Debug, Serialize, Deserialize)]
+struct BodyOf<'a> {
+    process: Cow<'a, str>,
+    version: u64,
+}
+
+/// A record as older builds wrote it: JSON, the fingerprint in hex. Read, never written.
+#[derive(Debug, Deserialize)]
+struct JsonRecord {
+    fingerprint: String,
+    data: Value,
 }
 
 impl IdempotencyRecord<'_> {
-    pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("JSON values always serialize")
+    /// The record's bytes in the compact format.
+    pub(crate) fn to_bytes(self) -> Vec<u8> {
+        let body_of = self
+            .pinned_body
+            .filter(|pinned| self.data.get("body").and_then(Value::as_str) == Some(pinned.body));
+        let payload = Payload {
+            run_id: self.run_id.map(Cow::Borrowed),
+            at: self.at,
+            body_of: body_of.map(|pinned| BodyOf {
+                process: Cow::Borrowed(pinned.process),
+                version: pinned.version,
+            }),
+            data: DataWithoutBody {
+                data: self.data,
+                without_body: body_of.is_some(),
+            },
+        };
+        let json = serde_json::to_vec(&payload).expect("JSON values always serialize");
+        let compressed = lz4_flex::block::compress_prepend_size(&json);
+        let mut bytes = Vec::with_capacity(1 + 32 + compressed.len());
+        bytes.push(COMPACT_FORMAT);
+        bytes.extend_from_slice(&self.fingerprint.0);
+        bytes.extend_from_slice(&compressed);
+        bytes
+    }
+}
+
+/// `data` with its top-level `body` written as `null`, keeping the key in its place so that a
+/// replay puts the body back where it was (objects keep their key order).
+struct DataWithoutBody<'a> {
+    data: &'a Value,
+    without_body: bool,
+}
+
+impl Serialize for DataWithoutBody<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (Value::Object(entries), true) = (self.data, self.without_body) else {
+            return self.data.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(entries.len()))?;
+        for (key, value) in entries {
+            if key == "body" {
+                map.serialize_entry(key, &Value::Null)?;
+            } else {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A stored record, read in whichever format it was written.
+enum StoredRecord<'a> {
+    Json(JsonRecord),
+    Compact {
+        fingerprint: &'a [u8],
+        compression: Compression,
+        payload: &'a [u8],
+    },
+}
+
+/// How a compact record's payload is compressed: LZ4, or zstd in records from before LZ4.
+#[derive(Debug, Clone, Copy)]
+enum Compression {
+    Lz4,
+    Zstd,
+}
+
+impl<'a> StoredRecord<'a> {
+    fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+        match bytes.first() {
+            Some(b'{') => serde_json::from_slice(bytes)
+                .map(StoredRecord::Json)
+                .map_err(|e| e.to_string()),
+            Some(&COMPACT_FORMAT) if bytes.len() > 33 => Ok(StoredRecord::Compact {
+                fingerprint: &bytes[1..33],
+                compression: if bytes[33..].starts_with(&ZSTD_MAGIC) {
+                    Compression::Zstd
+                } else {
+                    Compression::Lz4
+                },
+                payload: &bytes[33..],
+            }),
+            Some(format) => Err(format!("unknown format {format} or truncated record")),
+            None => Err("empty record".into()),
+        }
+    }
+
+    fn is_of(&self, fingerprint: &Fingerprint) -> bool {
+        match self {
+            StoredRecord::Json(record) => record.fingerprint == hex(&fingerprint.0),
+            StoredRecord::Compact {
+                fingerprint: stored, ..
+            } => *stored == fingerprint.0.as_slice(),
+        }
     }
 }
 
 /// The answer recorded for `request_id`: the original result for the same arguments,
-/// `conflict` for other arguments; `None` when there is no record.
+/// `conflict` for other arguments; `None` when there is no record. A body left out of the
+/// record is read from the pinned process version it names.
 pub(crate) async fn replay(
     store: &dyn Store,
     keys: &Keys,
+    pinned: &PinnedProcesses,
     organization: &OrgId,
     request_id: &str,
-    fingerprint: &str,
+    fingerprint: &Fingerprint,
 ) -> Result<Option<ToolOutcome>, RuntimeError> {
     let (record, _) = store.get(&keys.idempotency(organization, request_id)).await?;
     let Some(record) = record else { return Ok(None) };
-    let record: IdempotencyRecord = serde_json::from_slice(&record.value)
-        .map_err(|e| RuntimeError::Corrupt(format!("idempotency record {request_id}: {e}")))?;
-    if record.fingerprint == fingerprint {
-        Ok(Some(ToolOutcome::Ok(record.data.into_owned())))
-    } else {
-        Ok(Some(ToolOutcome::Refused(Refusal::conflict(
+    let corrupt = |why: String| RuntimeError::Corrupt(format!("idempotency record {request_id}: {why}"));
+    let stored = StoredRecord::parse(&record.value).map_err(corrupt)?;
+    if !stored.is_of(fingerprint) {
+        return Ok(Some(ToolOutcome::Refused(Refusal::conflict(
             "request_id_reused",
             "this requestId was used with other arguments",
-        ))))
+        ))));
     }
+    let json = match stored {
+        StoredRecord::Json(record) => return Ok(Some(ToolOutcome::Ok(record.data))),
+        StoredRecord::Compact {
+            compression: Compression::Lz4,
+            payload,
+            ..
+        } => decompress(payload).map_err(corrupt)?,
+        StoredRecord::Compact {
+            compression: Compression::Zstd,
+            payload,
+            ..
+        } => zstd::stream::decode_all(payload).map_err(|e| corrupt(e.to_string()))?,
+    };
+    let payload: Payload<Value> = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
+    let mut data = payload.data;
+    if let Some(BodyOf { process, version }) = payload.body_of {
+        let found = pinned
+            .get(organization, &process, version)
+            .await?
+            .ok_or_else(|| corrupt(format!("it names {process} v{version}, which is not published")))?;
+        match data.get_mut("body") {
+            Some(body) => *body = Value::String(found.body.clone()),
+            None => return Err(corrupt("its data has no body to put back".into())),
+        }
+    }
+    Ok(Some(ToolOutcome::Ok(data)))
+}
+
+/// The payload's JSON from its LZ4 block, refusing a size no LZ4 block of this length holds
+/// before allocating it.
+fn decompress(block: &[u8]) -> Result<Vec<u8>, String> {
+    let (size, compressed) = lz4_flex::block::uncompressed_size(block).map_err(|e| e.to_string())?;
+    if size > compressed.len().saturating_mul(LZ4_MAX_RATIO) {
+        return Err(format!(
+            "a block of {} bytes cannot hold {size}",
+            compressed.len()
+        ));
+    }
+    lz4_flex::block::decompress_size_prepended(block).map_err(|e| e.to_string())
 }
 
 /// The fingerprint of a protocol write by `caller`.
-pub(crate) fn of_write(caller: &Caller, write: &Write) -> String {
+pub(crate) fn of_write(caller: &Caller, write: &Write) -> Fingerprint {
     let (tool, arguments) = write_arguments(write);
     fingerprint(tool, caller, arguments)
 }
 
 /// The fingerprint of an `upload` by `caller`; the content stands in by its SHA-256.
-pub(crate) fn of_upload(caller: &Caller, upload: &Upload, content_sha256: &str) -> String {
+pub(crate) fn of_upload(caller: &Caller, upload: &Upload, content_sha256: &str) -> Fingerprint {
     let arguments = json!({
         "fileName": upload.file_name,
         "contentType": upload.content_type,
@@ -86,7 +281,7 @@ pub(crate) fn of_upload(caller: &Caller, upload: &Upload, content_sha256: &str) 
     fingerprint("upload", caller, arguments)
 }
 
-fn fingerprint(tool: &str, caller: &Caller, arguments: Value) -> String {
+fn fingerprint(tool: &str, caller: &Caller, arguments: Value) -> Fingerprint {
     let value = json!({ "tool": tool, "caller": caller_identity(caller), "arguments": arguments });
     let mut canonical = canonical_json(&value);
     if canonical.is_empty() {
@@ -94,7 +289,7 @@ fn fingerprint(tool: &str, caller: &Caller, arguments: Value) -> String {
         // sent, with keys sorted, so such arguments still compare by value and never collide.
         canonical = serde_json::to_vec(&sorted_keys(value)).expect("a JSON value serializes");
     }
-    hex(&Sha256::digest(&canonical))
+    Fingerprint(Sha256::digest(&canonical).into())
 }
 
 /// Who calls: the organization, the agent or person and whether it acts as an operator. A
@@ -231,7 +426,220 @@ fn sorted_keys(value: Value) -> Value {
 mod tests {
     use super::*;
     use crate::machine::StepId;
+    use agentprocess_org::{Catalog, Clock};
     use agentprocess_service::Mode;
+    use agentprocess_store::{EmbeddedOptions, EmbeddedStore, TxnOp};
+    use std::sync::Arc;
+
+    const SOURCE: &str = "---\nname: p\ndescription: d\nsteps:\n  - id: a\n    agent: Do it.\n  - id: done\n    finish: done\n---\n\n# P\n\nThe body, which every run view and claim result carries.\n";
+
+    /// A store with [`SOURCE`] published as `p` v1 in `acme`, and the pinned processes over it.
+    async fn published() -> (Arc<dyn Store>, Keys, PinnedProcesses) {
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default()));
+        let keys = Keys::new("default");
+        let catalog = Catalog::new(store.clone(), keys.clone(), Clock::starting_at(at()));
+        let version = catalog
+            .publish(&"acme".into(), SOURCE.as_bytes(), indexmap::IndexMap::new())
+            .await
+            .unwrap();
+        assert_eq!(version, 1);
+        (store, keys, PinnedProcesses::new(catalog))
+    }
+
+    fn at() -> Timestamp {
+        Timestamp::parse_rfc3339("2030-01-01T00:00:00Z").unwrap()
+    }
+
+    /// A claim result's shape: `body` between other keys, a number whose text matters.
+    fn claim_result(body: &str) -> Value {
+        serde_json::from_str(&format!(
+            r#"{{"token":"t_1","expiresAt":"2030-01-01T00:10:00Z","handoff":null,"body":{},"data":{{"inputs":{{"n":1.50}},"steps":{{}}}}}}"#,
+            Value::from(body)
+        ))
+        .unwrap()
+    }
+
+    async fn put(store: &dyn Store, keys: &Keys, request_id: &str, bytes: Vec<u8>) {
+        let txn = agentprocess_store::Txn::new()
+            .and_then([TxnOp::put(keys.idempotency(&"acme".into(), request_id), bytes)]);
+        assert!(store.txn(txn).await.unwrap().succeeded);
+    }
+
+    async fn replayed(
+        store: &dyn Store,
+        keys: &Keys,
+        pinned: &PinnedProcesses,
+        request_id: &str,
+        fingerprint: &Fingerprint,
+    ) -> ToolOutcome {
+        replay(store, keys, pinned, &"acme".into(), request_id, fingerprint)
+            .await
+            .unwrap()
+            .expect("a record")
+    }
+
+    fn text(outcome: ToolOutcome) -> String {
+        match outcome {
+            ToolOutcome::Ok(data) => serde_json::to_string(&data).unwrap(),
+            ToolOutcome::Refused(refusal) => panic!("refused: {refusal}"),
+        }
+    }
+
+    fn is_conflict(outcome: &ToolOutcome) -> bool {
+        matches!(outcome, ToolOutcome::Refused(refusal) if refusal.issues == ["request_id_reused"])
+    }
+
+    /// Spec §4 across an upgrade: a record written as JSON by an older build replays the
+    /// original result byte for byte, and other arguments under its `requestId` still conflict.
+    #[tokio::test]
+    async fn a_record_from_before_the_compact_format_replays_byte_for_byte() {
+        let (store, keys, pinned) = published().await;
+        let fingerprint = Fingerprint([0x9f; 32]);
+        let data = serde_json::to_string(&claim_result("# An older body\n")).unwrap();
+        let older = format!(
+            r#"{{"fingerprint":"{}","runId":"r_1","at":"2030-01-01T00:00:00Z","data":{data}}}"#,
+            hex(&fingerprint.0)
+        );
+        put(store.as_ref(), &keys, "c-1", older.into_bytes()).await;
+        let answer = replayed(store.as_ref(), &keys, &pinned, "c-1", &fingerprint).await;
+        assert_eq!(text(answer), data, "same keys, same order, numbers as written");
+        let other = replayed(store.as_ref(), &keys, &pinned, "c-1", &Fingerprint([1; 32])).await;
+        assert!(is_conflict(&other));
+
+        let older_upload = r#"{"fingerprint":"77aa","at":"2030-01-01T00:00:00Z","data":{"id":"f_1","sha256":"ab","bytes":8}}"#;
+        put(store.as_ref(), &keys, "u-1", older_upload.as_bytes().to_vec()).await;
+        let other = replayed(store.as_ref(), &keys, &pinned, "u-1", &fingerprint).await;
+        assert!(is_conflict(&other), "a hex fingerprint compares with the raw one");
+    }
+
+    /// The pinned process's body is left out of the stored bytes and put back in its place.
+    #[tokio::test]
+    async fn a_compact_record_names_the_pinned_body_and_replays_it_in_its_place() {
+        let (store, keys, pinned) = published().await;
+        let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
+        let data = claim_result(&process.body);
+        let fingerprint = Fingerprint([7; 32]);
+        let record = IdempotencyRecord {
+            fingerprint: &fingerprint,
+            run_id: Some("r_1"),
+            at: at(),
+            data: &data,
+            pinned_body: Some(PinnedBody {
+                process: "p",
+                version: 1,
+                body: &process.body,
+            }),
+        };
+        let bytes = record.to_bytes();
+        assert_eq!(bytes[0], COMPACT_FORMAT);
+        assert_eq!(&bytes[1..33], &fingerprint.0);
+        let payload = String::from_utf8(decompress(&bytes[33..]).unwrap()).unwrap();
+        assert!(!payload.contains("every run view"), "{payload}");
+        assert!(
+            payload.contains(r#""bodyOf":{"process":"p","version":1}"#),
+            "{payload}"
+        );
+        put(store.as_ref(), &keys, "c-1", bytes).await;
+
+        // A cold cache, as after a restart: the body comes from the published version.
+        let cold = PinnedProcesses::new(Catalog::new(
+            store.clone(),
+            keys.clone(),
+            Clock::starting_at(at()),
+        ));
+        let answer = replayed(store.as_ref(), &keys, &cold, "c-1", &fingerprint).await;
+        assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
+        let other = replayed(store.as_ref(), &keys, &cold, "c-1", &Fingerprint([8; 32])).await;
+        assert!(is_conflict(&other));
+    }
+
+    /// A record whose payload is a zstd frame, as builds before LZ4 wrote it, replays byte for
+    /// byte with its body put back.
+    #[tokio::test]
+    async fn a_record_with_a_zstd_payload_from_before_lz4_replays_byte_for_byte() {
+        let (store, keys, pinned) = published().await;
+        let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
+        let data = claim_result(&process.body);
+        let fingerprint = Fingerprint([7; 32]);
+        let compact = IdempotencyRecord {
+            fingerprint: &fingerprint,
+            run_id: Some("r_1"),
+            at: at(),
+            data: &data,
+            pinned_body: Some(PinnedBody {
+                process: "p",
+                version: 1,
+                body: &process.body,
+            }),
+        }
+        .to_bytes();
+        let payload = decompress(&compact[33..]).unwrap();
+        let mut older = vec![COMPACT_FORMAT];
+        older.extend_from_slice(&fingerprint.0);
+        older.extend_from_slice(&zstd::bulk::compress(&payload, 1).unwrap());
+        put(store.as_ref(), &keys, "c-1", older).await;
+        let answer = replayed(store.as_ref(), &keys, &pinned, "c-1", &fingerprint).await;
+        assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
+        let other = replayed(store.as_ref(), &keys, &pinned, "c-1", &Fingerprint([8; 32])).await;
+        assert!(is_conflict(&other));
+    }
+
+    /// Only the pinned body is left out: a `body` with other text is stored as it is.
+    #[tokio::test]
+    async fn a_body_that_is_not_the_pinned_one_is_kept_in_the_record() {
+        let (store, keys, pinned) = published().await;
+        let data = claim_result("not the published body");
+        let fingerprint = Fingerprint([7; 32]);
+        let record = IdempotencyRecord {
+            fingerprint: &fingerprint,
+            run_id: Some("r_1"),
+            at: at(),
+            data: &data,
+            pinned_body: Some(PinnedBody {
+                process: "p",
+                version: 1,
+                body: "the published body",
+            }),
+        };
+        put(store.as_ref(), &keys, "c-1", record.to_bytes()).await;
+        let answer = replayed(store.as_ref(), &keys, &pinned, "c-1", &fingerprint).await;
+        assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
+    }
+
+    /// An unknown format, and a compact record whose block claims more than it can hold, are
+    /// `Corrupt`, read without allocating what the block claims.
+    #[tokio::test]
+    async fn a_record_in_no_known_format_or_with_a_broken_block_is_corrupt() {
+        let (store, keys, pinned) = published().await;
+        let fingerprint = Fingerprint([0; 32]);
+        let mut oversized = vec![COMPACT_FORMAT];
+        oversized.extend_from_slice(&fingerprint.0);
+        oversized.extend_from_slice(&u32::MAX.to_le_bytes());
+        oversized.push(0);
+        let mut truncated = IdempotencyRecord {
+            fingerprint: &fingerprint,
+            run_id: None,
+            at: at(),
+            data: &claim_result("b"),
+            pinned_body: None,
+        }
+        .to_bytes();
+        truncated.truncate(truncated.len() - 8);
+        for bytes in [vec![9, 1, 2, 3], oversized, truncated] {
+            put(store.as_ref(), &keys, "c-1", bytes).await;
+            let error = replay(
+                store.as_ref(),
+                &keys,
+                &pinned,
+                &"acme".into(),
+                "c-1",
+                &fingerprint,
+            )
+            .await
+            .unwrap_err();
+            assert!(matches!(error, RuntimeError::Corrupt(_)), "{error}");
+        }
+    }
 
     fn agent() -> Caller {
         Caller {

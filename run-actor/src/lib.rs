@@ -12,6 +12,8 @@
 //! attached ([`machine::Command::with_evaluation`]). [`machine::render`] renders the run view,
 //! work items, `get_work` items and `snapshot` for reads that do not go through `apply`.
 //!
+//! [`fixtures`] writes runs straight into a stopped server's store, as their actors would.
+//!
 //! [`evaluator`] is the `check-1` client the actor host asks (an OpenAI-compatible endpoint).
 //!
 //! [`runtime`] is the host around it: [`runtime::Runtime`] routes each write to the actor of its
@@ -32,7 +34,9 @@ pub mod actor;
 mod call;
 mod config;
 pub mod evaluator;
+pub mod fixtures;
 mod idempotency;
+pub mod metrics;
 mod pinned;
 mod rfc3339;
 pub mod runtime;

@@ -20,10 +20,12 @@
 
 mod cleanup;
 mod hints;
+pub mod metrics;
 mod outbox;
 mod timers;
 
 pub use hints::StoreWatchHints;
+pub use metrics::SchedulerMetrics;
 
 /// Webhooks and dead letters are organization-level state, which the gateway shares.
 pub use agentprocess_org::{Webhook, configure_webhook, dead_letters, remove_webhook, webhooks};
@@ -55,6 +57,8 @@ pub struct SchedulerConfig {
     pub outbox_poll: Duration,
     /// How often expired idempotency records are removed.
     pub cleanup_every: Duration,
+    /// Where the scheduler records its metrics: the process-wide meter provider by default.
+    pub metrics: SchedulerMetrics,
 }
 
 impl Default for SchedulerConfig {
@@ -67,6 +71,7 @@ impl Default for SchedulerConfig {
             max_backoff: Duration::from_secs(300),
             outbox_poll: Duration::from_secs(5),
             cleanup_every: Duration::from_secs(60),
+            metrics: SchedulerMetrics::global(),
         }
     }
 }

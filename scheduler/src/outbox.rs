@@ -8,6 +8,7 @@
 
 use crate::SchedulerConfig;
 use crate::SchedulerParts;
+use crate::metrics::SchedulerMetrics;
 use agentprocess_org::webhooks;
 use agentprocess_service::error_chain;
 use agentprocess_store::keys::OutboxKey;
@@ -157,9 +158,19 @@ pub(crate) async fn run(
                 };
                 in_flight.insert(kv.key.clone(), ());
                 let (parts, transport) = (parts.clone(), transport.clone());
+                let metrics = config.metrics.clone();
                 let raw_key = kv.key.clone();
                 deliveries.spawn(async move {
-                    let outcome = deliver(&parts, transport.as_ref(), &raw_key, &key, &entry, kv.value).await;
+                    let outcome = deliver(
+                        &parts,
+                        transport.as_ref(),
+                        &metrics,
+                        &raw_key,
+                        &key,
+                        &entry,
+                        kv.value,
+                    )
+                    .await;
                     (raw_key, entry, outcome)
                 });
             }
@@ -184,6 +195,7 @@ pub(crate) async fn run(
                         if retry.attempts >= config.max_attempts {
                             match bury(&parts, &raw_key, &entry, retry.attempts, &error).await {
                                 Ok(()) => {
+                                    config.metrics.notifications_dead_lettered.add(1, &[]);
                                     tracing::warn!(
                                         organization = %notification.organization, id = %notification.id,
                                         kind = %notification.kind, attempts = retry.attempts, %error,
@@ -235,6 +247,7 @@ pub(crate) async fn run(
 async fn deliver(
     parts: &SchedulerParts,
     transport: &dyn Transport,
+    metrics: &SchedulerMetrics,
     raw_key: &[u8],
     key: &OutboxKey,
     entry: &Value,
@@ -254,8 +267,12 @@ async fn deliver(
             (SIGNATURE_HEADER, sign(&webhook.secret, &body)),
             (DELIVERY_HEADER, id.clone()),
         ];
-        if let Err(e) = transport.post(&webhook.url, &headers, body.clone()).await {
-            failures.push(format!("{}: {e}", webhook.url));
+        match transport.post(&webhook.url, &headers, body.clone()).await {
+            Ok(()) => metrics.notifications_delivered.add(1, &[]),
+            Err(e) => {
+                metrics.notifications_failed.add(1, &[]);
+                failures.push(format!("{}: {e}", webhook.url));
+            }
         }
     }
     if !failures.is_empty() {

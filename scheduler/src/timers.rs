@@ -106,6 +106,11 @@ pub(crate) async fn run(
             window.timers.remove(&key);
             window.in_flight.insert(key.clone(), ());
             let runs = window.parts.runs.clone();
+            window.config.metrics.record_timer_fired(
+                &timer.timer_id,
+                now.as_millis()
+                    .saturating_sub(i64::try_from(timer.fire_at_ms).unwrap_or(i64::MAX)),
+            );
             firing.spawn(async move {
                 let fired = runs.fire_timer(&timer.org, &timer.run_id, &timer.timer_id).await;
                 if let Err(error) = &fired {

@@ -10,11 +10,13 @@ use agentprocess_run_actor::runtime::{
     ToolOutcome, Write, redeliver_dead_letter,
 };
 use agentprocess_scheduler::{
-    HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerParts, StoreWatchHints, Webhook,
-    configure_webhook, dead_letters, sign,
+    HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerMetrics, SchedulerParts,
+    StoreWatchHints, Webhook, configure_webhook, dead_letters, metrics, sign,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, RangeRequest};
 use indexmap::IndexMap;
+use opentelemetry::metrics::MeterProvider;
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -574,6 +576,53 @@ async fn idempotency_records_go_after_their_retention() {
     store.close().await;
 }
 
+/// `idempotency_retention_seconds` is a setting: a record goes once a shorter retention passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_records_go_after_a_retention_set_shorter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = EmbeddedStore::open(dir.path().join("store"), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    let config = RuntimeConfig {
+        idempotency_retention: Duration::from_secs(60),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(
+        Arc::new(store.clone()),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        config,
+        Clock::starting_at(START),
+    );
+    publish(&runtime, "support-escalation").await;
+    let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
+    start(
+        &runtime,
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        Mode::Live,
+        "s-1",
+    )
+    .await;
+    let record = runtime.keys().idempotency(&ORG.into(), "s-1");
+    let half_way = runtime.clock().now().plus_seconds(30);
+    runtime.clock().advance(Duration::from_secs(30));
+    eventually("a sweep ran half way", || async {
+        scheduler.swept_at() >= half_way
+    })
+    .await;
+    assert!(
+        runtime.store().get(&record).await.unwrap().0.is_some(),
+        "kept for the retention"
+    );
+    runtime.clock().advance(Duration::from_secs(31));
+    eventually("the record is gone", || async {
+        runtime.store().get(&record).await.unwrap().0.is_none()
+    })
+    .await;
+    scheduler.stop().await;
+    store.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_window_fires_every_timer_in_turn() {
     let dir = tempfile::tempdir().unwrap();
@@ -742,4 +791,95 @@ async fn liveness_is_running_until_the_scheduler_stops() {
     assert!(liveness.is_running());
     scheduler.stop().await;
     assert!(!liveness.is_running());
+}
+
+/// The data points of the metric `name` in the latest export: each one's attributes as
+/// `(key, value)` strings and its value (a sum's value, a histogram's count).
+fn metric_points(exporter: &InMemoryMetricExporter, name: &str) -> Vec<(Vec<(String, String)>, u64)> {
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    let attributes = |set: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| -> Vec<(String, String)> {
+        set.map(|kv| (kv.key.to_string(), kv.value.to_string())).collect()
+    };
+    let exports = exporter.get_finished_metrics().unwrap();
+    let mut points = Vec::new();
+    for scope in exports.last().iter().flat_map(|export| export.scope_metrics()) {
+        for metric in scope.metrics().filter(|metric| metric.name() == name) {
+            match metric.data() {
+                AggregatedMetrics::U64(MetricData::Sum(sum)) => points.extend(
+                    sum.data_points()
+                        .map(|p| (attributes(&mut p.attributes()), p.value())),
+                ),
+                AggregatedMetrics::F64(MetricData::Histogram(histogram)) => points.extend(
+                    histogram
+                        .data_points()
+                        .map(|p| (attributes(&mut p.attributes()), p.count())),
+                ),
+                other => panic!("{name} has unexpected data {other:?}"),
+            }
+        }
+    }
+    points
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fired_timer_is_counted_by_kind_with_its_lateness() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    publish(&runtime, "support-escalation").await;
+    let config = SchedulerConfig {
+        metrics: SchedulerMetrics::new(&provider.meter(metrics::METER)),
+        ..quick()
+    };
+    let scheduler = Scheduler::start(parts(&runtime), transport(), config);
+    let run = start(
+        &runtime,
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        Mode::Live,
+        "s-1",
+    )
+    .await;
+    ok(runtime
+        .execute(
+            &agent("a1"),
+            Write::Claim {
+                run_id: RunId::from(run),
+                step: StepId::from_wire("diagnose"),
+            },
+            "c-1",
+        )
+        .await
+        .unwrap());
+
+    // The claim's lease runs out: the scheduler fires its `claim.<lease>.<step>` timer.
+    runtime.clock().advance(Duration::from_secs(601));
+    let claim = vec![(metrics::ATTRIBUTE_KIND.to_string(), "claim".to_string())];
+    eventually("the claim timer is counted", || async {
+        provider.force_flush().unwrap();
+        metric_points(&exporter, metrics::TIMERS_FIRED)
+            .iter()
+            .any(|(attributes, count)| *attributes == claim && *count >= 1)
+    })
+    .await;
+    let lateness = metric_points(&exporter, metrics::FIRE_LATENESS);
+    assert!(
+        lateness
+            .iter()
+            .any(|(attributes, count)| *attributes == claim && *count >= 1),
+        "{lateness:?}"
+    );
+    // Every kind the scheduler counted is one of the bounded set.
+    for (attributes, _) in metric_points(&exporter, metrics::TIMERS_FIRED) {
+        assert_eq!(attributes.len(), 1, "{attributes:?}");
+        assert!(
+            metrics::TIMER_KINDS.contains(&attributes[0].1.as_str()),
+            "{attributes:?}"
+        );
+    }
+    scheduler.stop().await;
+    store.close().await;
 }

@@ -139,6 +139,89 @@ pub struct PublishedKey {
     pub version: u64,
 }
 
+/// The families of keys the layout has: what a key is for, by its leading segments. Counting
+/// keys and bytes per family shows where a store's size goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KeyFamily {
+    Run,
+    Idempotency,
+    ReadyStep,
+    WorkItem,
+    ProcessRun,
+    PublishedProcess,
+    Upload,
+    CatalogEntry,
+    Draft,
+    Webhook,
+    DeadLetter,
+    Timer,
+    Claim,
+    Outbox,
+    IdempotencyExpiry,
+    Shard,
+    Host,
+    Leader,
+}
+
+impl KeyFamily {
+    /// Every family, in the order the layout above lists them.
+    pub const ALL: [KeyFamily; 18] = [
+        KeyFamily::Run,
+        KeyFamily::Idempotency,
+        KeyFamily::ReadyStep,
+        KeyFamily::WorkItem,
+        KeyFamily::ProcessRun,
+        KeyFamily::PublishedProcess,
+        KeyFamily::Upload,
+        KeyFamily::CatalogEntry,
+        KeyFamily::Draft,
+        KeyFamily::Webhook,
+        KeyFamily::DeadLetter,
+        KeyFamily::Timer,
+        KeyFamily::Claim,
+        KeyFamily::Outbox,
+        KeyFamily::IdempotencyExpiry,
+        KeyFamily::Shard,
+        KeyFamily::Host,
+        KeyFamily::Leader,
+    ];
+
+    /// The family's name: the literal segment its keys are filed under (`process-runs` and
+    /// `published` for the two kinds of keys under `process/<name>/`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyFamily::Run => "run",
+            KeyFamily::Idempotency => "idem",
+            KeyFamily::ReadyStep => "ready",
+            KeyFamily::WorkItem => "work",
+            KeyFamily::ProcessRun => "process-runs",
+            KeyFamily::PublishedProcess => "published",
+            KeyFamily::Upload => "upload",
+            KeyFamily::CatalogEntry => "catalog",
+            KeyFamily::Draft => "draft",
+            KeyFamily::Webhook => "webhook",
+            KeyFamily::DeadLetter => "deadletter",
+            KeyFamily::Timer => "timer",
+            KeyFamily::Claim => "claim",
+            KeyFamily::Outbox => "outbox",
+            KeyFamily::IdempotencyExpiry => "idemexpiry",
+            KeyFamily::Shard => "shard",
+            KeyFamily::Host => "host",
+            KeyFamily::Leader => "leader",
+        }
+    }
+}
+
+/// The family of a key and the organization it belongs to, as [`Keys::family_of`] reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyOwner {
+    pub family: KeyFamily,
+    /// The organization the key names: every key under `o/<org>/`, and the cluster-wide
+    /// timers, claims, outbox and idempotency expiry entries; `None` for the cluster's own keys
+    /// (shards, hosts, the scheduler election).
+    pub organization: Option<OrgId>,
+}
+
 impl Keys {
     /// The keys of cluster `cluster` (itself encoded like an id).
     pub fn new(cluster: &str) -> Self {
@@ -602,6 +685,61 @@ impl Keys {
         self.key().lit("leader").lit("scheduler").leaf()
     }
 
+    /// The family of a key of this cluster and its organization, read from the key's leading
+    /// segments (what follows them is not checked); `None` for a key of another cluster or one
+    /// this layout does not write.
+    pub fn family_of(&self, key: &[u8]) -> Option<KeyOwner> {
+        let mut p = self.parse(key)?;
+        let (family, organization) = match p.segment()? {
+            b"o" => {
+                let org = OrgId::from(p.id()?);
+                let family = match p.segment()? {
+                    b"run" => KeyFamily::Run,
+                    b"idem" => KeyFamily::Idempotency,
+                    b"ready" => KeyFamily::ReadyStep,
+                    b"work" => KeyFamily::WorkItem,
+                    b"process" => {
+                        p.id()?;
+                        match p.segment()? {
+                            b"runs" => KeyFamily::ProcessRun,
+                            b"published" => KeyFamily::PublishedProcess,
+                            _ => return None,
+                        }
+                    }
+                    b"upload" => KeyFamily::Upload,
+                    b"catalog" => KeyFamily::CatalogEntry,
+                    b"draft" => KeyFamily::Draft,
+                    b"webhook" => KeyFamily::Webhook,
+                    b"deadletter" => KeyFamily::DeadLetter,
+                    _ => return None,
+                };
+                (family, Some(org))
+            }
+            b"timer" => {
+                p.num()?;
+                (KeyFamily::Timer, Some(OrgId::from(p.id()?)))
+            }
+            b"claim" => (KeyFamily::Claim, Some(OrgId::from(p.id()?))),
+            b"outbox" => {
+                p.num()?;
+                (KeyFamily::Outbox, Some(OrgId::from(p.id()?)))
+            }
+            b"idemexpiry" => {
+                p.num()?;
+                (KeyFamily::IdempotencyExpiry, Some(OrgId::from(p.id()?)))
+            }
+            b"shard" => (KeyFamily::Shard, None),
+            b"host" => (KeyFamily::Host, None),
+            b"leader" => (KeyFamily::Leader, None),
+            _ => return None,
+        };
+        // Every family's keys go on past the segments read: a bare prefix is no key of ours.
+        if p.0.is_empty() {
+            return None;
+        }
+        Some(KeyOwner { family, organization })
+    }
+
     fn parse<'k>(&self, key: &'k [u8]) -> Option<Parser<'k>> {
         key.strip_prefix(self.root.as_slice()).map(Parser)
     }
@@ -1020,6 +1158,75 @@ mod tests {
                 "{id:?}"
             );
         }
+    }
+
+    /// Every key the layout writes falls in the family named after its leading segments, with
+    /// the organization it names; keys of other clusters and unknown shapes fall in none.
+    #[test]
+    fn family_of_names_the_family_and_organization_of_every_key_the_layout_writes() {
+        use KeyFamily as F;
+        let k = keys();
+        let org = an_org("acme/eu");
+        let (run, step) = (a_run("r1"), a_step("s"));
+        let group = Assignee::Group("ops".into());
+        let expected: Vec<(Vec<u8>, KeyFamily, Option<&OrgId>)> = vec![
+            (k.run(&org, &run), F::Run, Some(&org)),
+            (k.idempotency(&org, "req/1"), F::Idempotency, Some(&org)),
+            (k.ready_step(&org, 5, &run, &step), F::ReadyStep, Some(&org)),
+            (k.work_item(&org, &group, 5, &run, "w1"), F::WorkItem, Some(&org)),
+            (
+                k.work_item(&org, &Assignee::Operators, 5, &run, "w1"),
+                F::WorkItem,
+                Some(&org),
+            ),
+            (k.process_run(&org, "runs", 5, &run), F::ProcessRun, Some(&org)),
+            (
+                k.published_process(&org, "published", 2),
+                F::PublishedProcess,
+                Some(&org),
+            ),
+            (k.upload(&org, "f1"), F::Upload, Some(&org)),
+            (k.catalog_entry(&org, "p"), F::CatalogEntry, Some(&org)),
+            (k.draft(&org, "p"), F::Draft, Some(&org)),
+            (k.webhook(&org, "w"), F::Webhook, Some(&org)),
+            (k.dead_letter(&org, 1, &run, 2), F::DeadLetter, Some(&org)),
+            (k.timer(9, &org, &run, "due.1.s"), F::Timer, Some(&org)),
+            (k.claim(&org, &run, &step), F::Claim, Some(&org)),
+            (k.outbox(9, &org, &run, 3), F::Outbox, Some(&org)),
+            (
+                k.idempotency_expiry(9, &org, "req/1"),
+                F::IdempotencyExpiry,
+                Some(&org),
+            ),
+            (k.shard(7), F::Shard, None),
+            (k.host("h1"), F::Host, None),
+            (k.scheduler_leader(), F::Leader, None),
+        ];
+        for (key, family, organization) in &expected {
+            assert_eq!(
+                k.family_of(key),
+                Some(KeyOwner {
+                    family: *family,
+                    organization: organization.cloned()
+                }),
+                "{}",
+                String::from_utf8_lossy(key)
+            );
+        }
+        let mut seen: Vec<KeyFamily> = expected.iter().map(|(_, family, _)| *family).collect();
+        seen.dedup();
+        assert_eq!(seen, KeyFamily::ALL, "one example per family, in layout order");
+        let names: std::collections::BTreeSet<&str> = KeyFamily::ALL.iter().map(|f| f.name()).collect();
+        assert_eq!(names.len(), KeyFamily::ALL.len(), "names are distinct");
+
+        // Another cluster's keys, bare prefixes, unknown segments and bad encodings: no family.
+        assert_eq!(Keys::new("staging").family_of(&k.run(&org, &run)), None);
+        assert_eq!(k.family_of(&k.runs(&org).start), None);
+        assert_eq!(k.family_of(b"/agentprocess/prod/o/acme/unknown/x"), None);
+        assert_eq!(k.family_of(b"/agentprocess/prod/o/acme/process/p/other/x"), None);
+        assert_eq!(k.family_of(b"/agentprocess/prod/timer/notanumber/o/r/t"), None);
+        assert_eq!(k.family_of(b"/agentprocess/prod/o/a%2f/run/r"), None);
+        assert_eq!(k.family_of(b"elsewhere"), None);
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub struct ToolError {
     /// Every problem at once, when the code has them. Omitted on the wire when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub issues: Vec<String>,
+    /// The server failed, rather than refused: metrics count it as an error. Not on the wire.
+    #[serde(skip)]
+    server_failure: bool,
 }
 
 impl ToolError {
@@ -28,7 +31,21 @@ impl ToolError {
             code,
             message: message.into(),
             issues: Vec::new(),
+            server_failure: false,
         }
+    }
+
+    /// A refusal that says the server failed (its code is `retry`, which is safe to follow).
+    pub fn server_failure(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError {
+            server_failure: true,
+            ..ToolError::new(code, message)
+        }
+    }
+
+    /// Whether the server failed, rather than refused.
+    pub fn is_server_failure(&self) -> bool {
+        self.server_failure
     }
 
     pub fn with_issues(mut self, issues: Vec<String>) -> Self {

@@ -4,6 +4,7 @@ use super::backend::ToolBackend;
 use super::result::{ToolError, ToolResult};
 use super::tools::ToolName;
 use crate::auth::Identity;
+use crate::metrics::GatewayMetrics;
 use crate::respond;
 use axum::http::request::Parts;
 use rmcp::ErrorData as McpError;
@@ -15,6 +16,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value};
 use std::sync::Arc;
+use std::time::Instant;
 use tracing::Instrument;
 
 const INSTRUCTIONS: &str = "An Agent Process server. Call describe first. Agents: get_work, claim, \
@@ -40,23 +42,46 @@ struct Shared<B> {
     backend: B,
     describe: Value,
     tools: Vec<Tool>,
+    metrics: GatewayMetrics,
 }
 
 impl<B: ToolBackend> ProtocolServer<B> {
     /// `describe` is the `data` the gateway answers `describe` with.
+    /// Records into the process-wide meter provider's instruments.
     pub fn new(backend: B, describe: Value) -> Self {
+        ProtocolServer::with_metrics(backend, describe, GatewayMetrics::global())
+    }
+
+    /// [`ProtocolServer::new`], recording into `metrics`.
+    pub fn with_metrics(backend: B, describe: Value, metrics: GatewayMetrics) -> Self {
         let tools = ToolName::ALL.into_iter().map(tool_listing).collect();
         ProtocolServer {
             shared: Arc::new(Shared {
                 backend,
                 describe,
                 tools,
+                metrics,
             }),
         }
     }
 
-    /// Runs one validated tool call: `describe` here, every other tool in the backend.
+    /// Runs one tool call and counts its outcome and duration.
     pub async fn call(
+        &self,
+        identity: &Identity,
+        tool: ToolName,
+        arguments: Option<Map<String, Value>>,
+    ) -> ToolResult {
+        let started = Instant::now();
+        let result = self.call_unrecorded(identity, tool, arguments).await;
+        self.shared
+            .metrics
+            .record_tool_call(tool.as_str(), &result, started.elapsed());
+        result
+    }
+
+    /// Runs one validated tool call: `describe` here, every other tool in the backend.
+    async fn call_unrecorded(
         &self,
         identity: &Identity,
         tool: ToolName,

@@ -54,6 +54,7 @@ impl Actor {
         match committed {
             Ok(result) => {
                 if result.succeeded {
+                    host.config.metrics.runs_archived.add(1, &[]);
                     tracing::debug!(runId = %run_id, "run archived");
                 }
                 // Not succeeded: the run changed meanwhile. Its timer, if still due, comes again.

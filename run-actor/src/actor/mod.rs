@@ -18,7 +18,7 @@
 
 mod archiving;
 mod events;
-mod plan;
+pub(crate) mod plan;
 mod records;
 
 pub(crate) use records::ARCHIVE_TIMER;
@@ -36,13 +36,15 @@ use agentprocess_org::{Archive, Clock};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{LeaseId, RangeRequest, StoreError, Txn, TxnOp};
-use records::{ClaimRecord, IndexEntries};
+use records::ClaimRecord;
+pub(crate) use records::IndexEntries;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -80,6 +82,38 @@ pub(crate) struct Host {
     /// Where ended runs go once their time in the hot store is over.
     pub archive: Archive,
     pub actors: Mutex<HashMap<RunAddress, mpsc::Sender<Mail>>>,
+}
+
+/// Where a run's record was found.
+#[derive(Debug)]
+pub(crate) enum RunRecord {
+    /// In the hot store, at this store version.
+    Hot { bytes: Vec<u8>, version: i64 },
+    /// In the archive: the run ended and left the hot store.
+    Archived(Vec<u8>),
+}
+
+impl Host {
+    /// The record of run `run_id`: from the hot store, else from the archive; `None` when
+    /// neither holds it.
+    pub(crate) async fn run_record(
+        &self,
+        organization: &OrgId,
+        run_id: &RunId,
+    ) -> Result<Option<RunRecord>, RuntimeError> {
+        let (record, _) = self.store.get(&self.keys.run(organization, run_id)).await?;
+        if let Some(record) = record {
+            return Ok(Some(RunRecord::Hot {
+                bytes: record.value,
+                version: record.version,
+            }));
+        }
+        Ok(self
+            .archive
+            .run_record(organization, run_id)
+            .await?
+            .map(RunRecord::Archived))
+    }
 }
 
 /// What an actor's mailbox carries: a command to apply, or the order to move its ended run to
@@ -138,7 +172,10 @@ pub(crate) fn sender(host: &Arc<Host>, address: &RunAddress) -> mpsc::Sender<Mai
         return sender.clone();
     }
     let (sender, receiver) = mpsc::channel(MAILBOX);
-    actors.insert(address.clone(), sender.clone());
+    // A closed sender still in the map is replaced: the count of actors stays the same.
+    if actors.insert(address.clone(), sender.clone()).is_none() {
+        host.config.metrics.live_actors.add(1, &[]);
+    }
     let actor = Actor {
         host: host.clone(),
         address: address.clone(),
@@ -156,6 +193,7 @@ pub(crate) fn forget(host: &Host, address: &RunAddress, stale: &mpsc::Sender<Mai
         .is_some_and(|current| current.same_channel(stale))
     {
         actors.remove(address);
+        host.config.metrics.live_actors.add(-1, &[]);
     }
 }
 
@@ -281,7 +319,9 @@ impl Actor {
         if !mailbox.is_empty() {
             return false;
         }
-        actors.remove(&self.address);
+        if actors.remove(&self.address).is_some() {
+            self.host.config.metrics.live_actors.add(-1, &[]);
+        }
         self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -340,6 +380,7 @@ impl Actor {
                 match crate::idempotency::replay(
                     self.host.store.as_ref(),
                     &self.host.keys,
+                    &self.host.pinned,
                     &self.address.organization,
                     &request.id,
                     &request.fingerprint,
@@ -371,23 +412,20 @@ impl Actor {
         }
         let host = &self.host;
         let RunAddress { organization, run_id } = &self.address;
-        let (record, _) = host.store.get(&host.keys.run(organization, run_id)).await?;
-        let (record, version, archived) = match record {
-            Some(record) => (record.value, record.version, false),
-            None => match host.archive.run_record(organization, run_id).await? {
-                Some(archived) => (archived, 0, true),
-                None => {
-                    self.loaded = Some(Loaded {
-                        run: None,
-                        version: 0,
-                        pinned: None,
-                        index: IndexEntries::new(),
-                        claims: HashMap::new(),
-                        archived: false,
-                    });
-                    return Ok(());
-                }
-            },
+        let (record, version, archived) = match host.run_record(organization, run_id).await? {
+            Some(RunRecord::Hot { bytes, version }) => (bytes, version, false),
+            Some(RunRecord::Archived(bytes)) => (bytes, 0, true),
+            None => {
+                self.loaded = Some(Loaded {
+                    run: None,
+                    version: 0,
+                    pinned: None,
+                    index: IndexEntries::new(),
+                    claims: HashMap::new(),
+                    archived: false,
+                });
+                return Ok(());
+            }
         };
         let run: RunState = serde_json::from_slice(&record)
             .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
@@ -506,7 +544,15 @@ impl Actor {
         let mut ops = plan.ops;
         ops.extend(claim_ops);
         let txn = Txn::new().when(plan.compares).and_then(ops);
-        match self.host.store.txn(txn).await {
+        let started = Instant::now();
+        let committed = self.host.store.txn(txn).await;
+        if let Ok(result) = &committed {
+            self.host
+                .config
+                .metrics
+                .record_commit(result.succeeded, started.elapsed());
+        }
+        match committed {
             Ok(result) if result.succeeded => {
                 self.host.stats.commits.fetch_add(1, Ordering::Relaxed);
                 self.loaded = Some(Loaded {
@@ -726,6 +772,7 @@ impl Actor {
                     Some(request) => crate::idempotency::replay(
                         self.host.store.as_ref(),
                         &self.host.keys,
+                        &self.host.pinned,
                         &self.address.organization,
                         &request.id,
                         &request.fingerprint,
@@ -741,6 +788,6 @@ impl Actor {
 }
 
 /// How long an ended run stays hot, in milliseconds.
-fn archive_after_ms(config: &RuntimeConfig) -> u64 {
+pub(crate) fn archive_after_ms(config: &RuntimeConfig) -> u64 {
     u64::try_from(config.archive_ended_runs_after.as_millis()).unwrap_or(u64::MAX)
 }

@@ -5,11 +5,10 @@
 use super::records::{self, IndexEntries, OutboxEntry};
 use super::{Applied, RunAddress};
 use crate::call::RuntimeError;
-use crate::idempotency::{IdempotencyRecord, RequestKey};
+use crate::idempotency::{IdempotencyRecord, PinnedBody, RequestKey};
 use crate::machine::{PinnedProcess, RunState, Timestamp};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, TxnOp};
-use std::borrow::Cow;
 
 /// What [`plan`] needs to know.
 pub(crate) struct Inputs<'a> {
@@ -113,15 +112,24 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
         }
     }
     let expires_at = now.plus_seconds(retention_seconds);
+    let pinned_body = match (run, pinned) {
+        (Some(run), Some(process)) => Some(PinnedBody {
+            process: &run.process,
+            version: process.version,
+            body: &process.body,
+        }),
+        _ => None,
+    };
     for (request, outcome) in requests.iter().zip(outcomes) {
         if let (Some(request), Applied::Ok { data, .. }) = (request, outcome) {
             let key = keys.idempotency(organization, &request.id);
             compares.push(Compare::absent(key.clone()));
             let record = IdempotencyRecord {
-                fingerprint: Cow::Borrowed(&request.fingerprint),
-                run_id: Some(Cow::Borrowed(run_id.as_str())),
+                fingerprint: &request.fingerprint,
+                run_id: Some(run_id.as_str()),
                 at: now,
-                data: Cow::Borrowed(data),
+                data,
+                pinned_body,
             };
             ops.push(TxnOp::put(key, record.to_bytes()));
             ops.push(TxnOp::put(
@@ -149,6 +157,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::idempotency::Fingerprint;
     use crate::machine::OrgId;
     use crate::machine::{self, Caller, Command, Ctx, Limits, Mode, NoUploads, StartRun};
     use agentprocess_process::{Offer, PersonFormat, load};
@@ -219,7 +228,7 @@ mod tests {
         }];
         let request = RequestKey {
             id: "req-1".into(),
-            fingerprint: "f1".into(),
+            fingerprint: Fingerprint([1; 32]),
         };
         let empty = IndexEntries::new();
         let plan = plan(Inputs {

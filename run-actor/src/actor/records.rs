@@ -298,7 +298,6 @@ impl ClaimRecord<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::idempotency::IdempotencyRecord;
 
     #[test]
     fn timer_ids_round_trip_to_their_commands() {
@@ -359,17 +358,7 @@ mod tests {
     }
 
     #[test]
-    fn idempotency_records_and_claim_values_keep_their_older_form() {
-        let older = r#"{"fingerprint":"9f2c","runId":"r_1","at":"2030-01-01T00:00:00Z","data":{"token":"t","n":1.50}}"#;
-        let record: IdempotencyRecord = serde_json::from_str(older).unwrap();
-        assert_eq!(record.fingerprint, "9f2c");
-        assert_eq!(record.data["n"].to_string(), "1.50", "numbers keep their text");
-        assert_eq!(String::from_utf8(record.to_bytes()).unwrap(), older);
-        let older_upload = r#"{"fingerprint":"77aa","at":"2030-01-01T00:00:00Z","data":{"id":"f_1","sha256":"ab","bytes":8}}"#;
-        let record: IdempotencyRecord = serde_json::from_str(older_upload).unwrap();
-        assert_eq!(record.run_id, None, "an upload writes to no run");
-        assert_eq!(String::from_utf8(record.to_bytes()).unwrap(), older_upload);
-
+    fn claim_values_keep_their_older_form() {
         let older = r#"{"lease":3,"storeLease":7340032,"holder":"a1","expiresAt":1893456600000}"#;
         let claim: ClaimRecord = serde_json::from_str(older).unwrap();
         assert_eq!(

@@ -264,6 +264,7 @@ impl Runtime {
                         if let Some(answer) = idempotency::replay(
                             self.inner.host.store.as_ref(),
                             &self.inner.host.keys,
+                            &self.inner.host.pinned,
                             &organization,
                             request_id,
                             &fingerprint,

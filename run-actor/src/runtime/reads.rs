@@ -4,7 +4,7 @@
 //! per page), never to the number of runs. `list_runs` merges each process's hot index with its
 //! archive index, both in start order. Cursors are opaque: the hex of the last position read.
 
-use crate::actor::Host;
+use crate::actor::{Host, RunRecord};
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
@@ -25,20 +25,13 @@ pub(super) async fn get_run(
     caller: &Caller,
     run_id: &RunId,
 ) -> Result<ToolOutcome, RuntimeError> {
-    let (record, _) = host
-        .store
-        .get(&host.keys.run(&caller.organization, run_id))
-        .await?;
-    let record = match record {
-        Some(record) => record.value,
-        None => match host.archive.run_record(&caller.organization, run_id).await? {
-            Some(archived) => archived,
-            None => {
-                return Ok(ToolOutcome::Refused(Refusal::not_found(
-                    "no such run in this organization",
-                )));
-            }
-        },
+    let record = match host.run_record(&caller.organization, run_id).await? {
+        Some(RunRecord::Hot { bytes, .. } | RunRecord::Archived(bytes)) => bytes,
+        None => {
+            return Ok(ToolOutcome::Refused(Refusal::not_found(
+                "no such run in this organization",
+            )));
+        }
     };
     let run: RunState =
         serde_json::from_slice(&record).map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;

@@ -10,7 +10,6 @@ use agentprocess_service::Upload;
 use agentprocess_store::{Compare, Txn, TxnOp};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use std::borrow::Cow;
 
 pub(super) async fn upload(
     host: &Host,
@@ -32,6 +31,7 @@ pub(super) async fn upload(
     if let Some(answer) = idempotency::replay(
         host.store.as_ref(),
         &host.keys,
+        &host.pinned,
         organization,
         request_id,
         &fingerprint,
@@ -75,10 +75,11 @@ pub(super) async fn upload(
         TxnOp::put(
             idempotency,
             IdempotencyRecord {
-                fingerprint: Cow::Borrowed(&fingerprint),
+                fingerprint: &fingerprint,
                 run_id: None,
                 at: now,
-                data: Cow::Borrowed(&data),
+                data: &data,
+                pinned_body: None,
             }
             .to_bytes(),
         ),
@@ -97,6 +98,7 @@ pub(super) async fn upload(
     Ok(idempotency::replay(
         host.store.as_ref(),
         &host.keys,
+        &host.pinned,
         organization,
         request_id,
         &fingerprint,

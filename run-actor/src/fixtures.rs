@@ -1,0 +1,90 @@
+//! Runs written straight into a store exactly as their actor commits them, and the pinned
+//! processes they need: for fixtures that fill a stopped server's store with many runs in minutes.
+
+use crate::actor::plan::{self, Inputs};
+use crate::actor::{IndexEntries, RunAddress, archive_after_ms};
+use crate::call::RuntimeError;
+use crate::config::RuntimeConfig;
+use crate::machine::{PinnedProcess, RunState, Timestamp};
+use crate::pinned::PinnedProcesses;
+use agentprocess_ids::{OrgId, RunId, StepId};
+use agentprocess_org::Catalog;
+use agentprocess_store::keys::Keys;
+use agentprocess_store::{Compare, TxnOp};
+use std::sync::Arc;
+
+/// What committing one new run writes: compares and operations to put in a transaction.
+#[derive(Debug)]
+pub struct RunWrites {
+    /// The run does not exist yet.
+    pub compares: Vec<Compare>,
+    /// The run record, then its index and timer entries.
+    pub ops: Vec<TxnOp>,
+}
+
+/// Why a run cannot be written as a fixture.
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    /// A claim key lives on a store lease held by a running actor host; a fixture has none.
+    #[error("run {run} holds a claim on step {step}: only runs without a live claim can be written directly")]
+    Claimed { run: RunId, step: StepId },
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// The writes of `run` as the first commit of its actor, in a runtime with `config`, would make
+/// them, with the same planner: the run record and every index and timer entry its state implies
+/// (ready steps, work items, the per-process run entry, timers, an ended run's archive timer),
+/// on the condition that no run of that id exists.
+///
+/// What a live write adds BESIDE the state is left out on purpose: idempotency records (they
+/// answer retries of the calls that made the run, and expire), outbox entries (the scheduler
+/// delivers and removes them) and claim keys (a run holding a claim is refused).
+pub fn run_writes(
+    keys: &Keys,
+    config: &RuntimeConfig,
+    pinned: &PinnedProcess,
+    run: &RunState,
+) -> Result<RunWrites, FixtureError> {
+    if let Some(step) = run.steps.iter().find(|step| step.claim.is_some()) {
+        return Err(FixtureError::Claimed {
+            run: run.id.clone(),
+            step: step.id.clone(),
+        });
+    }
+    let address = RunAddress {
+        organization: run.organization.clone(),
+        run_id: run.id.clone(),
+    };
+    let plan = plan::plan(Inputs {
+        keys,
+        address: &address,
+        loaded_version: 0,
+        loaded_index: &IndexEntries::new(),
+        run: Some(run),
+        pinned: Some(pinned),
+        changed: true,
+        requests: &[],
+        outcomes: &[],
+        now: Timestamp::from_millis(0),
+        retention_seconds: 0,
+        archive_after_ms: archive_after_ms(config),
+    })?;
+    Ok(RunWrites {
+        compares: plan.compares,
+        ops: plan.ops,
+    })
+}
+
+/// The published process `name` at `version` of `organization` as runs pin it, read and parsed
+/// the way the actor host does; `None` when there is no such version.
+pub async fn pinned_process(
+    catalog: &Catalog,
+    organization: &OrgId,
+    name: &str,
+    version: u64,
+) -> Result<Option<Arc<PinnedProcess>>, RuntimeError> {
+    PinnedProcesses::new(catalog.clone())
+        .get(organization, name, version)
+        .await
+}
