@@ -185,6 +185,7 @@ pub(crate) async fn open_store(settings: &Settings) -> anyhow::Result<(EmbeddedS
     let dir = settings.data_dir.join("store");
     let options = EmbeddedOptions {
         cache_bytes: usize::try_from(settings.store.cache_bytes).unwrap_or(usize::MAX),
+        checkpoint_after_bytes: settings.store.checkpoint_after_bytes,
         ..EmbeddedOptions::default()
     };
     match EmbeddedStore::open(&dir, options).await {

@@ -70,12 +70,17 @@ pub struct StoreSettings {
     /// Most memory the embedded store's page cache takes. The keys live on disk; this bounds
     /// how much of them stays in memory, whatever their number.
     pub cache_bytes: u64,
+    /// Checkpoint the store's file and start a new journal once the journal outgrows this. A
+    /// longer journal means fewer synced checkpoints and a longer replay at start after a crash.
+    #[serde(alias = "compact_after_bytes")]
+    pub checkpoint_after_bytes: u64,
 }
 
 impl Default for StoreSettings {
     fn default() -> Self {
         StoreSettings {
             cache_bytes: EmbeddedOptions::default().cache_bytes as u64,
+            checkpoint_after_bytes: EmbeddedOptions::default().checkpoint_after_bytes,
         }
     }
 }
@@ -253,6 +258,9 @@ impl Settings {
         }
         if usize::try_from(self.store.cache_bytes).is_err() {
             problems.push("store.cache_bytes does not fit this machine's address space".to_owned());
+        }
+        if self.store.checkpoint_after_bytes < 1 << 20 {
+            problems.push("store.checkpoint_after_bytes must be at least 1048576".to_owned());
         }
         let notifications = &self.notifications;
         if notifications.max_attempts == 0 {

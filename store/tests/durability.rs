@@ -6,11 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentprocess_store::{
-    Compare, EmbeddedOptions, EmbeddedStore, EventKind, KeyRange, RangeRequest, Store, StoreError, Txn, TxnOp,
+    Compare, EmbeddedOptions, EmbeddedStore, EventKind, KeyRange, RangeRequest, RecoveryReport, Store,
+    StoreError, Txn, TxnOp,
 };
 
 const CHILD_DIR_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_DIR";
 const CHILD_CACHE_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_CACHE_BYTES";
+const CHILD_CHECKPOINT_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_CHECKPOINT_BYTES";
 
 async fn open(dir: &std::path::Path) -> EmbeddedStore {
     open_with(dir, EmbeddedOptions::default()).await
@@ -70,6 +72,12 @@ fn crash_writer_child() {
     if let Some(bytes) = std::env::var(CHILD_CACHE_ENV).ok().and_then(|b| b.parse().ok()) {
         options.cache_bytes = bytes;
     }
+    if let Some(bytes) = std::env::var(CHILD_CHECKPOINT_ENV)
+        .ok()
+        .and_then(|b| b.parse().ok())
+    {
+        options.checkpoint_after_bytes = bytes;
+    }
     runtime.block_on(async move {
         let store = open_with(dir.as_ref(), options).await;
         let lease = store.lease_grant(3600).await.expect("grant");
@@ -103,7 +111,32 @@ fn crash_writer_child() {
 /// SIGKILL mid-stream; reopening finds every write the child saw acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_kill_9() {
-    kill_writer_and_check(None).await;
+    let crash = kill_writer_and_check(None, None).await;
+    // Every write since the open's checkpoint was in the journal only: the open replayed it.
+    assert!(
+        crash.report.replayed_records > 0,
+        "nothing replayed: {:?}",
+        crash.report
+    );
+}
+
+/// The same with checkpoints every 32 KiB of journal, so the kill lands among journal rotations
+/// and synced engine commits: what a checkpoint holds comes from the engine's file, the rest from
+/// the journals after it, and the journals a checkpoint holds are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_kill_9_across_checkpoints() {
+    let crash = kill_writer_and_check(None, Some(32 * 1024)).await;
+    assert!(
+        crash.journals_left <= 2,
+        "{} journals left: a checkpoint removes those before it",
+        crash.journals_left
+    );
+    assert!(
+        crash.report.replayed_records < crash.acknowledged,
+        "the checkpoints held some writes: {:?} of {} acknowledged",
+        crash.report,
+        crash.acknowledged
+    );
 }
 
 /// The same with a page cache far smaller than the store, so the kill lands among commits that
@@ -111,19 +144,45 @@ async fn acknowledged_writes_survive_kill_9() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_kill_9_with_a_small_cache() {
     let cache_bytes = 64 * 1024;
-    let file_bytes = kill_writer_and_check(Some(cache_bytes)).await;
+    // Checkpoints every 256 KiB, so the engine's file (not only the journal) outgrows the cache.
+    let crash = kill_writer_and_check(Some(cache_bytes), Some(256 * 1024)).await;
     assert!(
-        file_bytes > 4 * cache_bytes as u64,
-        "the store outgrew its cache: {file_bytes}"
+        crash.file_bytes > 4 * cache_bytes as u64,
+        "the store outgrew its cache: {}",
+        crash.file_bytes
     );
 }
 
-/// Returns the size of the store's file after the crash.
-async fn kill_writer_and_check(cache_bytes: Option<usize>) -> u64 {
+/// What a crash left and what reopening found.
+struct Crash {
+    /// The size of the engine's file after the crash.
+    file_bytes: u64,
+    /// Journal files after the crash.
+    journals_left: usize,
+    acknowledged: usize,
+    report: RecoveryReport,
+}
+
+/// Journal files in a store directory.
+fn journals(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|f| {
+            let name = f.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("journal-") && name.ends_with(".log")
+        })
+        .count()
+}
+
+async fn kill_writer_and_check(cache_bytes: Option<usize>, checkpoint_after_bytes: Option<u64>) -> Crash {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(std::env::current_exe().unwrap());
     if let Some(bytes) = cache_bytes {
         command.env(CHILD_CACHE_ENV, bytes.to_string());
+    }
+    if let Some(bytes) = checkpoint_after_bytes {
+        command.env(CHILD_CHECKPOINT_ENV, bytes.to_string());
     }
     let mut child = KillOnDrop(
         command
@@ -159,6 +218,7 @@ async fn kill_writer_and_check(cache_bytes: Option<usize>) -> u64 {
     }
 
     let file_bytes = std::fs::metadata(dir.path().join("store.redb")).unwrap().len();
+    let journals_left = journals(dir.path());
     let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
         .await
         .expect("reopen after kill -9");
@@ -186,7 +246,77 @@ async fn kill_writer_and_check(cache_bytes: Option<usize>) -> u64 {
         .expect("lease survives a crash");
     assert_eq!(status.granted_ttl, 3600);
     assert!(status.keys.len() <= 32 && !status.keys.is_empty());
-    file_bytes
+    Crash {
+        file_bytes,
+        journals_left,
+        acknowledged: acked.len(),
+        report,
+    }
+}
+
+/// A clean close checkpoints: the next open replays nothing, and one empty journal is left.
+#[tokio::test]
+async fn a_clean_close_leaves_nothing_to_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    for n in 0..100 {
+        put(&store, &format!("k{n:03}"), "v").await;
+    }
+    store.close().await;
+    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.replayed_records, report.torn_bytes, report.keys),
+        (0, 0, 100)
+    );
+    assert_eq!(journals(dir.path()), 1);
+    assert_eq!(all_keys(&store).await.len(), 100);
+}
+
+/// A copy of a running store's directory is what a crash leaves: the engine's file at its last
+/// checkpoint and the journal after it. A frame cut short at the end of the journal (a write
+/// torn by the crash, never acknowledged) is dropped and reported; every whole one is replayed.
+#[tokio::test]
+async fn a_torn_journal_tail_is_dropped_and_every_whole_record_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let mut revisions = Vec::new();
+    for n in 0..50 {
+        revisions.push(put(&store, &format!("k{n:02}"), &format!("v{n}")).await);
+    }
+    let crashed = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), crashed.path());
+    drop(store);
+    std::fs::remove_file(crashed.path().join("LOCK")).ok();
+    let journal = std::fs::read_dir(crashed.path())
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("journal-"))
+        .expect("a journal");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+    std::io::Write::write_all(&mut file, &[200, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7]).unwrap();
+    drop(file);
+
+    let (store, report) = EmbeddedStore::open(crashed.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.replayed_records, 50);
+    assert_eq!(report.torn_bytes, 11);
+    assert_eq!(report.revision, *revisions.last().unwrap());
+    for (n, revision) in revisions.iter().enumerate() {
+        let kv = store.get(format!("k{n:02}").as_bytes()).await.unwrap().0.unwrap();
+        assert_eq!(
+            (kv.value, kv.mod_revision),
+            (format!("v{n}").into_bytes(), *revision)
+        );
+    }
+    // The replay was checkpointed: opening again replays nothing.
+    store.close().await;
+    let (_, report) = EmbeddedStore::open(crashed.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.replayed_records, report.keys), (0, 50));
 }
 
 /// Revisions, metadata and leases come back after a clean restart; the revision goes on from

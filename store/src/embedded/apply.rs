@@ -511,6 +511,7 @@ mod tests {
                     lease_changes: &[],
                     revision: 100,
                     next_lease_id: 1,
+                    checkpoint: None,
                 })
                 .unwrap();
             let read = engine.read().unwrap();

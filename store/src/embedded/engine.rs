@@ -2,16 +2,20 @@
 //!
 //! `redb` is a copy-on-write B-tree with MVCC: a read transaction sees the state of the last
 //! commit when it began, for as long as it lives, and never waits for the writer; a write
-//! transaction's commit is atomic and, at [`redb::Durability::Immediate`], durable when it
-//! returns (one `fsync`; a commit torn by a crash is detected by its checksums and rolled back to
-//! the previous one on open). Only the pages a read touches are read, through a cache of bounded
+//! transaction's commit is atomic. Batches are committed without a sync
+//! ([`redb::Durability::None`]: their pages stay in the engine's write buffer or reach the file
+//! unsynced) because the journal already made them durable (see [`super::journal`]); a
+//! checkpoint is a commit at [`redb::Durability::Immediate`] with quick repair (the allocator
+//! state saved with it), which makes everything before it durable and lets a crash reopen at
+//! once, on that checkpoint. Only the pages a read touches are read, through a cache of bounded
 //! size: memory does not grow with the number of keys.
 //!
 //! Tables:
 //!
 //! - `kvs`: key → [`Stored`], encoded as `create_revision | mod_revision | version | lease`
 //!   (each `i64` little endian) followed by the value;
-//! - `meta`: `revision` (the store revision) and `next_lease_id`;
+//! - `meta`: `revision` (the store revision), `next_lease_id`, and `journal_generation` (the
+//!   first journal a checkpoint does not hold);
 //! - `leases`: lease id → TTL in seconds;
 //! - `lease_keys`: lease id → the keys attached to it, so that opening the store rebuilds the
 //!   lease table without reading every key.
@@ -38,6 +42,7 @@ const LEASES: TableDefinition<i64, i64> = TableDefinition::new("leases");
 const LEASE_KEYS: MultimapTableDefinition<i64, &[u8]> = MultimapTableDefinition::new("lease_keys");
 const REVISION: &str = "revision";
 const NEXT_LEASE_ID: &str = "next_lease_id";
+const JOURNAL_GENERATION: &str = "journal_generation";
 /// The revision of a store nothing was ever written to (etcd's too).
 const FIRST_REVISION: i64 = 1;
 
@@ -116,6 +121,10 @@ pub(crate) struct Commit<'a> {
     pub lease_changes: &'a [(i64, Option<i64>)],
     pub revision: i64,
     pub next_lease_id: i64,
+    /// `Some(generation)`: a checkpoint, synced when the commit returns, after which replay
+    /// starts at journal `generation`. `None`: an ordinary batch, not synced (the journal holds
+    /// it).
+    pub checkpoint: Option<u64>,
 }
 
 /// What the engine holds when the store opens.
@@ -128,11 +137,16 @@ pub(crate) struct Recovered {
     /// Keys attached to a lease: lease id and key.
     pub lease_keys: Vec<(i64, Vec<u8>)>,
     pub keys: u64,
+    /// The first journal generation the last checkpoint does not hold.
+    pub journal_generation: u64,
 }
 
 /// The engine: one `redb` database. Dropping it closes the file.
 pub(crate) struct Engine {
     db: Database,
+    /// Whether a journal holds the batches (a file on disk), so that they are committed without
+    /// a sync. An engine in memory commits them as they come.
+    journaled: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -151,7 +165,7 @@ impl Engine {
                 redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked(path.to_path_buf()),
                 other => into("opening the store file")(other),
             })?;
-        Engine::with_tables(db)
+        Engine::with_tables(db, true)
     }
 
     /// An engine whose pages live in memory: nothing survives it.
@@ -160,11 +174,11 @@ impl Engine {
             .set_cache_size(cache_bytes)
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(into("creating the store in memory"))?;
-        Engine::with_tables(db)
+        Engine::with_tables(db, false)
     }
 
     /// Creates the tables of a new file (a no-op on an existing one), so reads can count on them.
-    fn with_tables(db: Database) -> Result<Engine, StoreError> {
+    fn with_tables(db: Database, journaled: bool) -> Result<Engine, StoreError> {
         let context = "creating the store tables";
         let txn = db.begin_write().map_err(into(context))?;
         {
@@ -178,7 +192,7 @@ impl Engine {
             }
         }
         txn.commit().map_err(into(context))?;
-        Ok(Engine { db })
+        Ok(Engine { db, journaled })
     }
 
     /// Reads what opening the store needs: revision, leases and their keys, and the key count.
@@ -195,6 +209,10 @@ impl Engine {
         };
         let revision = read_meta(REVISION)?;
         let next_lease_id = read_meta(NEXT_LEASE_ID)?;
+        let journal_generation = meta
+            .get(JOURNAL_GENERATION)
+            .map_err(into(context))?
+            .map_or(0, |g| u64::try_from(g.value()).unwrap_or(0));
         let mut leases = Vec::new();
         for item in txn
             .open_table(LEASES)
@@ -224,6 +242,7 @@ impl Engine {
             leases,
             lease_keys,
             keys,
+            journal_generation,
         })
     }
 
@@ -241,11 +260,18 @@ impl Engine {
         Ok(ReadView { kvs, revision })
     }
 
-    /// Commits one batch in one write transaction, durable when this returns. Keeps
+    /// Commits one batch in one write transaction, synced if it is a checkpoint. Keeps
     /// `lease_keys` in step with the keys' leases.
     pub fn commit(&self, batch: &Commit<'_>) -> Result<(), StoreError> {
         let context = "committing to the store";
-        let txn = self.db.begin_write().map_err(into(context))?;
+        let mut txn = self.db.begin_write().map_err(into(context))?;
+        match batch.checkpoint {
+            Some(_) => txn.set_quick_repair(true),
+            None if self.journaled => txn
+                .set_durability(redb::Durability::None)
+                .map_err(into(context))?,
+            None => {}
+        }
         {
             let mut kvs = txn.open_table(KVS).map_err(into(context))?;
             let mut lease_keys = txn.open_multimap_table(LEASE_KEYS).map_err(into(context))?;
@@ -289,7 +315,30 @@ impl Engine {
             meta.insert(REVISION, batch.revision).map_err(into(context))?;
             meta.insert(NEXT_LEASE_ID, batch.next_lease_id)
                 .map_err(into(context))?;
+            if let Some(generation) = batch.checkpoint {
+                let generation = i64::try_from(generation).map_err(|_| {
+                    StoreError::Corrupt(format!("journal generation {generation} out of range"))
+                })?;
+                meta.insert(JOURNAL_GENERATION, generation)
+                    .map_err(into(context))?;
+            }
         }
+        txn.commit().map_err(into(context))
+    }
+}
+
+impl Engine {
+    /// Makes every commit so far durable, recording that replay starts at journal `generation`.
+    pub fn checkpoint(&self, generation: u64) -> Result<(), StoreError> {
+        let context = "checkpointing the store";
+        let generation = i64::try_from(generation)
+            .map_err(|_| StoreError::Corrupt(format!("journal generation {generation} out of range")))?;
+        let mut txn = self.db.begin_write().map_err(into(context))?;
+        txn.set_quick_repair(true);
+        txn.open_table(META)
+            .map_err(into(context))?
+            .insert(JOURNAL_GENERATION, generation)
+            .map_err(into(context))?;
         txn.commit().map_err(into(context))
     }
 }

@@ -6,10 +6,7 @@
 //! with the recovery code below, writes the result into the engine's file, then moves the old
 //! files into `legacy-<unix seconds>/` beside it (see [`import`]).
 //!
-//! A frame is `len: u32 LE | crc32c(payload): u32 LE | payload`. A frame cut short or failing its
-//! checksum at the end of the newest log is a write that was never acknowledged (torn by a crash):
-//! recovery truncates it away. Records carry the resulting state of each key (not the request),
-//! so replay needs no logic beyond "set" and "remove".
+//! Its logs are made of the journal's frames (see [`super::journal`]).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -19,17 +16,15 @@ use std::sync::Arc;
 
 use super::apply::{Change, Entry};
 use super::engine::{Commit, ENGINE_FILE, Engine, Overlay, Stored};
+use super::journal::decode_log;
+#[cfg(test)]
+use super::journal::{put_bytes, put_i64, put_u32};
 use super::sync_dir;
 use crate::error::StoreError;
 
 /// The keys of a replayed store, in order.
 pub(crate) type KeyMap = BTreeMap<Vec<u8>, Stored>;
 
-const TAG_PUT: u8 = 1;
-const TAG_DELETE: u8 = 2;
-const TAG_GRANT: u8 = 3;
-const TAG_REVOKE: u8 = 4;
-const FRAME_HEADER: usize = 8;
 const SNAPSHOT_MAGIC: &[u8; 8] = b"APSNAP01";
 
 pub(crate) const SNAPSHOT_FILE: &str = "snapshot";
@@ -41,104 +36,6 @@ pub(crate) fn wal_path(dir: &Path, generation: u64) -> PathBuf {
 
 fn parse_wal_name(name: &str) -> Option<u64> {
     name.strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
-}
-
-/// Appends `entry` as one frame to `out`: the former writer, kept for the tests of the reader.
-#[cfg(test)]
-pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; FRAME_HEADER]);
-    put_i64(out, entry.revision);
-    put_u32(out, entry.changes.len() as u32);
-    for change in &entry.changes {
-        match change {
-            Change::Put { key, kv } => {
-                out.push(TAG_PUT);
-                put_bytes(out, key);
-                put_bytes(out, &kv.value);
-                put_i64(out, kv.create_revision);
-                put_i64(out, kv.version);
-                put_i64(out, kv.lease);
-            }
-            Change::Delete { key } => {
-                out.push(TAG_DELETE);
-                put_bytes(out, key);
-            }
-            Change::LeaseGrant { id, ttl } => {
-                out.push(TAG_GRANT);
-                put_i64(out, *id);
-                put_i64(out, *ttl);
-            }
-            Change::LeaseRevoke { id } => {
-                out.push(TAG_REVOKE);
-                put_i64(out, *id);
-            }
-        }
-    }
-    let payload = &out[start + FRAME_HEADER..];
-    let len = payload.len() as u32;
-    let crc = crc32c::crc32c(payload);
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-}
-
-fn decode_entry(payload: &[u8]) -> Option<Entry> {
-    let mut r = Reader(payload);
-    let revision = r.i64()?;
-    let count = r.u32()?;
-    let mut changes = Vec::with_capacity(count.min(1024) as usize);
-    for _ in 0..count {
-        let change = match r.u8()? {
-            TAG_PUT => {
-                let key = r.bytes()?.to_vec();
-                let value: Arc<[u8]> = Arc::from(r.bytes()?);
-                Change::Put {
-                    key,
-                    kv: Stored {
-                        value,
-                        create_revision: r.i64()?,
-                        mod_revision: revision,
-                        version: r.i64()?,
-                        lease: r.i64()?,
-                    },
-                }
-            }
-            TAG_DELETE => Change::Delete {
-                key: r.bytes()?.to_vec(),
-            },
-            TAG_GRANT => Change::LeaseGrant {
-                id: r.i64()?,
-                ttl: r.i64()?,
-            },
-            TAG_REVOKE => Change::LeaseRevoke { id: r.i64()? },
-            _ => return None,
-        };
-        changes.push(change);
-    }
-    r.0.is_empty().then_some(Entry { revision, changes })
-}
-
-/// Splits a log's bytes into entries. Returns them and the length of the valid prefix: bytes
-/// after it are a torn or corrupt tail.
-pub(crate) fn decode_log(bytes: &[u8]) -> (Vec<Entry>, usize) {
-    let mut entries = Vec::new();
-    let mut offset = 0;
-    while bytes.len() - offset >= FRAME_HEADER {
-        let len = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap()) as usize;
-        let crc = u32::from_le_bytes(bytes[offset + 4..offset + 8].try_into().unwrap());
-        let Some(payload) = bytes.get(offset + FRAME_HEADER..offset + FRAME_HEADER + len) else {
-            break;
-        };
-        if crc32c::crc32c(payload) != crc {
-            break;
-        }
-        let Some(entry) = decode_entry(payload) else {
-            break;
-        };
-        entries.push(entry);
-        offset += FRAME_HEADER + len;
-    }
-    (entries, offset)
 }
 
 /// The state a snapshot holds.
@@ -532,6 +429,7 @@ pub(crate) fn import(dir: &Path, cache_bytes: usize) -> Result<Option<LegacyImpo
                 lease_changes: if first { &leases } else { &[] },
                 revision: replayed.revision,
                 next_lease_id: replayed.next_lease_id,
+                checkpoint: Some(0),
             })?;
             first = false;
         }
@@ -555,54 +453,9 @@ pub(crate) fn import(dir: &Path, cache_bytes: usize) -> Result<Option<LegacyImpo
 }
 
 #[cfg(test)]
-fn put_i64(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-#[cfg(test)]
-fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-#[cfg(test)]
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    put_u32(out, bytes.len() as u32);
-    out.extend_from_slice(bytes);
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        Some(head)
-    }
-
-    fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
-    }
-
-    fn i64(&mut self) -> Option<i64> {
-        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let len = self.u32()? as usize;
-        self.take(len)
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embedded::journal::encode_entry;
 
     fn sample() -> Vec<Entry> {
         vec![

@@ -6,9 +6,11 @@
 //!
 //! Writes (transactions that may write, lease grants and revokes, lease expiry) go through ONE
 //! writer task. It takes every request queued, applies them in order to an overlay over a read
-//! view of the engine, commits the whole batch in ONE engine write transaction (one sync), then
-//! announces the batch to watchers and acknowledges it. A write acknowledged is a write that
-//! survives `kill -9`. The writer is pipelined one batch deep: while one batch's commit runs, it
+//! view of the engine, appends the whole batch to the journal and syncs it (one sequential write,
+//! see [`journal`]), commits it in ONE engine write transaction (not synced: the journal holds
+//! it), then announces the batch to watchers and acknowledges it. A write acknowledged is a write
+//! that survives `kill -9`. Once the journal outgrows [`EmbeddedOptions::checkpoint_after_bytes`],
+//! the batch's engine commit is a checkpoint instead: synced, and the journals before it removed. The writer is pipelined one batch deep: while one batch's commit runs, it
 //! applies the next batch on top of it, so applying and committing overlap. Reads never wait for
 //! the writer: each reads one engine read transaction (MVCC), which sees the last commit, never a
 //! write before it is durable.
@@ -18,6 +20,7 @@
 
 mod apply;
 mod engine;
+mod journal;
 mod lease;
 mod legacy;
 mod watch;
@@ -35,6 +38,7 @@ pub use self::legacy::LegacyImport;
 
 use self::apply::{Applied, Change, Limits, View, key_value, read_only_txn};
 use self::engine::{Commit, ENGINE_FILE, Engine, Overlay};
+use self::journal::Journal;
 use self::lease::LeaseTable;
 use self::watch::{History, HistoryEvent};
 use crate::error::StoreError;
@@ -50,6 +54,10 @@ pub struct EmbeddedOptions {
     /// Most memory the engine's page cache takes, in bytes. Reads of pages outside it go to the
     /// disk (the operating system's page cache first).
     pub cache_bytes: usize,
+    /// Checkpoint the engine and start a new journal once the journal outgrows this. A longer
+    /// journal means fewer synced engine commits and a longer replay when the store opens after
+    /// a crash (a clean close checkpoints).
+    pub checkpoint_after_bytes: u64,
     /// How many bytes of recent events to keep for watchers that lag or start in the past.
     pub watch_history_bytes: usize,
     /// Most operations in one transaction branch (etcd's `--max-txn-ops` default).
@@ -69,6 +77,7 @@ impl Default for EmbeddedOptions {
     fn default() -> Self {
         EmbeddedOptions {
             cache_bytes: 256 << 20,
+            checkpoint_after_bytes: 64 << 20,
             watch_history_bytes: 64 << 20,
             max_txn_ops: 128,
             max_request_bytes: 1_572_864,
@@ -86,6 +95,11 @@ pub struct RecoveryReport {
     pub revision: i64,
     pub keys: usize,
     pub leases: usize,
+    /// Journal records replayed on top of the engine's last checkpoint.
+    pub replayed_records: usize,
+    /// Bytes after the last whole record of the newest journal: a write torn by a crash, never
+    /// acknowledged, and not replayed.
+    pub torn_bytes: u64,
     /// Set when the directory was in the store's former format and was imported.
     pub legacy_import: Option<LegacyImport>,
 }
@@ -168,15 +182,16 @@ pub struct EmbeddedStore {
 
 impl EmbeddedStore {
     /// Opens (creating if needed) the store in `dir`: imports a directory of the former format,
-    /// opens the engine (which rolls back a commit torn by a crash), rebuilds the lease table,
-    /// and starts the writer and lease expiry tasks.
+    /// opens the engine (on its last checkpoint, if a crash came after it), replays the journals
+    /// since that checkpoint and checkpoints the result, rebuilds the lease table, and starts the
+    /// writer and lease expiry tasks.
     pub async fn open(
         dir: impl AsRef<Path>,
         options: EmbeddedOptions,
     ) -> Result<(EmbeddedStore, RecoveryReport), StoreError> {
         let dir = dir.as_ref().to_path_buf();
         let cache_bytes = options.cache_bytes;
-        let (lock, engine, legacy_import, recovered) = {
+        let (lock, engine, journal, legacy_import, replay, recovered) = {
             let dir = dir.clone();
             tokio::task::spawn_blocking(move || {
                 std::fs::create_dir_all(&dir)
@@ -184,8 +199,9 @@ impl EmbeddedStore {
                 let lock = lock_dir(&dir)?;
                 let legacy_import = legacy::import(&dir, cache_bytes)?;
                 let engine = Engine::open(&dir.join(ENGINE_FILE), cache_bytes)?;
+                let (journal, replay) = replay_journals(&dir, &engine)?;
                 let recovered = engine.recover()?;
-                Ok::<_, StoreError>((lock, engine, legacy_import, recovered))
+                Ok::<_, StoreError>((lock, engine, journal, legacy_import, replay, recovered))
             })
             .await
             .map_err(|e| StoreError::io("opening the store", std::io::Error::other(e)))??
@@ -199,11 +215,14 @@ impl EmbeddedStore {
             revision,
             keys: usize::try_from(recovered.keys).unwrap_or(usize::MAX),
             leases: recovered.leases.len(),
+            replayed_records: replay.entries.len(),
+            torn_bytes: replay.torn_bytes,
             legacy_import,
         };
         // A store never written to has no events to miss; a reopened one has lost those up to now.
         let compacted = if revision > 1 { revision } else { 0 };
-        let store = EmbeddedStore::start(engine, revision, compacted, table, Some((dir, lock)), options);
+        let disk = Disk { dir, lock, journal };
+        let store = EmbeddedStore::start(engine, revision, compacted, table, Some(disk), options);
         Ok((store, report))
     }
 
@@ -220,7 +239,7 @@ impl EmbeddedStore {
         revision: i64,
         compacted: i64,
         leases: LeaseTable,
-        disk: Option<(PathBuf, File)>,
+        disk: Option<Disk>,
         options: EmbeddedOptions,
     ) -> EmbeddedStore {
         let engine = Arc::new(engine);
@@ -240,11 +259,15 @@ impl EmbeddedStore {
             #[cfg(test)]
             fail_writes: AtomicBool::new(false),
         });
-        let (dir, lock) = disk.unzip();
+        let (dir, journal, lock) = match disk {
+            Some(Disk { dir, lock, journal }) => (Some(dir), Some(Arc::new(Mutex::new(journal))), Some(lock)),
+            None => (None, None, None),
+        };
         let (requests, receiver) = mpsc::channel(options.max_batch.max(1) * 2);
         let writer = Writer {
             shared: shared.clone(),
             engine,
+            journal,
             committed: committed_tx,
             options,
             failed: None,
@@ -399,6 +422,65 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
     }
 }
 
+/// What a store on disk holds beside its engine: its directory, the directory's lock, and the
+/// journal being appended to.
+struct Disk {
+    dir: PathBuf,
+    lock: File,
+    journal: Journal,
+}
+
+/// Replays the journals the engine's last checkpoint does not hold, then checkpoints the result
+/// on a new journal generation (removing the journals it replayed) and returns that journal.
+/// Runs on every open, so a store that was closed cleanly (nothing to replay) pays one small
+/// synced commit.
+fn replay_journals(dir: &Path, engine: &Engine) -> Result<(Journal, journal::Replay), StoreError> {
+    let checkpointed = engine.recover()?;
+    let replay = journal::read_from(dir, checkpointed.journal_generation)?;
+    let mut overlay = Overlay::new();
+    let mut lease_changes = Vec::new();
+    let mut revision = checkpointed.revision;
+    let mut next_lease_id = checkpointed.next_lease_id;
+    for entry in &replay.entries {
+        if entry.revision < revision {
+            return Err(StoreError::Corrupt(format!(
+                "journal revision {} after revision {revision}",
+                entry.revision
+            )));
+        }
+        revision = entry.revision;
+        for change in &entry.changes {
+            match change {
+                Change::Put { key, kv } => {
+                    overlay.insert(key.clone(), Some(kv.clone()));
+                }
+                Change::Delete { key } => {
+                    overlay.insert(key.clone(), None);
+                }
+                Change::LeaseGrant { id, ttl } => {
+                    lease_changes.push((*id, Some(*ttl)));
+                    next_lease_id = next_lease_id.max(id + 1);
+                }
+                Change::LeaseRevoke { id } => lease_changes.push((*id, None)),
+            }
+        }
+    }
+    let generation = replay
+        .last_generation
+        .map_or(checkpointed.journal_generation, |last| last + 1)
+        .max(checkpointed.journal_generation);
+    let journal = Journal::create(dir, generation)?;
+    engine.commit(&Commit {
+        overlay: &overlay,
+        lease_changes: &lease_changes,
+        revision,
+        next_lease_id,
+        checkpoint: Some(generation),
+    })?;
+    journal.remove_before()?;
+    Ok((journal, replay))
+}
+
 /// Syncs a directory, so that files created, renamed or removed in it stay so after a crash.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
@@ -439,6 +521,8 @@ impl Reply {
 struct Writer {
     shared: Arc<Shared>,
     engine: Arc<Engine>,
+    /// The journal of a store on disk (`None` in memory). Only the commit in flight uses it.
+    journal: Option<Arc<Mutex<Journal>>>,
     committed: tokio::sync::watch::Sender<i64>,
     options: EmbeddedOptions,
     /// Set by the first failed commit; every later write fails with it.
@@ -457,6 +541,8 @@ struct Pending {
     /// Lease grants (`Some(ttl)`) and revokes (`None`), in order.
     lease_changes: Vec<(i64, Option<i64>)>,
     replies: Vec<Reply>,
+    /// The change sets' journal frames (empty in memory).
+    frames: Vec<u8>,
     /// Change sets applied, and about how many bytes they add to the commit.
     records: usize,
     bytes: usize,
@@ -530,12 +616,41 @@ impl Writer {
         }
         receiver.close();
         drop(receiver);
+        self.checkpoint_at_close().await;
         // Release the engine's file before the lock and before the closers hear back.
         self.shared.engine.write().unwrap().take();
         self.shared.leases.lock().unwrap().wake.notify_one();
         drop(self);
         for done in closing {
             let _ = done.send(());
+        }
+    }
+
+    /// Checkpoints what the journal holds, so the next open has nothing to replay. A failure
+    /// loses nothing (the journal stays and is replayed on the next open): it is logged.
+    async fn checkpoint_at_close(&self) {
+        let Some(journal) = self.journal.clone() else {
+            return;
+        };
+        if self.failed.is_some() || journal.lock().unwrap().appended() == 0 {
+            return;
+        }
+        let engine = self.engine.clone();
+        let checkpointed = tokio::task::spawn_blocking(move || {
+            let mut journal = journal.lock().unwrap();
+            journal.rotate()?;
+            engine.checkpoint(journal.generation())?;
+            journal.remove_before()
+        })
+        .await;
+        match checkpointed {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the store's checkpoint at close failed; its journal is replayed when it opens again")
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the store's checkpoint at close failed; its journal is replayed when it opens again")
+            }
         }
     }
 
@@ -588,6 +703,7 @@ impl Writer {
             published: Vec::new(),
             lease_changes: Vec::new(),
             replies: Vec::new(),
+            frames: Vec::new(),
             records: 0,
             bytes: 0,
         });
@@ -598,15 +714,20 @@ impl Writer {
             published,
             lease_changes,
             replies,
+            frames,
             records,
             bytes,
             ..
         } = pending;
+        let journaled = self.journal.is_some();
         // Records a change set; returns about how many bytes it adds to the commit.
         let mut record = |applied: Applied| -> usize {
             shared.stats.records.fetch_add(1, Ordering::Relaxed);
             *records += 1;
             let size = applied.entry.size();
+            if journaled {
+                journal::encode_entry(&applied.entry, frames);
+            }
             for change in &applied.entry.changes {
                 match change {
                     Change::LeaseGrant { id, ttl } => lease_changes.push((*id, Some(*ttl))),
@@ -695,8 +816,11 @@ impl Writer {
         }
         let overlay = Arc::new(std::mem::take(&mut pending.overlay));
         let lease_changes = std::mem::take(&mut pending.lease_changes);
+        let frames = std::mem::take(&mut pending.frames);
         let (revision, next_lease_id) = (pending.revision, pending.next_lease_id);
         let engine = self.engine.clone();
+        let journal = self.journal.clone();
+        let checkpoint_after_bytes = self.options.checkpoint_after_bytes;
         #[cfg(test)]
         let inject_failure = self.shared.fail_writes.load(Ordering::Relaxed);
         #[cfg(not(test))]
@@ -709,12 +833,34 @@ impl Writer {
                     std::io::Error::other("injected write failure"),
                 ));
             }
+            let Some(journal) = journal else {
+                return engine.commit(&Commit {
+                    overlay: &changes,
+                    lease_changes: &lease_changes,
+                    revision,
+                    next_lease_id,
+                    checkpoint: None,
+                });
+            };
+            let mut journal = journal.lock().unwrap();
+            journal.append(&frames)?;
+            let checkpoint = if journal.appended() >= checkpoint_after_bytes {
+                journal.rotate()?;
+                Some(journal.generation())
+            } else {
+                None
+            };
             engine.commit(&Commit {
                 overlay: &changes,
                 lease_changes: &lease_changes,
                 revision,
                 next_lease_id,
-            })
+                checkpoint,
+            })?;
+            if checkpoint.is_some() {
+                journal.remove_before()?;
+            }
+            Ok(())
         });
         Some(InFlight {
             pending,
