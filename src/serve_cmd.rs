@@ -184,7 +184,8 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
 pub(crate) async fn open_store(settings: &Settings) -> anyhow::Result<(EmbeddedStore, RecoveryReport)> {
     let dir = settings.data_dir.join("store");
     let options = EmbeddedOptions {
-        compact_after_bytes: settings.store.compact_after_bytes,
+        cache_bytes: usize::try_from(settings.store.cache_bytes).unwrap_or(usize::MAX),
+        checkpoint_after_bytes: settings.store.checkpoint_after_bytes,
         ..EmbeddedOptions::default()
     };
     match EmbeddedStore::open(&dir, options).await {

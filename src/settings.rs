@@ -5,6 +5,7 @@ use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, Gateway
 use agentprocess_run_actor::EvaluatorConfig;
 use agentprocess_run_actor::machine::{Assignment, Limits, Probability};
 use agentprocess_scheduler::SchedulerConfig;
+use agentprocess_store::EmbeddedOptions;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -66,17 +67,20 @@ pub struct Settings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSettings {
-    /// Write a snapshot and start a new log once the log outgrows this (and the last snapshot).
-    /// Commits go on while a snapshot is written, but writing it takes disk bandwidth and part of
-    /// a core (at low priority), so fewer, larger logs cost less; a longer log takes longer to
-    /// replay at start.
-    pub compact_after_bytes: u64,
+    /// Most memory the embedded store's page cache takes. The keys live on disk; this bounds
+    /// how much of them stays in memory, whatever their number.
+    pub cache_bytes: u64,
+    /// Checkpoint the store's file and start a new journal once the journal outgrows this. A
+    /// longer journal means fewer synced checkpoints and a longer replay at start after a crash.
+    #[serde(alias = "compact_after_bytes")]
+    pub checkpoint_after_bytes: u64,
 }
 
 impl Default for StoreSettings {
     fn default() -> Self {
         StoreSettings {
-            compact_after_bytes: 256 << 20,
+            cache_bytes: EmbeddedOptions::default().cache_bytes as u64,
+            checkpoint_after_bytes: EmbeddedOptions::default().checkpoint_after_bytes,
         }
     }
 }
@@ -249,8 +253,14 @@ impl Settings {
             ),
             _ => {}
         }
-        if self.store.compact_after_bytes < 1 << 20 {
-            problems.push("store.compact_after_bytes must be at least 1048576".to_owned());
+        if self.store.cache_bytes < 1 << 20 {
+            problems.push("store.cache_bytes must be at least 1048576".to_owned());
+        }
+        if usize::try_from(self.store.cache_bytes).is_err() {
+            problems.push("store.cache_bytes does not fit this machine's address space".to_owned());
+        }
+        if self.store.checkpoint_after_bytes < 1 << 20 {
+            problems.push("store.checkpoint_after_bytes must be at least 1048576".to_owned());
         }
         let notifications = &self.notifications;
         if notifications.max_attempts == 0 {

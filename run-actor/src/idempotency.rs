@@ -8,6 +8,7 @@
 
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::{Caller, CallerKind, OrgId, Refusal, Timestamp, hex};
+use crate::packed::decompress;
 use crate::pinned::PinnedProcesses;
 use agentprocess_process::hash::canonical_json;
 use agentprocess_service::{EvidenceItem, Submission, Upload, Write};
@@ -26,8 +27,6 @@ const COMPACT_FORMAT: u8 = 1;
 /// the same format byte; as an LZ4 block's size these bytes would read over 4 GB, so a payload
 /// that begins with them is a zstd frame, still read.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
-/// LZ4 expands at most this many times: a block that claims more is corrupt.
-const LZ4_MAX_RATIO: usize = 255;
 
 /// The SHA-256 of a call's canonical `{ tool, caller, arguments }` (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,19 +249,6 @@ pub(crate) async fn replay(
         }
     }
     Ok(Some(ToolOutcome::Ok(data)))
-}
-
-/// The payload's JSON from its LZ4 block, refusing a size no LZ4 block of this length holds
-/// before allocating it.
-fn decompress(block: &[u8]) -> Result<Vec<u8>, String> {
-    let (size, compressed) = lz4_flex::block::uncompressed_size(block).map_err(|e| e.to_string())?;
-    if size > compressed.len().saturating_mul(LZ4_MAX_RATIO) {
-        return Err(format!(
-            "a block of {} bytes cannot hold {size}",
-            compressed.len()
-        ));
-    }
-    lz4_flex::block::decompress_size_prepended(block).map_err(|e| e.to_string())
 }
 
 /// The fingerprint of a protocol write by `caller`.

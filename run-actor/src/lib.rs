@@ -37,6 +37,7 @@ pub mod evaluator;
 pub mod fixtures;
 mod idempotency;
 pub mod metrics;
+pub mod packed;
 mod pinned;
 mod rfc3339;
 pub mod runtime;

@@ -128,7 +128,18 @@ async fn a_run_written_directly_holds_exactly_what_its_actor_stored() {
         .get(&runtime.keys().run(&acme(), &run))
         .await
         .unwrap();
-    let state: RunState = serde_json::from_slice(&record.unwrap().value).unwrap();
+    let record = record.unwrap().value;
+    let json = agentprocess_run_actor::packed::unpack(&record)
+        .unwrap()
+        .into_owned();
+    // The run record is stored packed: smaller than its JSON.
+    assert!(
+        record.len() < json.len(),
+        "{} bytes stored for {} of JSON",
+        record.len(),
+        json.len()
+    );
+    let state: RunState = serde_json::from_slice(&json).unwrap();
     let writes = fixtures::run_writes(runtime.keys(), &RuntimeConfig::default(), &pinned, &state).unwrap();
     let planned = puts(&writes);
     let families: Vec<KeyFamily> = planned

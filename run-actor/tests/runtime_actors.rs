@@ -475,7 +475,9 @@ async fn concurrent_retries_of_one_request_resolve_to_one_result() {
         .get(&runtime.keys().run(&OrgId::from(ORG), &run))
         .await
         .unwrap();
-    let state: serde_json::Value = serde_json::from_slice(&record.unwrap().value).unwrap();
+    let state: serde_json::Value =
+        serde_json::from_slice(&agentprocess_run_actor::packed::unpack(&record.unwrap().value).unwrap())
+            .unwrap();
     assert_eq!(state["held_events"].as_array().unwrap().len(), 1);
 }
 

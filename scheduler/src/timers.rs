@@ -126,10 +126,14 @@ pub(crate) async fn run(
             window.timers.remove(&key);
             window.in_flight.insert(key.clone(), ());
             let runs = window.parts.runs.clone();
-            window.config.metrics.record_timer_fired(
-                &timer.timer_id,
-                now.as_millis()
-                    .saturating_sub(i64::try_from(timer.fire_at_ms).unwrap_or(i64::MAX)),
+            let late_ms = now
+                .as_millis()
+                .saturating_sub(i64::try_from(timer.fire_at_ms).unwrap_or(i64::MAX));
+            window.config.metrics.record_timer_fired(&timer.timer_id, late_ms);
+            tracing::debug!(
+                kind = crate::metrics::timer_kind(&timer.timer_id),
+                late_ms,
+                "timer fired"
             );
             firing.spawn(async move {
                 let fired = runs.fire_timer(&timer.org, &timer.run_id, &timer.timer_id).await;

@@ -2,14 +2,12 @@
 //!
 //! Each transaction is what a run write looks like: compare the idempotency key absent, then put
 //! the run record, the idempotency record and an index entry, about 1 KiB in all. Every
-//! transaction is acknowledged only after the log is synced. Run with
+//! transaction is acknowledged only after its batch is committed to disk. Run with
 //! `cargo bench -p agentprocess-store --bench throughput`; `STORE_BENCH_SECONDS` sets the time
 //! per scenario (default 5).
 //!
-//! A last scenario measures what a snapshot costs writers: a store holding 200,000 keys (about
-//! 140 MB) takes the same transactions from 64 writers with a log limit low enough that
-//! snapshots are written during the window, and the latencies are reported with the number of
-//! snapshots taken.
+//! A last scenario writes into a store that already holds 200,000 keys (about 140 MB), from 64
+//! writers. The memory scenarios write many keys and report the resident set per key.
 
 use agentprocess_ids::{OrgId, RunId, StepId};
 use std::sync::Arc;
@@ -49,12 +47,14 @@ fn main() {
             )
             .await;
         }
-        println!("with snapshots: 200,000 keys preloaded, a snapshot every 16 MiB of log");
-        let options = EmbeddedOptions {
-            compact_after_bytes: 16 << 20,
-            ..EmbeddedOptions::default()
-        };
-        throughput(64, Duration::from_secs(seconds), options, 200_000).await;
+        println!("200,000 keys preloaded");
+        throughput(
+            64,
+            Duration::from_secs(seconds),
+            EmbeddedOptions::default(),
+            200_000,
+        )
+        .await;
     });
     // Memory is measured in fresh processes: this one's allocator holds on to what the
     // throughput runs freed.
@@ -82,8 +82,6 @@ async fn throughput(writers: usize, duration: Duration, options: EmbeddedOptions
         });
         store.txn(Txn::new().and_then(ops)).await.unwrap();
     }
-    let compactions_before = store.stats().compactions;
-    let embedded = store.clone();
     let store: Arc<dyn Store> = Arc::new(store);
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
@@ -132,12 +130,8 @@ async fn throughput(writers: usize, duration: Duration, options: EmbeddedOptions
     }
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
-    let snapshots = match embedded.stats().compactions - compactions_before {
-        0 => String::new(),
-        n => format!(", {n} snapshots"),
-    };
     println!(
-        "{writers:>5} writers: {:>8.0} txns/s  (latency p50 {:?}, p99 {:?}, max {:?}{snapshots})",
+        "{writers:>5} writers: {:>8.0} txns/s  (latency p50 {:?}, p99 {:?}, max {:?})",
         count_at_stop as f64 / elapsed.as_secs_f64(),
         pct(0.50),
         pct(0.99),
@@ -160,12 +154,9 @@ async fn memory_per_key(count: usize, value_len: usize) {
     let options = EmbeddedOptions {
         // Keep the watch history out of the measure: it is a bounded cache of recent events.
         watch_history_bytes: 0,
-        // And compaction, which copies the key map while it writes a snapshot: the resident
-        // high-water mark would include that copy.
-        compact_after_bytes: u64::MAX,
         ..EmbeddedOptions::default()
     };
-    let (store, _) = EmbeddedStore::open(dir.path(), options).await.unwrap();
+    let (store, _) = EmbeddedStore::open(dir.path(), options.clone()).await.unwrap();
     let keys = Keys::new("bench");
     let before = resident_bytes();
     let mut key_bytes = 0;
@@ -187,6 +178,22 @@ async fn memory_per_key(count: usize, value_len: usize) {
         "memory: {count} keys with {value_len} B values: {per_key} B resident per key \
          ({payload} B of key and value, {} B overhead)",
         per_key.saturating_sub(payload as u64)
+    );
+    store.close().await;
+    let disk_bytes: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.metadata().ok())
+        .map(|metadata| metadata.len())
+        .sum();
+    let started = Instant::now();
+    let (store, report) = EmbeddedStore::open(dir.path(), options).await.unwrap();
+    println!(
+        "        {} MiB resident in all ({} MiB grown), {} MiB on disk; reopened with {} keys in {:.2?}",
+        resident_bytes() >> 20,
+        grown >> 20,
+        disk_bytes >> 20,
+        report.keys,
+        started.elapsed()
     );
     store.close().await;
 }

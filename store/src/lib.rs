@@ -26,7 +26,7 @@ pub mod keys;
 mod store;
 mod types;
 
-pub use embedded::{EmbeddedOptions, EmbeddedStats, EmbeddedStore, RecoveryReport};
+pub use embedded::{EmbeddedOptions, EmbeddedStats, EmbeddedStore, LegacyImport, RecoveryReport};
 pub use error::StoreError;
 pub use store::Store;
 pub use types::{

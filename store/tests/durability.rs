@@ -1,4 +1,4 @@
-//! Durability of `EmbeddedStore`: crashes, restarts, torn writes, compaction, the lock file.
+//! Durability of `EmbeddedStore`: crashes, restarts, the former format, the lock file.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -6,11 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentprocess_store::{
-    Compare, EmbeddedOptions, EmbeddedStore, EventKind, KeyRange, RangeRequest, Store, StoreError, Txn, TxnOp,
+    Compare, EmbeddedOptions, EmbeddedStore, EventKind, KeyRange, RangeRequest, RecoveryReport, Store,
+    StoreError, Txn, TxnOp,
 };
 
 const CHILD_DIR_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_DIR";
-const CHILD_COMPACT_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_COMPACT_BYTES";
+const CHILD_CACHE_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_CACHE_BYTES";
+const CHILD_CHECKPOINT_ENV: &str = "AGENTPROCESS_STORE_TEST_CRASH_WRITER_CHECKPOINT_BYTES";
 
 async fn open(dir: &std::path::Path) -> EmbeddedStore {
     open_with(dir, EmbeddedOptions::default()).await
@@ -67,8 +69,14 @@ fn crash_writer_child() {
         .build()
         .unwrap();
     let mut options = EmbeddedOptions::default();
-    if let Some(bytes) = std::env::var(CHILD_COMPACT_ENV).ok().and_then(|b| b.parse().ok()) {
-        options.compact_after_bytes = bytes;
+    if let Some(bytes) = std::env::var(CHILD_CACHE_ENV).ok().and_then(|b| b.parse().ok()) {
+        options.cache_bytes = bytes;
+    }
+    if let Some(bytes) = std::env::var(CHILD_CHECKPOINT_ENV)
+        .ok()
+        .and_then(|b| b.parse().ok())
+    {
+        options.checkpoint_after_bytes = bytes;
     }
     runtime.block_on(async move {
         let store = open_with(dir.as_ref(), options).await;
@@ -103,23 +111,78 @@ fn crash_writer_child() {
 /// SIGKILL mid-stream; reopening finds every write the child saw acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_kill_9() {
-    kill_writer_and_check(None).await;
+    let crash = kill_writer_and_check(None, None).await;
+    // Every write since the open's checkpoint was in the journal only: the open replayed it.
+    assert!(
+        crash.report.replayed_records > 0,
+        "nothing replayed: {:?}",
+        crash.report
+    );
 }
 
-/// The same with a tiny compaction threshold, so the kill lands among snapshots being written,
-/// logs being rotated and old logs being removed.
+/// The same with checkpoints every 32 KiB of journal, so the kill lands among journal rotations
+/// and synced engine commits: what a checkpoint holds comes from the engine's file, the rest from
+/// the journals after it, and the journals a checkpoint holds are gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_writes_survive_kill_9_during_compactions() {
-    let stats = kill_writer_and_check(Some(64 * 1024)).await;
-    assert!(stats.1 > 0, "the store was reopened from a snapshot");
+async fn acknowledged_writes_survive_kill_9_across_checkpoints() {
+    let crash = kill_writer_and_check(None, Some(32 * 1024)).await;
+    assert!(
+        crash.journals_left <= 2,
+        "{} journals left: a checkpoint removes those before it",
+        crash.journals_left
+    );
+    assert!(
+        crash.report.replayed_records < crash.acknowledged,
+        "the checkpoints held some writes: {:?} of {} acknowledged",
+        crash.report,
+        crash.acknowledged
+    );
 }
 
-/// Returns the recovery report's replayed records and whether a snapshot was there.
-async fn kill_writer_and_check(compact_after_bytes: Option<u64>) -> (usize, u64) {
+/// The same with a page cache far smaller than the store, so the kill lands among commits that
+/// write back and read pages from disk rather than from memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_kill_9_with_a_small_cache() {
+    let cache_bytes = 64 * 1024;
+    // Checkpoints every 256 KiB, so the engine's file (not only the journal) outgrows the cache.
+    let crash = kill_writer_and_check(Some(cache_bytes), Some(256 * 1024)).await;
+    assert!(
+        crash.file_bytes > 4 * cache_bytes as u64,
+        "the store outgrew its cache: {}",
+        crash.file_bytes
+    );
+}
+
+/// What a crash left and what reopening found.
+struct Crash {
+    /// The size of the engine's file after the crash.
+    file_bytes: u64,
+    /// Journal files after the crash.
+    journals_left: usize,
+    acknowledged: usize,
+    report: RecoveryReport,
+}
+
+/// Journal files in a store directory.
+fn journals(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|f| {
+            let name = f.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("journal-") && name.ends_with(".log")
+        })
+        .count()
+}
+
+async fn kill_writer_and_check(cache_bytes: Option<usize>, checkpoint_after_bytes: Option<u64>) -> Crash {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(std::env::current_exe().unwrap());
-    if let Some(bytes) = compact_after_bytes {
-        command.env(CHILD_COMPACT_ENV, bytes.to_string());
+    if let Some(bytes) = cache_bytes {
+        command.env(CHILD_CACHE_ENV, bytes.to_string());
+    }
+    if let Some(bytes) = checkpoint_after_bytes {
+        command.env(CHILD_CHECKPOINT_ENV, bytes.to_string());
     }
     let mut child = KillOnDrop(
         command
@@ -154,7 +217,8 @@ async fn kill_writer_and_check(compact_after_bytes: Option<u64>) -> (usize, u64)
         }
     }
 
-    let had_snapshot = u64::from(dir.path().join("snapshot").exists());
+    let file_bytes = std::fs::metadata(dir.path().join("store.redb")).unwrap().len();
+    let journals_left = journals(dir.path());
     let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
         .await
         .expect("reopen after kill -9");
@@ -182,7 +246,77 @@ async fn kill_writer_and_check(compact_after_bytes: Option<u64>) -> (usize, u64)
         .expect("lease survives a crash");
     assert_eq!(status.granted_ttl, 3600);
     assert!(status.keys.len() <= 32 && !status.keys.is_empty());
-    (report.replayed_records, had_snapshot)
+    Crash {
+        file_bytes,
+        journals_left,
+        acknowledged: acked.len(),
+        report,
+    }
+}
+
+/// A clean close checkpoints: the next open replays nothing, and one empty journal is left.
+#[tokio::test]
+async fn a_clean_close_leaves_nothing_to_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    for n in 0..100 {
+        put(&store, &format!("k{n:03}"), "v").await;
+    }
+    store.close().await;
+    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.replayed_records, report.torn_bytes, report.keys),
+        (0, 0, 100)
+    );
+    assert_eq!(journals(dir.path()), 1);
+    assert_eq!(all_keys(&store).await.len(), 100);
+}
+
+/// A copy of a running store's directory is what a crash leaves: the engine's file at its last
+/// checkpoint and the journal after it. A frame cut short at the end of the journal (a write
+/// torn by the crash, never acknowledged) is dropped and reported; every whole one is replayed.
+#[tokio::test]
+async fn a_torn_journal_tail_is_dropped_and_every_whole_record_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let mut revisions = Vec::new();
+    for n in 0..50 {
+        revisions.push(put(&store, &format!("k{n:02}"), &format!("v{n}")).await);
+    }
+    let crashed = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), crashed.path());
+    drop(store);
+    std::fs::remove_file(crashed.path().join("LOCK")).ok();
+    let journal = std::fs::read_dir(crashed.path())
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("journal-"))
+        .expect("a journal");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+    std::io::Write::write_all(&mut file, &[200, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7]).unwrap();
+    drop(file);
+
+    let (store, report) = EmbeddedStore::open(crashed.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.replayed_records, 50);
+    assert_eq!(report.torn_bytes, 11);
+    assert_eq!(report.revision, *revisions.last().unwrap());
+    for (n, revision) in revisions.iter().enumerate() {
+        let kv = store.get(format!("k{n:02}").as_bytes()).await.unwrap().0.unwrap();
+        assert_eq!(
+            (kv.value, kv.mod_revision),
+            (format!("v{n}").into_bytes(), *revision)
+        );
+    }
+    // The replay was checkpointed: opening again replays nothing.
+    store.close().await;
+    let (_, report) = EmbeddedStore::open(crashed.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.replayed_records, report.keys), (0, 50));
 }
 
 /// Revisions, metadata and leases come back after a clean restart; the revision goes on from
@@ -251,58 +385,98 @@ async fn revisions_and_leases_survive_a_restart() {
     assert_eq!(store.lease_time_to_live(kept.id).await.unwrap(), None);
 }
 
-fn log_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut logs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    logs
+/// Copies the directory at `from` into `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
 }
 
-/// A log whose last record was cut short (a crash in the middle of a write) opens with that
-/// record dropped and everything before it intact, and takes new writes after it.
+/// A store directory written by the store's former format (a snapshot, then a log after it whose
+/// last 13 bytes are a write torn by a crash) opens: every key comes back with its revisions and
+/// version, the lease with its keys, the revision and lease ids go on; the torn bytes are left
+/// out; the former files are moved into `legacy-*/`, and later opens use the new file alone.
 #[tokio::test]
-async fn a_torn_last_record_is_cut_off_on_open() {
+async fn a_store_in_the_former_format_is_imported_on_open() {
     let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/legacy-store");
+    copy_dir(&fixture, dir.path());
+
+    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.revision, report.keys, report.leases), (35, 22, 1));
+    let import = report.legacy_import.expect("the former files were imported");
+    assert_eq!(import.torn_bytes, 13);
+    assert!(import.replayed_records > 0, "{import:?}");
+    let moved: Vec<String> = std::fs::read_dir(&import.moved_to)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(moved.len(), 2, "{moved:?}");
+    assert!(!dir.path().join("snapshot").exists());
+
+    let keys = all_keys(&store).await;
+    assert_eq!(keys.len(), 22);
+    assert_eq!(keys[0], ("claim/a".into(), "held".into()));
+    assert_eq!(keys[21], ("tail/1".into(), "x".into()));
+    assert!(
+        store.get(b"run/19").await.unwrap().0.is_none(),
+        "deleted before the import"
+    );
+    assert!(
+        store.get(b"claim/c").await.unwrap().0.is_none(),
+        "its lease was revoked"
+    );
+    let (run, revision) = store.get(b"run/04").await.unwrap();
+    let run = run.unwrap();
+    assert_eq!(revision, 35);
+    assert_eq!(run.value, b"state 4 v2");
+    assert_eq!((run.create_revision, run.mod_revision, run.version), (6, 24, 2));
+    let run = store.get(b"run/05").await.unwrap().0.unwrap();
+    assert_eq!((run.create_revision, run.mod_revision, run.version), (7, 7, 1));
+    let claim = store.get(b"claim/a").await.unwrap().0.unwrap();
+    let lease = claim.lease.expect("claim/a is leased");
+    let status = store.lease_time_to_live(lease).await.unwrap().unwrap();
+    assert_eq!(status.granted_ttl, 3600);
+    assert_eq!(status.keys, vec![b"claim/a".to_vec(), b"claim/b".to_vec()]);
+    assert!(
+        store.lease_grant(5).await.unwrap().id.0 > 2,
+        "lease ids are not reused"
+    );
+    assert_eq!(put(&store, "after", "v").await, 36);
+    store.close().await;
+
+    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.legacy_import, None);
+    assert_eq!((report.revision, report.keys), (36, 23));
+    assert_eq!(store.get(b"after").await.unwrap().0.unwrap().mod_revision, 36);
+}
+
+/// A crash after the import was written but before the former files were moved leaves both:
+/// the next open keeps the imported file (and what was written to it since) and moves the
+/// former files aside.
+#[tokio::test]
+async fn former_files_left_beside_an_imported_store_are_moved_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/legacy-store");
+    copy_dir(&fixture, dir.path());
     let store = open(dir.path()).await;
-    for i in 0..10 {
-        put(&store, &format!("k{i}"), "v").await;
-    }
+    put(&store, "after the import", "v").await;
     store.close().await;
-    let logs = log_files(dir.path());
-    assert_eq!(logs.len(), 1);
-    let log = &logs[0];
-    let len = std::fs::metadata(log).unwrap().len();
-    // Cut into the middle of the last record.
-    let file = std::fs::OpenOptions::new().write(true).open(log).unwrap();
-    file.set_len(len - 7).unwrap();
-    drop(file);
+    copy_dir(&fixture, dir.path());
 
     let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
         .await
         .unwrap();
-    assert!(report.truncated_bytes > 0);
-    let keys: Vec<String> = all_keys(&store).await.into_iter().map(|(k, _)| k).collect();
-    let want: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
-    assert_eq!(keys, want);
-    put(&store, "after", "v").await;
-    store.close().await;
-
-    // Garbage after the last record (a write that never finished) is cut off as well.
-    {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new().append(true).open(log).unwrap();
-        file.write_all(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9])
-            .unwrap();
-    }
-    let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(report.truncated_bytes, 13);
-    assert_eq!(all_keys(&store).await.len(), 10);
-    assert!(store.get(b"after").await.unwrap().0.is_some());
+    let import = report.legacy_import.expect("the former files were moved");
+    assert_eq!(import.replayed_records, 0, "nothing was imported twice");
+    assert!(!dir.path().join("snapshot").exists());
+    assert!(store.get(b"after the import").await.unwrap().0.is_some());
 }
 
 /// A second open of a directory in use fails with `Locked`; closing releases it.
@@ -339,13 +513,13 @@ async fn dropping_the_store_releases_the_lock() {
     assert!(store.get(b"k").await.unwrap().0.is_some());
 }
 
-/// A store whose log outgrows its limit writes a snapshot and starts a new log; reopening reads
-/// the snapshot and the log after it.
+/// A store far larger than its page cache, with keys overwritten many times, keeps every key's
+/// last state and its leases across a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compaction_writes_a_snapshot_and_keeps_everything() {
+async fn a_store_larger_than_its_cache_keeps_everything() {
     let dir = tempfile::tempdir().unwrap();
     let options = EmbeddedOptions {
-        compact_after_bytes: 16 * 1024,
+        cache_bytes: 16 * 1024,
         ..EmbeddedOptions::default()
     };
     let store = open_with(dir.path(), options.clone()).await;
@@ -370,10 +544,6 @@ async fn compaction_writes_a_snapshot_and_keeps_everything() {
     let revision = store.get(b"k0000").await.unwrap().1;
     let before = store.get(b"k0007").await.unwrap().0;
     store.close().await;
-    assert!(dir.path().join("snapshot").exists());
-    assert_eq!(log_files(dir.path()).len(), 1);
-    let log_len = std::fs::metadata(&log_files(dir.path())[0]).unwrap().len();
-    assert!(log_len <= 16 * 1024 + 4096, "the log was compacted: {log_len}");
 
     let (store, report) = EmbeddedStore::open(dir.path(), options).await.unwrap();
     assert_eq!(report.revision, revision);

@@ -31,6 +31,7 @@ use crate::machine::{
     self, Command, Ctx, Effect, Notification, OrgId, PinnedProcess, Refusal, Reply, RunId, RunState, StepId,
     Timestamp, Transition, UploadLookup, UploadStatus,
 };
+use crate::packed;
 use crate::pinned::PinnedProcesses;
 use agentprocess_org::{Archive, Clock};
 use agentprocess_store::Store;
@@ -427,7 +428,8 @@ impl Actor {
                 return Ok(());
             }
         };
-        let run: RunState = serde_json::from_slice(&record)
+        let run: RunState = packed::unpack(&record)
+            .and_then(|json| serde_json::from_slice(&json).map_err(|e| e.to_string()))
             .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
         let pinned = host
             .pinned

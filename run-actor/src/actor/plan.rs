@@ -7,6 +7,7 @@ use super::{Applied, RunAddress};
 use crate::call::RuntimeError;
 use crate::idempotency::{IdempotencyRecord, PinnedBody, RequestKey};
 use crate::machine::{PinnedProcess, RunState, Timestamp};
+use crate::packed;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, TxnOp};
 
@@ -84,7 +85,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
     if changed && let Some(run) = run {
         let bytes = serde_json::to_vec(run)
             .map_err(|e| RuntimeError::Corrupt(format!("run {run_id} does not serialize: {e}")))?;
-        ops.push(TxnOp::put(run_key, bytes));
+        ops.push(TxnOp::put(run_key, packed::pack(bytes)));
     }
     for (key, value) in &index {
         if loaded_index.get(key) != Some(value) {

@@ -11,6 +11,7 @@ use crate::machine::{
     Assignment, Command, Mode, Notification, OrgId, PinnedProcess, Recipient, RunId, RunState, StepId,
     TimerKind, Timestamp, render,
 };
+use crate::packed;
 use agentprocess_store::keys::{Assignee, Keys};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -40,7 +41,7 @@ pub(crate) fn index_of(
     let mut entries = IndexEntries::new();
     entries.insert(
         keys.process_run(org, &run.process, millis(run.started_at), &run.id),
-        run_summary(run).to_string().into_bytes(),
+        packed::pack(run_summary(run).to_string().into_bytes()),
     );
     if let Some(end) = &run.end {
         let fire_at = millis(end.at).saturating_add(archive_after_ms);
@@ -50,7 +51,7 @@ pub(crate) fn index_of(
         if let (Some(ready_since), Some(item)) = (step.ready_since, render::agent_work_item(run, &step.id)) {
             entries.insert(
                 keys.ready_step(org, millis(ready_since), &run.id, &step.id),
-                item.to_string().into_bytes(),
+                packed::pack(item.to_string().into_bytes()),
             );
         }
         for timer in &step.timers {
@@ -74,9 +75,11 @@ pub(crate) fn index_of(
                 .chain(also.iter().map(|group| Assignee::Group(group.clone())))
                 .collect(),
         };
-        let value = render::person_work_item(pinned, run, item)
-            .to_string()
-            .into_bytes();
+        let value = packed::pack(
+            render::person_work_item(pinned, run, item)
+                .to_string()
+                .into_bytes(),
+        );
         for assignee in assignees {
             entries.insert(
                 keys.work_item(org, &assignee, millis(item.opened_at), &run.id, &item.id),

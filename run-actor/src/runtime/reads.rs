@@ -9,6 +9,7 @@ use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
 use crate::machine::{OrgId, RunId};
+use crate::packed;
 use agentprocess_service::{GetWork, ListRuns};
 use agentprocess_store::keys::{Assignee, Keys};
 use agentprocess_store::{KeyRange, RangeRequest};
@@ -33,8 +34,9 @@ pub(super) async fn get_run(
             )));
         }
     };
-    let run: RunState =
-        serde_json::from_slice(&record).map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
+    let run: RunState = packed::unpack(&record)
+        .and_then(|json| serde_json::from_slice(&json).map_err(|e| e.to_string()))
+        .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
     let pinned = host
         .pinned
         .get(&caller.organization, &run.process, run.version)
@@ -223,7 +225,9 @@ async fn scan(
             // The same entry filed under another of the merged ranges.
             continue;
         }
-        let Ok(value) = serde_json::from_slice::<Value>(&value) else {
+        let Ok(value) = packed::unpack(&value)
+            .and_then(|json| serde_json::from_slice::<Value>(&json).map_err(|e| e.to_string()))
+        else {
             continue;
         };
         if !keep(&value) {

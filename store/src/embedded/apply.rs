@@ -1,10 +1,10 @@
 //! Applying transactions and lease changes on top of the durable state, inside the writer.
 //!
-//! The writer applies a batch of requests to an overlay (the batch's pending changes) over the
-//! durable map, which readers keep reading undisturbed. After the batch's log write is synced,
-//! the overlay is folded into the durable map. So readers never see a write that could still be
-//! lost, and each transaction in a batch sees the effects of the ones before it, including those
-//! of the batch still being synced (a second, lower overlay).
+//! The writer applies a batch of requests to an overlay (the batch's pending changes) over a
+//! read view of the engine, which readers keep reading undisturbed. The batch is committed to
+//! the engine in one write transaction; only then do readers see it. So readers never see a write
+//! that could still be lost, and each transaction in a batch sees the effects of the ones before
+//! it, including those of the batch still being committed (a second, lower overlay).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::engine::{KeyBounds, Overlay, ReadView, Stored};
 use super::lease::LeaseTable;
-use super::wal::{Change, Entry, KeyMap, Stored};
 use super::watch::HistoryEvent;
 use crate::error::StoreError;
 use crate::types::{
@@ -27,62 +27,76 @@ pub(crate) struct Limits {
     pub max_request_bytes: usize,
 }
 
-/// Pending changes of a batch: `None` marks a delete.
-pub(crate) type Overlay = BTreeMap<Vec<u8>, Option<Stored>>;
+/// One change inside an applied change set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// The key's new state; its mod revision is the entry's revision.
+    Put {
+        key: Vec<u8>,
+        kv: Stored,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+    LeaseGrant {
+        id: i64,
+        ttl: i64,
+    },
+    LeaseRevoke {
+        id: i64,
+    },
+}
 
-/// The durable map seen through the pending changes of the batch being synced (`lower`) and of
-/// the batch being applied (`overlay`), upper layers winning.
+/// An applied change set: everything one transaction, grant or revoke did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// The store revision after this entry (unchanged by lease grants).
+    pub revision: i64,
+    pub changes: Vec<Change>,
+}
+
+impl Entry {
+    /// About how many bytes the entry adds to a batch's commit.
+    pub fn size(&self) -> usize {
+        self.changes
+            .iter()
+            .map(|change| match change {
+                Change::Put { key, kv } => 48 + key.len() + kv.value.len(),
+                Change::Delete { key } => 16 + key.len(),
+                Change::LeaseGrant { .. } | Change::LeaseRevoke { .. } => 16,
+            })
+            .sum()
+    }
+}
+
+/// The engine's state seen through the pending changes of the batch being committed (`lower`)
+/// and of the batch being applied (`overlay`), upper layers winning.
 pub(crate) struct View<'a> {
-    pub base: &'a KeyMap,
+    pub base: &'a ReadView,
     pub lower: Option<&'a Overlay>,
     pub overlay: Overlay,
     pub revision: i64,
 }
 
-/// What one applied request produced, for the log and for watchers.
+/// A key and its state.
+pub(crate) type KeyState = (Vec<u8>, Stored);
+
+/// Which layer holds the next key of a range: the engine, the pending changes, or both (the
+/// pending change wins).
+enum Layer {
+    Durable,
+    Pending,
+    Both,
+}
+
+/// What one applied request produced, for the commit and for watchers.
 pub(crate) struct Applied {
     pub entry: Entry,
     pub events: Vec<HistoryEvent>,
 }
 
-type Layer<'m> = Box<dyn Iterator<Item = (&'m [u8], Option<&'m Stored>)> + 'm>;
-
-/// Merges two key-ordered layers; on equal keys the upper one wins.
-struct Merge<'m> {
-    lower: std::iter::Peekable<Layer<'m>>,
-    upper: std::iter::Peekable<Layer<'m>>,
-}
-
-impl<'m> Iterator for Merge<'m> {
-    type Item = (&'m [u8], Option<&'m Stored>);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match (self.lower.peek(), self.upper.peek()) {
-            (None, _) => self.upper.next(),
-            (_, None) => self.lower.next(),
-            (Some((lower, _)), Some((upper, _))) => {
-                if lower < upper {
-                    self.lower.next()
-                } else {
-                    if lower == upper {
-                        self.lower.next();
-                    }
-                    self.upper.next()
-                }
-            }
-        }
-    }
-}
-
-fn merge<'m>(lower: Layer<'m>, upper: Layer<'m>) -> Layer<'m> {
-    Box::new(Merge {
-        lower: lower.peekable(),
-        upper: upper.peekable(),
-    })
-}
-
 impl<'a> View<'a> {
-    pub fn new(base: &'a KeyMap, revision: i64) -> Self {
+    pub fn new(base: &'a ReadView, revision: i64) -> Self {
         View {
             base,
             lower: None,
@@ -91,34 +105,63 @@ impl<'a> View<'a> {
         }
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<&Stored> {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Stored>, StoreError> {
         if let Some(pending) = self.overlay.get(key) {
-            return pending.as_ref();
+            return Ok(pending.clone());
         }
         if let Some(pending) = self.lower.and_then(|lower| lower.get(key)) {
-            return pending.as_ref();
+            return Ok(pending.clone());
         }
         self.base.get(key)
     }
 
     /// Keys and states in `range`, in order, at most `limit` (0: all); and whether more exist.
-    pub fn range(&self, range: &KeyRange, limit: usize) -> (Vec<(&[u8], &Stored)>, bool) {
-        let mut layers: Layer<'_> =
-            Box::new(durable_range(self.base, range).map(|(k, v)| (k.as_slice(), Some(v))));
-        if let Some(lower) = self.lower {
-            let lower = range_of(lower, range).map(|(k, v)| (k.as_slice(), v.as_ref()));
-            layers = merge(layers, Box::new(lower));
-        }
-        let overlay = range_of(&self.overlay, range).map(|(k, v)| (k.as_slice(), v.as_ref()));
-        let mut live = merge(layers, Box::new(overlay)).filter_map(|(k, v)| Some((k, v?)));
-        let mut out = Vec::new();
-        for found in live.by_ref() {
-            if limit > 0 && out.len() == limit {
-                return (out, true);
+    /// The engine's keys are read only as far as the limit needs.
+    pub fn range(&self, range: &KeyRange, limit: usize) -> Result<(Vec<KeyState>, bool), StoreError> {
+        let Some(bounds) = bounds(range) else {
+            return Ok((Vec::new(), false));
+        };
+        // The pending layers are one batch each: merge them first, the upper one winning.
+        let mut pending: BTreeMap<&[u8], Option<&Stored>> = BTreeMap::new();
+        for layer in self.lower.into_iter().chain([&self.overlay]) {
+            for (key, kv) in layer.range::<[u8], _>(bounds) {
+                pending.insert(key.as_slice(), kv.as_ref());
             }
-            out.push(found);
         }
-        (out, false)
+        let mut pending = pending.into_iter().peekable();
+        let mut durable = self.base.range(bounds)?.peekable();
+        let mut out = Vec::new();
+        loop {
+            let next = match (durable.peek(), pending.peek()) {
+                (None, None) => break,
+                (Some(_), None) | (Some(Err(_)), Some(_)) => Layer::Durable,
+                (None, Some(_)) => Layer::Pending,
+                (Some(Ok((durable_key, _))), Some((pending_key, _))) => {
+                    match durable_key.as_slice().cmp(*pending_key) {
+                        std::cmp::Ordering::Less => Layer::Durable,
+                        std::cmp::Ordering::Equal => Layer::Both,
+                        std::cmp::Ordering::Greater => Layer::Pending,
+                    }
+                }
+            };
+            let found = match next {
+                Layer::Durable => Some(durable.next().expect("peeked")?),
+                Layer::Pending | Layer::Both => {
+                    if matches!(next, Layer::Both) {
+                        durable.next();
+                    }
+                    let (key, kv) = pending.next().expect("peeked");
+                    kv.map(|kv| (key.to_vec(), kv.clone()))
+                }
+            };
+            if let Some(found) = found {
+                if limit > 0 && out.len() == limit {
+                    return Ok((out, true));
+                }
+                out.push(found);
+            }
+        }
+        Ok((out, false))
     }
 
     /// Applies a transaction that writes (in either branch). Changes nothing on error.
@@ -129,10 +172,7 @@ impl<'a> View<'a> {
         limits: Limits,
     ) -> Result<(TxnResult, Option<Applied>), StoreError> {
         validate(&txn, limits)?;
-        let succeeded = txn
-            .compares
-            .iter()
-            .all(|c| c.holds(self.get(&c.key).map(current)));
+        let succeeded = self.compares_hold(&txn)?;
         let ops = if succeeded { txn.then } else { txn.otherwise };
         for op in &ops {
             if let TxnOp::Put {
@@ -151,12 +191,12 @@ impl<'a> View<'a> {
             match op {
                 TxnOp::Put { key, value, lease } => {
                     let lease = lease.map_or(0, |l| l.0);
-                    let previous = self.get(&key);
+                    let previous = self.get(&key)?;
                     let kv = Stored {
                         value: Arc::from(value),
-                        create_revision: previous.map_or(revision, |p| p.create_revision),
+                        create_revision: previous.as_ref().map_or(revision, |p| p.create_revision),
                         mod_revision: revision,
-                        version: previous.map_or(1, |p| p.version + 1),
+                        version: previous.as_ref().map_or(1, |p| p.version + 1),
                         lease,
                     };
                     if let Some(previous) = previous
@@ -178,10 +218,10 @@ impl<'a> View<'a> {
                 }
                 TxnOp::Delete { range } => {
                     let doomed: Vec<(Vec<u8>, i64)> = self
-                        .range(&range, 0)
+                        .range(&range, 0)?
                         .0
                         .into_iter()
-                        .map(|(k, kv)| (k.to_vec(), kv.lease))
+                        .map(|(k, kv)| (k, kv.lease))
                         .collect();
                     let deleted = doomed.len() as u64;
                     for (key, lease) in doomed {
@@ -198,7 +238,7 @@ impl<'a> View<'a> {
                     } else {
                         revision
                     };
-                    results.push(OpResult::Range(self.range_result(&request, revision)));
+                    results.push(OpResult::Range(self.range_result(&request, revision)?));
                 }
             }
         }
@@ -237,28 +277,33 @@ impl<'a> View<'a> {
         )
     }
 
-    /// Revokes a lease and deletes its keys in one revision (none if it had no keys).
-    pub fn revoke(&mut self, lease: LeaseId, leases: &mut LeaseTable) -> Option<Applied> {
-        let keys = leases.remove(lease)?;
+    /// Revokes a lease and deletes its keys in one revision (none if it had no keys). `None`
+    /// when the lease does not exist.
+    pub fn revoke(&mut self, lease: LeaseId, leases: &mut LeaseTable) -> Result<Option<Applied>, StoreError> {
+        let Some(keys) = leases.remove(lease) else {
+            return Ok(None);
+        };
         let mut changes = vec![Change::LeaseRevoke { id: lease.0 }];
         let mut events = Vec::new();
-        let live: Vec<Vec<u8>> = keys
-            .into_iter()
-            .filter(|k| self.get(k).is_some_and(|kv| kv.lease == lease.0))
-            .collect();
+        let mut live = Vec::new();
+        for key in keys {
+            if self.get(&key)?.is_some_and(|kv| kv.lease == lease.0) {
+                live.push(key);
+            }
+        }
         if !live.is_empty() {
             self.revision += 1;
             for key in live {
                 self.delete(key, &mut changes, &mut events);
             }
         }
-        Some(Applied {
+        Ok(Some(Applied {
             entry: Entry {
                 revision: self.revision,
                 changes,
             },
             events,
-        })
+        }))
     }
 
     fn delete(&mut self, key: Vec<u8>, changes: &mut Vec<Change>, events: &mut Vec<HistoryEvent>) {
@@ -267,37 +312,41 @@ impl<'a> View<'a> {
         self.overlay.insert(key, None);
     }
 
-    pub fn range_result(&self, request: &RangeRequest, revision: i64) -> RangeResult {
-        let (found, more) = self.range(&request.range, request.limit);
-        RangeResult {
-            kvs: found.into_iter().map(|(k, kv)| key_value(k, kv)).collect(),
+    pub fn range_result(&self, request: &RangeRequest, revision: i64) -> Result<RangeResult, StoreError> {
+        let (found, more) = self.range(&request.range, request.limit)?;
+        Ok(RangeResult {
+            kvs: found.into_iter().map(|(k, kv)| key_value(&k, &kv)).collect(),
             more,
             revision,
+        })
+    }
+
+    /// Whether every compare of the transaction holds.
+    fn compares_hold(&self, txn: &Txn) -> Result<bool, StoreError> {
+        for compare in &txn.compares {
+            let found = self.get(&compare.key)?;
+            if !compare.holds(found.as_ref().map(current)) {
+                return Ok(false);
+            }
         }
+        Ok(true)
     }
 }
 
-/// Runs a transaction that only reads, directly on the durable state.
-pub(crate) fn read_only_txn(
-    base: &KeyMap,
-    revision: i64,
-    txn: Txn,
-    limits: Limits,
-) -> Result<TxnResult, StoreError> {
+/// Runs a transaction that only reads, directly on one commit's state.
+pub(crate) fn read_only_txn(base: &ReadView, txn: Txn, limits: Limits) -> Result<TxnResult, StoreError> {
     validate(&txn, limits)?;
+    let revision = base.revision;
     let view = View::new(base, revision);
-    let succeeded = txn
-        .compares
-        .iter()
-        .all(|c| c.holds(view.get(&c.key).map(current)));
+    let succeeded = view.compares_hold(&txn)?;
     let ops = if succeeded { txn.then } else { txn.otherwise };
     let results = ops
         .iter()
         .map(|op| match op {
-            TxnOp::Range(request) => OpResult::Range(view.range_result(request, revision)),
+            TxnOp::Range(request) => Ok(OpResult::Range(view.range_result(request, revision)?)),
             _ => unreachable!("read-only transactions hold only ranges"),
         })
-        .collect();
+        .collect::<Result<_, StoreError>>()?;
     Ok(TxnResult {
         succeeded,
         revision,
@@ -365,9 +414,6 @@ fn validate(txn: &Txn, limits: Limits) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// A key range as the maps take it.
-type KeyBounds<'r> = (Bound<&'r [u8]>, Bound<&'r [u8]>);
-
 /// The bounds of `range` as map bounds; `None` when it holds no key.
 fn bounds(range: &KeyRange) -> Option<KeyBounds<'_>> {
     let start = Bound::Included(range.start.as_slice());
@@ -375,28 +421,6 @@ fn bounds(range: &KeyRange) -> Option<KeyBounds<'_>> {
         Some(end) if end <= range.start.as_slice() => None,
         Some(end) => Some((start, Bound::Excluded(end))),
         None => Some((start, Bound::Unbounded)),
-    }
-}
-
-/// Keys of the durable map in `range`, in order.
-fn durable_range<'m>(
-    map: &'m KeyMap,
-    range: &KeyRange,
-) -> Box<dyn Iterator<Item = (&'m Vec<u8>, &'m Stored)> + 'm> {
-    match bounds(range) {
-        None => Box::new(std::iter::empty()),
-        Some(bounds) => Box::new(map.range::<_, [u8]>(bounds)),
-    }
-}
-
-/// Keys of a pending batch in `range`, in order.
-fn range_of<'m, V>(
-    map: &'m BTreeMap<Vec<u8>, V>,
-    range: &KeyRange,
-) -> Box<dyn Iterator<Item = (&'m Vec<u8>, &'m V)> + 'm> {
-    match bounds(range) {
-        None => Box::new(std::iter::empty()),
-        Some(bounds) => Box::new(map.range::<[u8], _>(bounds)),
     }
 }
 
@@ -439,6 +463,7 @@ pub(crate) fn deleted_key_value(key: &[u8], revision: i64) -> KeyValue {
 
 #[cfg(test)]
 mod tests {
+    use super::super::engine::{Commit, Engine};
     use super::*;
 
     /// A small deterministic generator, so failures reproduce.
@@ -468,16 +493,28 @@ mod tests {
         }
     }
 
-    /// Reads of the durable map seen through the batch being synced and the batch being
+    /// Reads of the engine seen through the batch being committed and the batch being
     /// applied give exactly what the merged map would give, for every key, bound and limit.
     #[test]
     fn ranges_through_the_overlay_match_the_merged_map() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for round in 0..300 {
-            let mut base = KeyMap::new();
+            let engine = Engine::in_memory(1 << 20).unwrap();
+            let mut base = BTreeMap::new();
             for i in 0..rng.next(20) {
                 base.insert(rng.key(), stored(i as i64));
             }
+            let committed: Overlay = base.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
+            engine
+                .commit(&Commit {
+                    overlay: &committed,
+                    lease_changes: &[],
+                    revision: 100,
+                    next_lease_id: 1,
+                    checkpoint: None,
+                })
+                .unwrap();
+            let read = engine.read().unwrap();
             let mut lower = Overlay::new();
             let mut merged = base.clone();
             for i in 0..rng.next(10) {
@@ -490,7 +527,7 @@ mod tests {
                     merged.insert(key, stored(100 + i as i64));
                 }
             }
-            let mut view = View::new(&base, 100);
+            let mut view = View::new(&read, 100);
             if rng.next(2) == 0 {
                 view.lower = Some(&lower);
             } else {
@@ -508,7 +545,11 @@ mod tests {
             }
             for _ in 0..10 {
                 let key = rng.key();
-                assert_eq!(view.get(&key), merged.get(&key), "round {round}, get {key:?}");
+                assert_eq!(
+                    view.get(&key).unwrap().as_ref(),
+                    merged.get(&key),
+                    "round {round}, get {key:?}"
+                );
             }
             for _ in 0..10 {
                 let range = match rng.next(3) {
@@ -517,11 +558,11 @@ mod tests {
                     _ => KeyRange::from(rng.key()),
                 };
                 let limit = rng.next(6) as usize;
-                let (found, more) = view.range(&range, limit);
-                let want: Vec<(&[u8], &Stored)> = merged
+                let (found, more) = view.range(&range, limit).unwrap();
+                let want: Vec<KeyState> = merged
                     .iter()
                     .filter(|(k, _)| range.contains(k))
-                    .map(|(k, v)| (k.as_slice(), v))
+                    .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 let cut = if limit == 0 {
                     want.len()

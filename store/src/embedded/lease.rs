@@ -1,6 +1,6 @@
 //! Leases of the embedded store: the table of live leases and the task that expires them.
 //!
-//! Grants and revokes are durable (they go through the log). Deadlines are not: they live in
+//! Grants and revokes are durable (they are committed to the engine with their batch). Deadlines are not: they live in
 //! memory on tokio's clock, so tests can drive them with `tokio::time::pause()`. After a restart,
 //! every lease's countdown starts again from its full TTL. That is the choice etcd makes too when
 //! a new leader takes over leases (it extends them), and the safe one: a lease never expires
@@ -8,7 +8,7 @@
 //! Whoever relies on a lease for correctness checks its own `expiresAt` anyway.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,9 +39,6 @@ pub(crate) struct LeaseTable {
     deadlines: BinaryHeap<Reverse<(Instant, i64)>>,
     /// Wakes the expiry task when a deadline earlier than the ones it knows may exist.
     pub wake: Arc<Notify>,
-    /// Leases (id, TTL) as the synced log has them: what a snapshot records. The table above
-    /// runs ahead of it by the grants and revokes of batches not yet synced.
-    durable: BTreeMap<i64, i64>,
 }
 
 impl LeaseTable {
@@ -52,7 +49,6 @@ impl LeaseTable {
             next_id,
             deadlines: BinaryHeap::new(),
             wake: Arc::new(Notify::new()),
-            durable: recovered.iter().copied().collect(),
         };
         for &(id, ttl) in recovered {
             table.insert(id, ttl, now);
@@ -134,21 +130,6 @@ impl LeaseTable {
     /// Whether the lease exists and its time is up.
     pub fn is_expired(&self, lease: LeaseId, now: Instant) -> bool {
         self.leases.get(&lease.0).is_some_and(|l| l.deadline <= now)
-    }
-
-    /// Leases with their TTLs as of the last synced batch, for a snapshot.
-    pub fn durable_view(&self) -> Vec<(i64, i64)> {
-        self.durable.iter().map(|(id, ttl)| (*id, *ttl)).collect()
-    }
-
-    /// Records grants (`Some(ttl)`) and revokes (`None`) of a batch now synced.
-    pub fn synced(&mut self, changes: &[(i64, Option<i64>)]) {
-        for &(id, ttl) in changes {
-            match ttl {
-                Some(ttl) => self.durable.insert(id, ttl),
-                None => self.durable.remove(&id),
-            };
-        }
     }
 
     /// Pops the leases whose time is up; returns them and the next deadline to wake at.

@@ -1,26 +1,31 @@
 //! `EmbeddedStore`: the [`Store`] interface in one process, durable on local disk.
 //!
-//! The whole key space lives in memory in a persistent B-tree; durability comes from an
-//! append-only log with group commit, and a snapshot written when the log grows (see [`wal`]).
+//! The keys, the revision and the leases live in an embedded storage engine on disk (`redb`, see
+//! [`engine`]): memory holds the engine's page cache, bounded by
+//! [`EmbeddedOptions::cache_bytes`], and not the key space.
 //!
 //! Writes (transactions that may write, lease grants and revokes, lease expiry) go through ONE
-//! writer task. It takes every request queued, applies them in order to an overlay over the
-//! durable map, appends their log records in one write, syncs the log once, then makes the batch
-//! visible to readers and acknowledges it. A write acknowledged is a write that survives `kill -9`.
-//! The writer is pipelined one batch deep: while one batch's log write is being synced, it applies
-//! the next batch on top of it, so applying and syncing overlap. Reads never wait for the writer:
-//! they read the durable map under a short read lock, and never see a write before it is synced.
+//! writer task. It takes every request queued, applies them in order to an overlay over a read
+//! view of the engine, appends the whole batch to the journal and syncs it (one sequential write,
+//! see [`journal`]), commits it in ONE engine write transaction (not synced: the journal holds
+//! it), then announces the batch to watchers and acknowledges it. A write acknowledged is a write
+//! that survives `kill -9`. Once the journal outgrows [`EmbeddedOptions::checkpoint_after_bytes`],
+//! the batch's engine commit is a checkpoint instead: synced, and the journals before it removed. The writer is pipelined one batch deep: while one batch's commit runs, it
+//! applies the next batch on top of it, so applying and committing overlap. Reads never wait for
+//! the writer: each reads one engine read transaction (MVCC), which sees the last commit, never a
+//! write before it is durable.
 //!
-//! Leases and watches are emulated in process ([`lease`], [`watch`]).
+//! Leases and watches are emulated in process ([`lease`], [`watch`]). A directory written in the
+//! store's former format (a snapshot and logs) is imported into the engine on open ([`legacy`]).
 
 mod apply;
+mod engine;
+mod journal;
 mod lease;
-mod wal;
+mod legacy;
 mod watch;
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -29,9 +34,12 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use self::apply::{Applied, Limits, Overlay, View, key_value, read_only_txn};
+pub use self::legacy::LegacyImport;
+
+use self::apply::{Applied, Change, Limits, View, key_value, read_only_txn};
+use self::engine::{Commit, ENGINE_FILE, Engine, Overlay};
+use self::journal::Journal;
 use self::lease::LeaseTable;
-use self::wal::{Change, KeyMap};
 use self::watch::{History, HistoryEvent};
 use crate::error::StoreError;
 use crate::store::Store;
@@ -43,19 +51,23 @@ use crate::types::{
 /// Tuning of an [`EmbeddedStore`]. The defaults suit a single machine.
 #[derive(Debug, Clone)]
 pub struct EmbeddedOptions {
-    /// Write a snapshot and start a new log once the log is larger than this and than the last
-    /// snapshot.
-    pub compact_after_bytes: u64,
+    /// Most memory the engine's page cache takes, in bytes. Reads of pages outside it go to the
+    /// disk (the operating system's page cache first).
+    pub cache_bytes: usize,
+    /// Checkpoint the engine and start a new journal once the journal outgrows this. A longer
+    /// journal means fewer synced engine commits and a longer replay when the store opens after
+    /// a crash (a clean close checkpoints).
+    pub checkpoint_after_bytes: u64,
     /// How many bytes of recent events to keep for watchers that lag or start in the past.
     pub watch_history_bytes: usize,
     /// Most operations in one transaction branch (etcd's `--max-txn-ops` default).
     pub max_txn_ops: usize,
     /// Largest transaction in bytes of keys and values (etcd's `--max-request-bytes` default).
     pub max_request_bytes: usize,
-    /// Most requests applied and synced together.
+    /// Most requests applied and committed together.
     pub max_batch: usize,
-    /// A batch stops taking requests once its log records reach this size; the rest wait for
-    /// the next batch. Bounds the memory and the latency of one sync under large writes.
+    /// A batch stops taking requests once its changes reach about this size; the rest wait for
+    /// the next batch. Bounds the memory and the latency of one commit under large writes.
     pub max_batch_bytes: usize,
     /// Capacity of each watch's channel before its feeding task waits.
     pub watch_channel: usize,
@@ -64,7 +76,8 @@ pub struct EmbeddedOptions {
 impl Default for EmbeddedOptions {
     fn default() -> Self {
         EmbeddedOptions {
-            compact_after_bytes: 64 << 20,
+            cache_bytes: 256 << 20,
+            checkpoint_after_bytes: 64 << 20,
             watch_history_bytes: 64 << 20,
             max_txn_ops: 128,
             max_request_bytes: 1_572_864,
@@ -82,26 +95,23 @@ pub struct RecoveryReport {
     pub revision: i64,
     pub keys: usize,
     pub leases: usize,
-    /// Log records replayed on top of the snapshot.
+    /// Journal records replayed on top of the engine's last checkpoint.
     pub replayed_records: usize,
-    /// Bytes cut off the end of the log: a record torn by a crash, never acknowledged.
-    pub truncated_bytes: u64,
+    /// Bytes after the last whole record of the newest journal: a write torn by a crash, never
+    /// acknowledged, and not replayed.
+    pub torn_bytes: u64,
+    /// Set when the directory was in the store's former format and was imported.
+    pub legacy_import: Option<LegacyImport>,
 }
 
-/// The durable key-value state that readers see.
-#[derive(Debug)]
-struct Durable {
-    kvs: KeyMap,
-    revision: i64,
-}
-
-/// The nice value of the thread that writes snapshots (commits run at the process's own).
-const SNAPSHOT_NICE: i32 = 10;
+/// The lock file: held with an exclusive `flock` while a process has the store open.
+const LOCK_FILE: &str = "LOCK";
 
 /// State shared by the handles, the writer and the watch tasks.
 #[derive(Debug)]
 struct Shared {
-    durable: RwLock<Durable>,
+    /// `None` once the store is closed, so the engine's file is released.
+    engine: RwLock<Option<Arc<Engine>>>,
     leases: Arc<Mutex<LeaseTable>>,
     history: Arc<Mutex<History>>,
     /// The last committed revision, announced to watchers. Its sender belongs to the writer, so
@@ -110,11 +120,17 @@ struct Shared {
     limits: Limits,
     watch_channel: usize,
     stats: Counters,
-    /// Set by the writer at its first failed write or sync: every later write fails.
+    /// Set by the writer at its first failed commit: every later write fails.
     writes_failed: AtomicBool,
-    /// Tests set this to make log writes fail.
+    /// Tests set this to make commits fail.
     #[cfg(test)]
     fail_writes: AtomicBool,
+}
+
+impl Shared {
+    fn engine(&self) -> Result<Arc<Engine>, StoreError> {
+        self.engine.read().unwrap().clone().ok_or(StoreError::Closed)
+    }
 }
 
 /// Counters the writer keeps, read through [`EmbeddedStore::stats`].
@@ -122,20 +138,15 @@ struct Shared {
 struct Counters {
     syncs: AtomicU64,
     records: AtomicU64,
-    log_bytes: AtomicU64,
-    compactions: AtomicU64,
 }
 
 /// What the writer has done since the store was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmbeddedStats {
-    /// Log syncs: one per batch that wrote anything.
+    /// Engine commits, each one sync: one per batch that changed anything.
     pub syncs: u64,
-    /// Log records written (one per transaction that changed something, lease grant or revoke).
+    /// Change sets committed (one per transaction that changed something, lease grant or revoke).
     pub records: u64,
-    pub log_bytes: u64,
-    /// Snapshots started.
-    pub compactions: u64,
 }
 
 /// A request to the writer task.
@@ -154,12 +165,9 @@ pub(crate) enum Request {
 /// Open it with [`EmbeddedStore::open`] inside a tokio runtime. The store's directory is locked
 /// while it is open; [`EmbeddedStore::close`] (or dropping every handle) releases it.
 ///
-/// On disk, the directory holds `LOCK` (an exclusive `flock` while open), `snapshot` (the whole
-/// state at the start of the current log generation; absent until the first compaction) and
-/// `wal-<generation>.log` (checksummed records of every change since). When the log outgrows
-/// [`EmbeddedOptions::compact_after_bytes`] and the last snapshot, the writer starts a new log
-/// generation, writes a snapshot of the state at that point in the background and then deletes
-/// the old log: the log is "truncated" by replacing it, never rewritten in place.
+/// On disk, the directory holds `LOCK` (an exclusive `flock` while open) and `store.redb` (the
+/// engine's file: keys, revision, leases). A directory of the former format is imported on open
+/// and its files moved into `legacy-<unix seconds>/`.
 ///
 /// Semantics are etcd's, with these differences: there is no history of old revisions to read
 /// (only recent watch events are kept, see [`EmbeddedOptions::watch_history_bytes`]); after a
@@ -173,107 +181,71 @@ pub struct EmbeddedStore {
 }
 
 impl EmbeddedStore {
-    /// Opens (creating if needed) the store in `dir`: loads the snapshot, replays the log,
-    /// truncates a torn last record, and starts the writer and lease expiry tasks.
+    /// Opens (creating if needed) the store in `dir`: imports a directory of the former format,
+    /// opens the engine (on its last checkpoint, if a crash came after it), replays the journals
+    /// since that checkpoint and checkpoints the result, rebuilds the lease table, and starts the
+    /// writer and lease expiry tasks.
     pub async fn open(
         dir: impl AsRef<Path>,
         options: EmbeddedOptions,
     ) -> Result<(EmbeddedStore, RecoveryReport), StoreError> {
         let dir = dir.as_ref().to_path_buf();
-        let (lock, recovered, wal) = {
+        let cache_bytes = options.cache_bytes;
+        let (lock, engine, journal, legacy_import, replay, recovered) = {
             let dir = dir.clone();
             tokio::task::spawn_blocking(move || {
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| StoreError::io("creating the store directory", e))?;
                 let lock = lock_dir(&dir)?;
-                let recovered = wal::recover(&dir)?;
-                let file = wal::open_wal(&dir, recovered.generation)?;
-                Ok::<_, StoreError>((lock, recovered, file))
+                let legacy_import = legacy::import(&dir, cache_bytes)?;
+                let engine = Engine::open(&dir.join(ENGINE_FILE), cache_bytes)?;
+                let (journal, replay) = replay_journals(&dir, &engine)?;
+                let recovered = engine.recover()?;
+                Ok::<_, StoreError>((lock, engine, journal, legacy_import, replay, recovered))
             })
             .await
             .map_err(|e| StoreError::io("opening the store", std::io::Error::other(e)))??
         };
-
-        let mut snapshot = recovered.snapshot;
-        let mut leases: BTreeMap<i64, i64> = snapshot.leases.iter().copied().collect();
-        let mut next_lease_id = snapshot.next_lease_id;
-        let mut revision = snapshot.revision;
-        for entry in &recovered.entries {
-            if entry.revision < revision {
-                return Err(StoreError::Corrupt(format!(
-                    "log revision {} after revision {revision}",
-                    entry.revision
-                )));
-            }
-            revision = entry.revision;
-            for change in &entry.changes {
-                match change {
-                    Change::Put { key, kv } => {
-                        snapshot.kvs.insert(key.clone(), kv.clone());
-                    }
-                    Change::Delete { key } => {
-                        snapshot.kvs.remove(key);
-                    }
-                    Change::LeaseGrant { id, ttl } => {
-                        leases.insert(*id, *ttl);
-                        next_lease_id = next_lease_id.max(id + 1);
-                    }
-                    Change::LeaseRevoke { id } => {
-                        leases.remove(id);
-                    }
-                }
-            }
+        let mut table = LeaseTable::new(&recovered.leases, recovered.next_lease_id, Instant::now());
+        for (lease, key) in &recovered.lease_keys {
+            table.attach(*lease, key);
         }
-        let leases: Vec<(i64, i64)> = leases.into_iter().collect();
-        let mut table = LeaseTable::new(&leases, next_lease_id, Instant::now());
-        for (key, kv) in &snapshot.kvs {
-            table.attach(kv.lease, key);
-        }
+        let revision = recovered.revision;
         let report = RecoveryReport {
             revision,
-            keys: snapshot.kvs.len(),
-            leases: leases.len(),
-            replayed_records: recovered.entries.len(),
-            truncated_bytes: recovered.truncated_bytes,
+            keys: usize::try_from(recovered.keys).unwrap_or(usize::MAX),
+            leases: recovered.leases.len(),
+            replayed_records: replay.entries.len(),
+            torn_bytes: replay.torn_bytes,
+            legacy_import,
         };
-
-        // A fresh store has no events to miss; a reopened one has lost those up to now.
-        let compacted = if recovered.wal_len == 0 && recovered.snapshot_bytes == 0 {
-            0
-        } else {
-            revision
-        };
-        let disk = Disk {
-            dir,
-            wal: Some(wal),
-            wal_len: recovered.wal_len,
-            generation: recovered.generation,
-            snapshot_bytes: recovered.snapshot_bytes,
-            compaction: None,
-            _lock: lock,
-        };
-        let store = EmbeddedStore::start(snapshot.kvs, revision, compacted, table, Some(disk), options);
+        // A store never written to has no events to miss; a reopened one has lost those up to now.
+        let compacted = if revision > 1 { revision } else { 0 };
+        let disk = Disk { dir, lock, journal };
+        let store = EmbeddedStore::start(engine, revision, compacted, table, Some(disk), options);
         Ok((store, report))
     }
 
     /// A store that keeps everything in memory and nothing on disk: same semantics, nothing
     /// survives it. For tests of the code above the store. Must be called inside a tokio runtime.
     pub fn in_memory(options: EmbeddedOptions) -> EmbeddedStore {
+        let engine = Engine::in_memory(options.cache_bytes).expect("an engine in memory opens");
         let table = LeaseTable::new(&[], 1, Instant::now());
-        EmbeddedStore::start(KeyMap::new(), 1, 0, table, None, options)
+        EmbeddedStore::start(engine, 1, 0, table, None, options)
     }
 
     fn start(
-        kvs: KeyMap,
+        engine: Engine,
         revision: i64,
         compacted: i64,
         leases: LeaseTable,
         disk: Option<Disk>,
         options: EmbeddedOptions,
     ) -> EmbeddedStore {
+        let engine = Arc::new(engine);
         let (committed_tx, committed) = tokio::sync::watch::channel(revision);
         let shared = Arc::new(Shared {
-            durable: RwLock::new(Durable { kvs, revision }),
+            engine: RwLock::new(Some(engine.clone())),
             leases: Arc::new(Mutex::new(leases)),
             history: Arc::new(Mutex::new(History::new(options.watch_history_bytes, compacted))),
             committed,
@@ -287,21 +259,26 @@ impl EmbeddedStore {
             #[cfg(test)]
             fail_writes: AtomicBool::new(false),
         });
-        let dir = disk.as_ref().map(|d| Arc::new(d.dir.clone()));
+        let (dir, journal, lock) = match disk {
+            Some(Disk { dir, lock, journal }) => (Some(dir), Some(Arc::new(Mutex::new(journal))), Some(lock)),
+            None => (None, None, None),
+        };
         let (requests, receiver) = mpsc::channel(options.max_batch.max(1) * 2);
         let writer = Writer {
             shared: shared.clone(),
-            disk,
+            engine,
+            journal,
             committed: committed_tx,
             options,
             failed: None,
+            _lock: lock,
         };
         tokio::spawn(writer.run(receiver));
         tokio::spawn(lease::expire_leases(shared.leases.clone(), requests.downgrade()));
         EmbeddedStore {
             shared,
             requests,
-            dir,
+            dir: dir.map(Arc::new),
         }
     }
 
@@ -316,13 +293,11 @@ impl EmbeddedStore {
         EmbeddedStats {
             syncs: c.syncs.load(Ordering::Relaxed),
             records: c.records.load(Ordering::Relaxed),
-            log_bytes: c.log_bytes.load(Ordering::Relaxed),
-            compactions: c.compactions.load(Ordering::Relaxed),
         }
     }
 
-    /// Whether the store takes writes: it was not closed, and no write or sync has failed (after
-    /// one, every write fails until the store is opened again).
+    /// Whether the store takes writes: it was not closed, and no commit has failed (after one,
+    /// every write fails until the store is opened again).
     pub fn is_open(&self) -> bool {
         !self.requests.is_closed() && !self.shared.writes_failed.load(Ordering::Relaxed)
     }
@@ -361,15 +336,15 @@ impl EmbeddedStore {
 impl Store for EmbeddedStore {
     async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
         self.check_open()?;
-        let durable = self.shared.durable.read().unwrap();
-        let kv = durable.kvs.get(key).map(|kv| key_value(key, kv));
-        Ok((kv, durable.revision))
+        let read = self.shared.engine()?.read()?;
+        let kv = read.get(key)?.map(|kv| key_value(key, &kv));
+        Ok((kv, read.revision))
     }
 
     async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
         self.check_open()?;
-        let durable = self.shared.durable.read().unwrap();
-        Ok(View::new(&durable.kvs, durable.revision).range_result(&request, durable.revision))
+        let read = self.shared.engine()?.read()?;
+        View::new(&read, read.revision).range_result(&request, read.revision)
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
@@ -377,8 +352,8 @@ impl Store for EmbeddedStore {
             return self.call(|reply| Request::Txn(txn, reply)).await;
         }
         self.check_open()?;
-        let durable = self.shared.durable.read().unwrap();
-        read_only_txn(&durable.kvs, durable.revision, txn, self.shared.limits)
+        let read = self.shared.engine()?.read()?;
+        read_only_txn(&read, txn, self.shared.limits)
     }
 
     async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
@@ -412,7 +387,7 @@ impl Store for EmbeddedStore {
         self.check_open()?;
         let cursor = match start_revision {
             Some(revision) => revision.max(1),
-            None => self.shared.durable.read().unwrap().revision + 1,
+            None => *self.shared.committed.borrow() + 1,
         };
         let compacted = self.shared.history.lock().unwrap().compacted();
         if cursor <= compacted {
@@ -438,13 +413,79 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
         .create(true)
         .truncate(false)
         .write(true)
-        .open(dir.join(wal::LOCK_FILE))
+        .open(dir.join(LOCK_FILE))
         .map_err(|e| StoreError::io("opening the lock file", e))?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(file),
         Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError::Locked(dir.to_path_buf())),
         Err(e) => Err(StoreError::io("locking the store directory", e.into())),
     }
+}
+
+/// What a store on disk holds beside its engine: its directory, the directory's lock, and the
+/// journal being appended to.
+struct Disk {
+    dir: PathBuf,
+    lock: File,
+    journal: Journal,
+}
+
+/// Replays the journals the engine's last checkpoint does not hold, then checkpoints the result
+/// on a new journal generation (removing the journals it replayed) and returns that journal.
+/// Runs on every open, so a store that was closed cleanly (nothing to replay) pays one small
+/// synced commit.
+fn replay_journals(dir: &Path, engine: &Engine) -> Result<(Journal, journal::Replay), StoreError> {
+    let checkpointed = engine.recover()?;
+    let replay = journal::read_from(dir, checkpointed.journal_generation)?;
+    let mut overlay = Overlay::new();
+    let mut lease_changes = Vec::new();
+    let mut revision = checkpointed.revision;
+    let mut next_lease_id = checkpointed.next_lease_id;
+    for entry in &replay.entries {
+        if entry.revision < revision {
+            return Err(StoreError::Corrupt(format!(
+                "journal revision {} after revision {revision}",
+                entry.revision
+            )));
+        }
+        revision = entry.revision;
+        for change in &entry.changes {
+            match change {
+                Change::Put { key, kv } => {
+                    overlay.insert(key.clone(), Some(kv.clone()));
+                }
+                Change::Delete { key } => {
+                    overlay.insert(key.clone(), None);
+                }
+                Change::LeaseGrant { id, ttl } => {
+                    lease_changes.push((*id, Some(*ttl)));
+                    next_lease_id = next_lease_id.max(id + 1);
+                }
+                Change::LeaseRevoke { id } => lease_changes.push((*id, None)),
+            }
+        }
+    }
+    let generation = replay
+        .last_generation
+        .map_or(checkpointed.journal_generation, |last| last + 1)
+        .max(checkpointed.journal_generation);
+    let journal = Journal::create(dir, generation)?;
+    engine.commit(&Commit {
+        overlay: &overlay,
+        lease_changes: &lease_changes,
+        revision,
+        next_lease_id,
+        checkpoint: Some(generation),
+    })?;
+    journal.remove_before()?;
+    Ok((journal, replay))
+}
+
+/// Syncs a directory, so that files created, renamed or removed in it stay so after a crash.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io("syncing the store directory", e))
 }
 
 /// A request's answer, sent once its batch is durable.
@@ -476,58 +517,50 @@ impl Reply {
     }
 }
 
-/// The single writer: owns the log, applies and syncs batches, compacts.
+/// The single writer: applies batches and commits each in one engine write transaction.
 struct Writer {
     shared: Arc<Shared>,
-    /// `None` for a store in memory.
-    disk: Option<Disk>,
+    engine: Arc<Engine>,
+    /// The journal of a store on disk (`None` in memory). Only the commit in flight uses it.
+    journal: Option<Arc<Mutex<Journal>>>,
     committed: tokio::sync::watch::Sender<i64>,
     options: EmbeddedOptions,
-    /// Set by the first failed write or sync; every later write fails with it.
+    /// Set by the first failed commit; every later write fails with it.
     failed: Option<StoreError>,
+    /// The directory's lock, held while the writer runs (`None` for a store in memory).
+    _lock: Option<File>,
 }
 
-/// The files of a store on disk, owned by its writer.
-struct Disk {
-    dir: PathBuf,
-    /// `None` only while a blocking write holds it.
-    wal: Option<File>,
-    wal_len: u64,
-    generation: u64,
-    snapshot_bytes: u64,
-    /// The snapshot being written in the background, if any.
-    compaction: Option<oneshot::Receiver<Result<u64, StoreError>>>,
-    /// Held while the writer runs; dropping it releases the directory.
-    _lock: File,
-}
-
-/// A batch applied in memory, waiting for (or without need of) its log write.
+/// A batch applied in memory, waiting for (or without need of) its commit.
 struct Pending {
     overlay: Overlay,
     revision: i64,
+    next_lease_id: i64,
     /// Events per revision, for watchers.
     published: Vec<(i64, Vec<HistoryEvent>)>,
-    /// Lease grants (`Some(ttl)`) and revokes (`None`), for the durable lease view.
+    /// Lease grants (`Some(ttl)`) and revokes (`None`), in order.
     lease_changes: Vec<(i64, Option<i64>)>,
     replies: Vec<Reply>,
-    log: Vec<u8>,
+    /// The change sets' journal frames (empty in memory).
+    frames: Vec<u8>,
+    /// Change sets applied, and about how many bytes they add to the commit.
+    records: usize,
+    bytes: usize,
 }
 
-/// A batch whose log write and sync is running.
+/// A batch whose commit is running.
 struct InFlight {
     pending: Pending,
-    write: tokio::task::JoinHandle<(File, Result<(), StoreError>)>,
-    len: u64,
+    /// The batch's changes, read by the commit and by the next batch's view.
+    overlay: Arc<Overlay>,
+    commit: tokio::task::JoinHandle<Result<(), StoreError>>,
 }
 
-/// How a log write ended: the file back, and the outcome.
-type Written = Result<(File, Result<(), StoreError>), tokio::task::JoinError>;
-
 impl Writer {
-    /// The writer loop, pipelined one batch deep: while batch N's log write is being synced,
-    /// the writer keeps receiving requests and applying them, as batch N+1, on top of N's
-    /// pending changes. Once N is synced, made visible and acknowledged, N+1 takes what else is
-    /// queued and is written in turn. If N's write fails, N+1 fails with it.
+    /// The writer loop, pipelined one batch deep: while batch N's commit runs, the writer keeps
+    /// receiving requests and applying them, as batch N+1, on top of N's pending changes. Once N
+    /// is committed, announced and acknowledged, N+1 takes what else is queued and is committed
+    /// in turn. If N's commit fails, N+1 fails with it.
     async fn run(mut self, mut receiver: mpsc::Receiver<Request>) {
         let max_batch = self.options.max_batch.max(1);
         let mut batch = Vec::with_capacity(max_batch);
@@ -553,20 +586,21 @@ impl Writer {
             while let Some(flight) = in_flight.as_mut() {
                 let full = next
                     .as_ref()
-                    .is_some_and(|n: &Pending| n.log.len() >= self.options.max_batch_bytes);
+                    .is_some_and(|n: &Pending| n.bytes >= self.options.max_batch_bytes);
                 let receiving = open && closing.is_empty() && !full;
                 tokio::select! {
                     received = receiver.recv_many(&mut batch, max_batch), if receiving => {
                         open = received > 0;
                         self.apply(&mut next, &mut batch, &mut closing, in_flight.as_ref());
                     }
-                    written = &mut flight.write => {
-                        let flight = in_flight.take().expect("a write in flight");
-                        self.finish(flight.pending, Some((written, flight.len))).await;
+                    committed = &mut flight.commit => {
+                        let flight = in_flight.take().expect("a commit in flight");
+                        let committed = committed.expect("the commit task does not panic");
+                        self.finish(flight.pending, Some(committed));
                     }
                 }
             }
-            // The previous batch is out of the way: take what else is queued, then write.
+            // The previous batch is out of the way: take what else is queued, then commit.
             if open && closing.is_empty() {
                 while batch.len() < max_batch {
                     match receiver.try_recv() {
@@ -577,15 +611,14 @@ impl Writer {
                 self.apply(&mut next, &mut batch, &mut closing, None);
             }
             if let Some(next) = next {
-                in_flight = self.write(next).await;
+                in_flight = self.commit(next);
             }
         }
         receiver.close();
         drop(receiver);
-        // The directory is ours until the snapshot being written is in place.
-        if let Some(disk) = &mut self.disk {
-            let _ = disk.finish_compaction(true).await;
-        }
+        self.checkpoint_at_close().await;
+        // Release the engine's file before the lock and before the closers hear back.
+        self.shared.engine.write().unwrap().take();
         self.shared.leases.lock().unwrap().wake.notify_one();
         drop(self);
         for done in closing {
@@ -593,11 +626,39 @@ impl Writer {
         }
     }
 
+    /// Checkpoints what the journal holds, so the next open has nothing to replay. A failure
+    /// loses nothing (the journal stays and is replayed on the next open): it is logged.
+    async fn checkpoint_at_close(&self) {
+        let Some(journal) = self.journal.clone() else {
+            return;
+        };
+        if self.failed.is_some() || journal.lock().unwrap().appended() == 0 {
+            return;
+        }
+        let engine = self.engine.clone();
+        let checkpointed = tokio::task::spawn_blocking(move || {
+            let mut journal = journal.lock().unwrap();
+            journal.rotate()?;
+            engine.checkpoint(journal.generation())?;
+            journal.remove_before()
+        })
+        .await;
+        match checkpointed {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the store's checkpoint at close failed; its journal is replayed when it opens again")
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the store's checkpoint at close failed; its journal is replayed when it opens again")
+            }
+        }
+    }
+
     /// Applies the requests at the front of `batch`, up to the byte limit, to the batch being
     /// built (`next`, started if `None`), on top of the batch in flight. Requests past the limit
-    /// stay in `batch`.
+    /// stay in `batch`. A failure to read the engine stops every write.
     fn apply(
-        &self,
+        &mut self,
         next: &mut Option<Pending>,
         batch: &mut Vec<Request>,
         closing: &mut Vec<oneshot::Sender<()>>,
@@ -606,32 +667,67 @@ impl Writer {
         if batch.is_empty() {
             return;
         }
+        if self.failed.is_none() {
+            match self.engine.read() {
+                Ok(read) => {
+                    if let Err(error) = self.apply_on(&read, next, batch, closing, in_flight) {
+                        self.stop_writes(error);
+                    }
+                }
+                Err(error) => self.stop_writes(error),
+            }
+        }
+        if let Some(failed) = &self.failed {
+            for request in batch.drain(..) {
+                fail(request, failed, closing);
+            }
+        }
+    }
+
+    /// [`Writer::apply`] on one read view of the engine. Returns the first engine failure.
+    fn apply_on(
+        &self,
+        read: &engine::ReadView,
+        next: &mut Option<Pending>,
+        batch: &mut Vec<Request>,
+        closing: &mut Vec<oneshot::Sender<()>>,
+        in_flight: Option<&InFlight>,
+    ) -> Result<(), StoreError> {
         let shared = &self.shared;
         let now = Instant::now();
-        let durable = shared.durable.read().unwrap();
         let mut leases = shared.leases.lock().unwrap();
-        let lower = in_flight.map(|flight| &flight.pending);
         let pending = next.get_or_insert_with(|| Pending {
             overlay: Overlay::new(),
-            revision: lower.map_or(durable.revision, |l| l.revision),
+            revision: in_flight.map_or(read.revision, |flight| flight.pending.revision),
+            next_lease_id: leases.next_id(),
             published: Vec::new(),
             lease_changes: Vec::new(),
             replies: Vec::new(),
-            log: Vec::new(),
+            frames: Vec::new(),
+            records: 0,
+            bytes: 0,
         });
-        let mut view = View::new(&durable.kvs, pending.revision);
-        view.lower = lower.map(|l| &l.overlay);
+        let mut view = View::new(read, pending.revision);
+        view.lower = in_flight.map(|flight| &*flight.overlay);
         view.overlay = std::mem::take(&mut pending.overlay);
         let Pending {
             published,
             lease_changes,
             replies,
-            log,
+            frames,
+            records,
+            bytes,
             ..
         } = pending;
-        let mut record = |applied: Applied, log: &mut Vec<u8>| {
+        let journaled = self.journal.is_some();
+        // Records a change set; returns about how many bytes it adds to the commit.
+        let mut record = |applied: Applied| -> usize {
             shared.stats.records.fetch_add(1, Ordering::Relaxed);
-            wal::encode_entry(&applied.entry, log);
+            *records += 1;
+            let size = applied.entry.size();
+            if journaled {
+                journal::encode_entry(&applied.entry, frames);
+            }
             for change in &applied.entry.changes {
                 match change {
                     Change::LeaseGrant { id, ttl } => lease_changes.push((*id, Some(*ttl))),
@@ -642,47 +738,60 @@ impl Writer {
             if !applied.events.is_empty() {
                 published.push((applied.entry.revision, applied.events));
             }
+            size
         };
+        let mut engine_failure = None;
         let mut requests = std::mem::take(batch).into_iter();
         for request in requests.by_ref() {
-            if log.len() >= self.options.max_batch_bytes {
+            if engine_failure.is_some() {
+                batch.push(request);
+                continue;
+            }
+            if *bytes >= self.options.max_batch_bytes {
                 batch.push(request);
                 break;
-            }
-            if let Some(failed) = &self.failed {
-                fail(request, failed, closing);
-                continue;
             }
             match request {
                 Request::Txn(txn, reply) => {
                     let answer = view.apply_txn(txn, &mut leases, shared.limits);
                     let answer = answer.map(|(result, applied)| {
                         if let Some(applied) = applied {
-                            record(applied, log);
+                            *bytes += record(applied);
                         }
                         result
                     });
+                    if let Err(error) = &answer
+                        && is_engine_failure(error)
+                    {
+                        engine_failure = Some(error.clone());
+                    }
                     replies.push(Reply::Txn(reply, answer));
                 }
                 Request::Grant(ttl, reply) => {
                     let (id, applied) = view.grant(ttl, &mut leases, now);
-                    record(applied, log);
+                    *bytes += record(applied);
                     replies.push(Reply::Grant(reply, Ok(LeaseGrant { id, ttl })));
                 }
                 Request::Revoke(lease, reply) => {
                     let answer = match view.revoke(lease, &mut leases) {
-                        Some(applied) => {
-                            record(applied, log);
+                        Ok(Some(applied)) => {
+                            *bytes += record(applied);
                             Ok(())
                         }
-                        None => Err(StoreError::LeaseNotFound(lease)),
+                        Ok(None) => Err(StoreError::LeaseNotFound(lease)),
+                        Err(error) => {
+                            engine_failure = Some(error.clone());
+                            Err(error)
+                        }
                     };
                     replies.push(Reply::Revoke(reply, answer));
                 }
                 Request::Expire(lease) => {
                     if leases.is_expired(lease, now) {
-                        if let Some(applied) = view.revoke(lease, &mut leases) {
-                            record(applied, log);
+                        match view.revoke(lease, &mut leases) {
+                            Ok(Some(applied)) => *bytes += record(applied),
+                            Ok(None) => {}
+                            Err(error) => engine_failure = Some(error),
                         }
                     } else {
                         leases.recheck(lease);
@@ -694,38 +803,81 @@ impl Writer {
         batch.extend(requests);
         pending.overlay = view.overlay;
         pending.revision = view.revision;
+        pending.next_lease_id = leases.next_id();
+        engine_failure.map_or(Ok(()), Err)
     }
 
-    /// Starts the batch's log write; a batch with nothing to write (or a store in memory) is
-    /// finished at once.
-    async fn write(&mut self, mut pending: Pending) -> Option<InFlight> {
-        match &mut self.disk {
-            Some(disk) if !pending.log.is_empty() && self.failed.is_none() => {
-                let log = std::mem::take(&mut pending.log);
-                let len = log.len() as u64;
-                #[cfg(test)]
-                let inject_failure = self.shared.fail_writes.load(Ordering::Relaxed);
-                #[cfg(not(test))]
-                let inject_failure = false;
-                let write = disk.start_append(log, inject_failure);
-                Some(InFlight { pending, write, len })
-            }
-            _ => {
-                self.finish(pending, None).await;
-                None
-            }
+    /// Starts the batch's commit off the async threads; a batch that changed nothing (or one
+    /// after a failure) is finished at once.
+    fn commit(&mut self, mut pending: Pending) -> Option<InFlight> {
+        if pending.records == 0 || self.failed.is_some() {
+            self.finish(pending, None);
+            return None;
         }
+        let overlay = Arc::new(std::mem::take(&mut pending.overlay));
+        let lease_changes = std::mem::take(&mut pending.lease_changes);
+        let frames = std::mem::take(&mut pending.frames);
+        let (revision, next_lease_id) = (pending.revision, pending.next_lease_id);
+        let engine = self.engine.clone();
+        let journal = self.journal.clone();
+        let checkpoint_after_bytes = self.options.checkpoint_after_bytes;
+        #[cfg(test)]
+        let inject_failure = self.shared.fail_writes.load(Ordering::Relaxed);
+        #[cfg(not(test))]
+        let inject_failure = false;
+        let changes = overlay.clone();
+        let commit = tokio::task::spawn_blocking(move || {
+            if inject_failure {
+                return Err(StoreError::io(
+                    "committing to the store",
+                    std::io::Error::other("injected write failure"),
+                ));
+            }
+            let Some(journal) = journal else {
+                return engine.commit(&Commit {
+                    overlay: &changes,
+                    lease_changes: &lease_changes,
+                    revision,
+                    next_lease_id,
+                    checkpoint: None,
+                });
+            };
+            let mut journal = journal.lock().unwrap();
+            journal.append(&frames)?;
+            let checkpoint = if journal.appended() >= checkpoint_after_bytes {
+                journal.rotate()?;
+                Some(journal.generation())
+            } else {
+                None
+            };
+            engine.commit(&Commit {
+                overlay: &changes,
+                lease_changes: &lease_changes,
+                revision,
+                next_lease_id,
+                checkpoint,
+            })?;
+            if checkpoint.is_some() {
+                journal.remove_before()?;
+            }
+            Ok(())
+        });
+        Some(InFlight {
+            pending,
+            overlay,
+            commit,
+        })
     }
 
-    /// Completes a batch after its write (if it had one): on success, makes its changes visible,
-    /// announces them to watchers and acknowledges them; on failure, fails every request in it.
-    async fn finish(&mut self, pending: Pending, written: Option<(Written, u64)>) {
-        if let Some((written, len)) = written {
-            let (file, result) = written.expect("log write task does not panic");
-            let disk = self.disk.as_mut().expect("a write means a disk");
-            if let Err(error) = disk.complete_append(file, result, len, &self.shared) {
-                self.stop_writes(error);
+    /// Completes a batch after its commit (if it had one): on success, announces its changes to
+    /// watchers and acknowledges them; on failure, fails every request in it.
+    fn finish(&mut self, pending: Pending, committed: Option<Result<(), StoreError>>) {
+        match committed {
+            Some(Ok(())) => {
+                self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
             }
+            Some(Err(error)) => self.stop_writes(error),
+            None => {}
         }
         if let Some(failed) = &self.failed {
             for reply in pending.replies {
@@ -733,21 +885,9 @@ impl Writer {
             }
             return;
         }
-        let shared = self.shared.clone();
-        {
-            let mut durable = shared.durable.write().unwrap();
-            for (key, kv) in pending.overlay {
-                match kv {
-                    Some(kv) => durable.kvs.insert(key, kv),
-                    None => durable.kvs.remove(&key),
-                };
-            }
-            durable.revision = pending.revision;
-        }
-        shared.leases.lock().unwrap().synced(&pending.lease_changes);
         if !pending.published.is_empty() {
             {
-                let mut history = shared.history.lock().unwrap();
+                let mut history = self.shared.history.lock().unwrap();
                 for (revision, events) in pending.published {
                     history.push(revision, events);
                 }
@@ -756,11 +896,6 @@ impl Writer {
         }
         for reply in pending.replies {
             reply.send(None);
-        }
-        if let Some(disk) = &mut self.disk
-            && let Err(error) = disk.maintain(&shared, &self.options).await
-        {
-            self.stop_writes(error);
         }
     }
 
@@ -771,119 +906,9 @@ impl Writer {
     }
 }
 
-impl Disk {
-    /// Collects a finished compaction, and starts one if the log has grown too long.
-    async fn maintain(&mut self, shared: &Shared, options: &EmbeddedOptions) -> Result<(), StoreError> {
-        self.finish_compaction(false).await?;
-        let log_too_long = self.wal_len > options.compact_after_bytes.max(self.snapshot_bytes);
-        if self.compaction.is_none() && log_too_long {
-            self.start_compaction(shared).await?;
-        }
-        Ok(())
-    }
-
-    /// Starts appending `log` to the log file and syncing it, off the async threads.
-    fn start_append(
-        &mut self,
-        log: Vec<u8>,
-        inject_failure: bool,
-    ) -> tokio::task::JoinHandle<(File, Result<(), StoreError>)> {
-        let mut file = self.wal.take().expect("one log write at a time");
-        tokio::task::spawn_blocking(move || {
-            let result = if inject_failure {
-                Err(std::io::Error::other("injected write failure"))
-            } else {
-                file.write_all(&log).and_then(|()| file.sync_data())
-            };
-            let result = result.map_err(|e| StoreError::io("appending to the log", e));
-            (file, result)
-        })
-    }
-
-    /// Takes the log file back after a write of `len` bytes.
-    fn complete_append(
-        &mut self,
-        file: File,
-        result: Result<(), StoreError>,
-        len: u64,
-        shared: &Shared,
-    ) -> Result<(), StoreError> {
-        self.wal = Some(file);
-        result?;
-        self.wal_len += len;
-        shared.stats.log_bytes.fetch_add(len, Ordering::Relaxed);
-        shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Starts a compaction: begins a new log generation at once, and writes a snapshot of the
-    /// state at that point in the background, removing the old log when the snapshot is in place.
-    /// The copy of the key map it writes costs constant time (a persistent B-tree shares its
-    /// nodes), so commits do not pause; writes go on into the new log meanwhile. A crash before
-    /// the snapshot is renamed into place leaves the old snapshot and both logs, which recovery
-    /// replays in order.
-    async fn start_compaction(&mut self, shared: &Shared) -> Result<(), StoreError> {
-        let dir = self.dir.clone();
-        let old = self.generation;
-        let new = old + 1;
-        let file = {
-            let dir = dir.clone();
-            tokio::task::spawn_blocking(move || wal::open_wal(&dir, new))
-                .await
-                .expect("log open task does not panic")?
-        };
-        let (kvs, revision) = {
-            let durable = shared.durable.read().unwrap();
-            (durable.kvs.clone(), durable.revision)
-        };
-        let (leases, next_id) = {
-            let table = shared.leases.lock().unwrap();
-            (table.durable_view(), table.next_id())
-        };
-        self.wal = Some(file);
-        self.generation = new;
-        self.wal_len = 0;
-        shared.stats.compactions.fetch_add(1, Ordering::Relaxed);
-        let (done, compaction) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("store-snapshot".into())
-            .spawn(move || {
-                // Serializing the whole state takes a core for a while: let commits have it
-                // first. Linux gives each thread its own nice value; failing to lower it only
-                // costs latency.
-                let _ = rustix::process::setpriority_process(None, SNAPSHOT_NICE);
-                let written =
-                    wal::write_snapshot(&dir, revision, next_id, new, &leases, &kvs).and_then(|size| {
-                        drop(kvs);
-                        wal::remove_wal(&dir, old)?;
-                        Ok(size)
-                    });
-                let _ = done.send(written);
-            })
-            .map_err(|e| StoreError::io("starting the snapshot thread", e))?;
-        self.compaction = Some(compaction);
-        Ok(())
-    }
-
-    /// Collects a finished compaction; with `wait`, waits for a running one.
-    async fn finish_compaction(&mut self, wait: bool) -> Result<(), StoreError> {
-        let Some(mut compaction) = self.compaction.take() else {
-            return Ok(());
-        };
-        let written = match compaction.try_recv() {
-            Ok(written) => written,
-            Err(oneshot::error::TryRecvError::Empty) if !wait => {
-                self.compaction = Some(compaction);
-                return Ok(());
-            }
-            Err(oneshot::error::TryRecvError::Empty) => {
-                compaction.await.expect("the snapshot thread does not panic")
-            }
-            Err(oneshot::error::TryRecvError::Closed) => panic!("the snapshot thread panicked"),
-        };
-        self.snapshot_bytes = written?;
-        Ok(())
-    }
+/// Whether an error is the engine failing (rather than the store refusing a request).
+fn is_engine_failure(error: &StoreError) -> bool {
+    matches!(error, StoreError::Io { .. } | StoreError::Corrupt(_))
 }
 
 /// Answers a request the writer can no longer carry out.
@@ -912,11 +937,11 @@ mod tests {
         store.txn(Txn::new().and_then([TxnOp::put(key, "v")])).await
     }
 
-    /// After a failed log write, the writes in that batch fail, every later write fails too (the
-    /// page cache can no longer be trusted), reads go on from what was synced, and a reopened
+    /// After a failed commit, the writes in that batch fail, every later write fails too (the
+    /// page cache can no longer be trusted), reads go on from what was committed, and a reopened
     /// store has exactly what was acknowledged.
     #[tokio::test]
-    async fn a_failed_log_write_stops_all_writes() {
+    async fn a_failed_commit_stops_all_writes() {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
             .await

@@ -1,10 +1,10 @@
 //! Watches of the embedded store: a bounded history of recent changes that every watcher reads
 //! at its own pace.
 //!
-//! The writer appends each committed revision's events to the history after the log write is
-//! synced, then announces the new revision. Each watch is a task that reads the history from its
-//! own cursor and feeds the watch's channel, waiting when the channel is full. So a slow watcher
-//! costs no memory of its own; if it falls so far behind that the history has dropped revisions it
+//! The writer appends each committed revision's events to the history after the batch is
+//! committed to the engine, then announces the new revision. Each watch is a task that reads the
+//! history from its own cursor and feeds the watch's channel, waiting when the channel is full. So
+//! a slow watcher costs no memory of its own; if it falls so far behind that the history has dropped revisions it
 //! has not read, its stream ends with [`StoreError::Compacted`] instead of skipping them. The same
 //! history serves watches that start at a past revision.
 
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 
 use super::apply::{deleted_key_value, key_value};
-use super::wal::Stored;
+use super::engine::Stored;
 use crate::error::StoreError;
 use crate::types::{EventKind, KeyRange, WatchEvent};
 

@@ -1,76 +1,32 @@
-//! On-disk formats of the embedded store: the append-only log and the snapshot.
+//! The embedded store's former on-disk format, read once to import it into the engine.
 //!
-//! A store directory holds:
+//! Before the engine, a store directory held `snapshot` (the whole state at the start of log
+//! generation `G`, absent until the first compaction) and `wal-<G>.log` files (one framed record
+//! per committed change set since that snapshot). Opening a directory in that format replays it
+//! with the recovery code below, writes the result into the engine's file, then moves the old
+//! files into `legacy-<unix seconds>/` beside it (see [`import`]).
 //!
-//! - `LOCK`: held with an exclusive `flock` while a process has the store open;
-//! - `snapshot`: the whole state at the start of log generation `G` (absent until the first
-//!   compaction), written to `snapshot.tmp`, synced, then renamed into place;
-//! - `wal-<G>.log`: the log of changes since that snapshot, one framed record per committed
-//!   change set. A newer generation only starts at compaction; after a crash in the middle of one,
-//!   recovery replays every generation from the snapshot's on.
-//!
-//! A frame is `len: u32 LE | crc32c(payload): u32 LE | payload`. A frame cut short or failing its
-//! checksum at the end of the newest log is a write that was never acknowledged (torn by a crash):
-//! recovery truncates it away. Records carry the resulting state of each key (not the request),
-//! so replay needs no logic beyond "set" and "remove".
+//! Its logs are made of the journal's frames (see [`super::journal`]).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Read, Write};
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::apply::{Change, Entry};
+use super::engine::{Commit, ENGINE_FILE, Engine, Overlay, Stored};
+use super::journal::decode_log;
+#[cfg(test)]
+use super::journal::{put_bytes, put_i64, put_u32};
+use super::sync_dir;
 use crate::error::StoreError;
 
-/// A key's state as the embedded store keeps it. `lease` is `0` for no lease (etcd's encoding).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stored {
-    pub value: Arc<[u8]>,
-    pub create_revision: i64,
-    pub mod_revision: i64,
-    pub version: i64,
-    pub lease: i64,
-}
+/// The keys of a replayed store, in order.
+pub(crate) type KeyMap = BTreeMap<Vec<u8>, Stored>;
 
-/// The whole key space: a persistent B-tree whose clone is constant time (nodes are shared until
-/// one side changes them), so a snapshot can be written from a copy without pausing writes.
-pub(crate) type KeyMap = imbl::OrdMap<Vec<u8>, Stored>;
-
-/// One change inside a logged change set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Change {
-    /// The key's new state; its mod revision is the entry's revision.
-    Put {
-        key: Vec<u8>,
-        kv: Stored,
-    },
-    Delete {
-        key: Vec<u8>,
-    },
-    LeaseGrant {
-        id: i64,
-        ttl: i64,
-    },
-    LeaseRevoke {
-        id: i64,
-    },
-}
-
-/// A committed change set: everything one transaction, grant or revoke did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Entry {
-    /// The store revision after this entry (unchanged by lease grants).
-    pub revision: i64,
-    pub changes: Vec<Change>,
-}
-
-const TAG_PUT: u8 = 1;
-const TAG_DELETE: u8 = 2;
-const TAG_GRANT: u8 = 3;
-const TAG_REVOKE: u8 = 4;
-const FRAME_HEADER: usize = 8;
 const SNAPSHOT_MAGIC: &[u8; 8] = b"APSNAP01";
 
-pub(crate) const LOCK_FILE: &str = "LOCK";
 pub(crate) const SNAPSHOT_FILE: &str = "snapshot";
 const SNAPSHOT_TMP: &str = "snapshot.tmp";
 
@@ -80,103 +36,6 @@ pub(crate) fn wal_path(dir: &Path, generation: u64) -> PathBuf {
 
 fn parse_wal_name(name: &str) -> Option<u64> {
     name.strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
-}
-
-/// Appends `entry` as one frame to `out`.
-pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; FRAME_HEADER]);
-    put_i64(out, entry.revision);
-    put_u32(out, entry.changes.len() as u32);
-    for change in &entry.changes {
-        match change {
-            Change::Put { key, kv } => {
-                out.push(TAG_PUT);
-                put_bytes(out, key);
-                put_bytes(out, &kv.value);
-                put_i64(out, kv.create_revision);
-                put_i64(out, kv.version);
-                put_i64(out, kv.lease);
-            }
-            Change::Delete { key } => {
-                out.push(TAG_DELETE);
-                put_bytes(out, key);
-            }
-            Change::LeaseGrant { id, ttl } => {
-                out.push(TAG_GRANT);
-                put_i64(out, *id);
-                put_i64(out, *ttl);
-            }
-            Change::LeaseRevoke { id } => {
-                out.push(TAG_REVOKE);
-                put_i64(out, *id);
-            }
-        }
-    }
-    let payload = &out[start + FRAME_HEADER..];
-    let len = payload.len() as u32;
-    let crc = crc32c::crc32c(payload);
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-}
-
-fn decode_entry(payload: &[u8]) -> Option<Entry> {
-    let mut r = Reader(payload);
-    let revision = r.i64()?;
-    let count = r.u32()?;
-    let mut changes = Vec::with_capacity(count.min(1024) as usize);
-    for _ in 0..count {
-        let change = match r.u8()? {
-            TAG_PUT => {
-                let key = r.bytes()?.to_vec();
-                let value: Arc<[u8]> = Arc::from(r.bytes()?);
-                Change::Put {
-                    key,
-                    kv: Stored {
-                        value,
-                        create_revision: r.i64()?,
-                        mod_revision: revision,
-                        version: r.i64()?,
-                        lease: r.i64()?,
-                    },
-                }
-            }
-            TAG_DELETE => Change::Delete {
-                key: r.bytes()?.to_vec(),
-            },
-            TAG_GRANT => Change::LeaseGrant {
-                id: r.i64()?,
-                ttl: r.i64()?,
-            },
-            TAG_REVOKE => Change::LeaseRevoke { id: r.i64()? },
-            _ => return None,
-        };
-        changes.push(change);
-    }
-    r.0.is_empty().then_some(Entry { revision, changes })
-}
-
-/// Splits a log's bytes into entries. Returns them and the length of the valid prefix: bytes
-/// after it are a torn or corrupt tail.
-pub(crate) fn decode_log(bytes: &[u8]) -> (Vec<Entry>, usize) {
-    let mut entries = Vec::new();
-    let mut offset = 0;
-    while bytes.len() - offset >= FRAME_HEADER {
-        let len = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap()) as usize;
-        let crc = u32::from_le_bytes(bytes[offset + 4..offset + 8].try_into().unwrap());
-        let Some(payload) = bytes.get(offset + FRAME_HEADER..offset + FRAME_HEADER + len) else {
-            break;
-        };
-        if crc32c::crc32c(payload) != crc {
-            break;
-        }
-        let Some(entry) = decode_entry(payload) else {
-            break;
-        };
-        entries.push(entry);
-        offset += FRAME_HEADER + len;
-    }
-    (entries, offset)
 }
 
 /// The state a snapshot holds.
@@ -192,7 +51,8 @@ pub(crate) struct Snapshot {
 }
 
 /// Writes a snapshot durably: temporary file, `fsync`, rename, `fsync` of the directory.
-/// Returns its size in bytes.
+/// Returns its size in bytes. The former writer, kept for the tests of the reader.
+#[cfg(test)]
 pub(crate) fn write_snapshot(
     dir: &Path,
     revision: i64,
@@ -201,6 +61,7 @@ pub(crate) fn write_snapshot(
     leases: &[(i64, i64)],
     kvs: &KeyMap,
 ) -> Result<u64, StoreError> {
+    use std::io::{BufWriter, Write};
     let tmp = dir.join(SNAPSHOT_TMP);
     let io = |e| StoreError::io("writing the snapshot", e);
     let file = File::create(&tmp).map_err(io)?;
@@ -208,7 +69,6 @@ pub(crate) fn write_snapshot(
         inner: BufWriter::with_capacity(1 << 20, file),
         crc: 0,
         len: 0,
-        unsynced: 0,
     };
     out.inner.write_all(SNAPSHOT_MAGIC).map_err(io)?;
     let mut buf = Vec::with_capacity(64);
@@ -243,29 +103,21 @@ pub(crate) fn write_snapshot(
     Ok(size)
 }
 
-/// How much of a snapshot is written before it is synced. Syncing as it goes keeps the final
-/// `fsync` small: one large flush would hold up the log's own syncs, and with them every commit.
-const SNAPSHOT_SYNC_BYTES: u64 = 4 << 20;
-
+/// Accumulates the checksum and length of what a snapshot writer writes.
+#[cfg(test)]
 struct CrcWriter {
-    inner: BufWriter<File>,
+    inner: std::io::BufWriter<File>,
     crc: u32,
     len: u64,
-    unsynced: u64,
 }
 
+#[cfg(test)]
 impl CrcWriter {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
         self.crc = crc32c::crc32c_append(self.crc, bytes);
         self.len += bytes.len() as u64;
-        self.unsynced += bytes.len() as u64;
-        self.inner.write_all(bytes)?;
-        if self.unsynced >= SNAPSHOT_SYNC_BYTES {
-            self.inner.flush()?;
-            self.inner.get_ref().sync_data()?;
-            self.unsynced = 0;
-        }
-        Ok(())
+        self.inner.write_all(bytes)
     }
 }
 
@@ -390,50 +242,33 @@ pub(crate) struct Recovered {
     pub snapshot: Snapshot,
     /// Log entries after the snapshot, in order.
     pub entries: Vec<Entry>,
-    /// The generation of the log to append to, and its length after any truncation.
-    pub generation: u64,
-    pub wal_len: u64,
-    pub snapshot_bytes: u64,
-    /// Bytes cut off the end of the newest log (a torn, unacknowledged write).
-    pub truncated_bytes: u64,
+    /// Bytes after the last whole record of the newest log (a torn, unacknowledged write).
+    pub torn_bytes: u64,
 }
 
-/// Reads the snapshot and the logs after it, truncating a torn tail off the newest log and
-/// removing logs the snapshot already covers.
+/// Reads the snapshot and the logs after it, without changing any file: a torn tail of the
+/// newest log is left out, logs the snapshot covers and a half-written `snapshot.tmp` are
+/// ignored.
 pub(crate) fn recover(dir: &Path) -> Result<Recovered, StoreError> {
     let io = |context: &'static str| move |e| StoreError::io(context, e);
     let snapshot_path = dir.join(SNAPSHOT_FILE);
-    let (snapshot, snapshot_bytes) = if snapshot_path.exists() {
-        let size = fs::metadata(&snapshot_path)
-            .map_err(io("reading the snapshot"))?
-            .len();
-        (read_snapshot(&snapshot_path)?, size)
+    let snapshot = if snapshot_path.exists() {
+        read_snapshot(&snapshot_path)?
     } else {
-        (
-            Snapshot {
-                revision: 1,
-                next_lease_id: 1,
-                ..Snapshot::default()
-            },
-            0,
-        )
+        Snapshot {
+            revision: 1,
+            next_lease_id: 1,
+            ..Snapshot::default()
+        }
     };
-    let mut generations = Vec::new();
-    for item in fs::read_dir(dir).map_err(io("listing the store directory"))? {
-        let item = item.map_err(io("listing the store directory"))?;
-        if let Some(generation) = item.file_name().to_str().and_then(parse_wal_name) {
-            generations.push(generation);
+    let mut live = Vec::new();
+    for generation in generations(dir)? {
+        if generation >= snapshot.generation {
+            live.push(generation);
         }
     }
-    generations.sort_unstable();
     let mut entries = Vec::new();
-    let mut truncated_bytes = 0;
-    let mut wal_len = 0;
-    let live: Vec<u64> = generations
-        .iter()
-        .copied()
-        .filter(|g| *g >= snapshot.generation)
-        .collect();
+    let mut torn_bytes = 0;
     for (i, generation) in live.iter().enumerate() {
         let path = wal_path(dir, *generation);
         let bytes = fs::read(&path).map_err(io("reading the log"))?;
@@ -445,122 +280,182 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered, StoreError> {
                     path.display()
                 )));
             }
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(io("truncating a torn log tail"))?;
-            file.set_len(valid as u64)
-                .and_then(|()| file.sync_all())
-                .map_err(io("truncating a torn log tail"))?;
-            truncated_bytes = (bytes.len() - valid) as u64;
+            torn_bytes = (bytes.len() - valid) as u64;
         }
-        wal_len = valid as u64;
         entries.append(&mut found);
     }
-    for generation in generations.iter().filter(|g| **g < snapshot.generation) {
-        fs::remove_file(wal_path(dir, *generation)).map_err(io("removing an old log"))?;
-    }
-    let _ = fs::remove_file(dir.join(SNAPSHOT_TMP));
-    let generation = live.last().copied().unwrap_or(snapshot.generation);
     Ok(Recovered {
         snapshot,
         entries,
-        generation,
-        wal_len,
-        snapshot_bytes,
-        truncated_bytes,
+        torn_bytes,
     })
 }
 
-/// Opens (creating it if needed) the log of `generation` for appending.
-pub(crate) fn open_wal(dir: &Path, generation: u64) -> Result<File, StoreError> {
-    let path = wal_path(dir, generation);
-    let existed = path.exists();
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| StoreError::io("opening the log", e))?;
-    if !existed {
+/// The log generations in the directory, in order.
+fn generations(dir: &Path) -> Result<Vec<u64>, StoreError> {
+    let io = |e| StoreError::io("listing the store directory", e);
+    let mut generations = Vec::new();
+    for item in fs::read_dir(dir).map_err(io)? {
+        let item = item.map_err(io)?;
+        if let Some(generation) = item.file_name().to_str().and_then(parse_wal_name) {
+            generations.push(generation);
+        }
+    }
+    generations.sort_unstable();
+    Ok(generations)
+}
+
+/// The files of the former format in the directory.
+fn legacy_files(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+    let mut files: Vec<PathBuf> = generations(dir)?.into_iter().map(|g| wal_path(dir, g)).collect();
+    for name in [SNAPSHOT_FILE, SNAPSHOT_TMP] {
+        if dir.join(name).exists() {
+            files.push(dir.join(name));
+        }
+    }
+    Ok(files)
+}
+
+/// The state a snapshot and its logs add up to.
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    pub revision: i64,
+    pub next_lease_id: i64,
+    pub leases: BTreeMap<i64, i64>,
+    pub kvs: KeyMap,
+}
+
+/// Applies the logged entries on top of the snapshot.
+pub(crate) fn replay(recovered: Recovered) -> Result<Replayed, StoreError> {
+    let Recovered {
+        snapshot, entries, ..
+    } = recovered;
+    let mut kvs = snapshot.kvs;
+    let mut leases: BTreeMap<i64, i64> = snapshot.leases.into_iter().collect();
+    let mut next_lease_id = snapshot.next_lease_id;
+    let mut revision = snapshot.revision;
+    for entry in entries {
+        if entry.revision < revision {
+            return Err(StoreError::Corrupt(format!(
+                "log revision {} after revision {revision}",
+                entry.revision
+            )));
+        }
+        revision = entry.revision;
+        for change in entry.changes {
+            match change {
+                Change::Put { key, kv } => {
+                    kvs.insert(key, kv);
+                }
+                Change::Delete { key } => {
+                    kvs.remove(&key);
+                }
+                Change::LeaseGrant { id, ttl } => {
+                    leases.insert(id, ttl);
+                    next_lease_id = next_lease_id.max(id + 1);
+                }
+                Change::LeaseRevoke { id } => {
+                    leases.remove(&id);
+                }
+            }
+        }
+    }
+    Ok(Replayed {
+        revision,
+        next_lease_id,
+        leases,
+        kvs,
+    })
+}
+
+/// What importing a directory of the former format did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyImport {
+    /// Log records replayed on top of the snapshot.
+    pub replayed_records: usize,
+    /// Bytes after the last whole record of the newest log: a write torn by a crash, never
+    /// acknowledged, and not imported.
+    pub torn_bytes: u64,
+    /// Where the former files are now.
+    pub moved_to: PathBuf,
+}
+
+/// How many keys go into one commit of an import: bounds the engine's dirty pages.
+const IMPORT_KEYS_PER_COMMIT: usize = 50_000;
+const IMPORT_FILE: &str = "store.redb.import";
+
+/// Imports a directory of the former format into the engine's file, if the directory holds
+/// one and the file does not exist yet; then moves the former files into `legacy-<unix
+/// seconds>/`. Crash-safe at every step: the engine's file is written under a temporary name
+/// and renamed into place whole, and former files left beside an engine's file (a crash before
+/// they were moved) are moved on the next open.
+pub(crate) fn import(dir: &Path, cache_bytes: usize) -> Result<Option<LegacyImport>, StoreError> {
+    let io = |context: &'static str| move |e| StoreError::io(context, e);
+    let files = legacy_files(dir)?;
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let engine_path = dir.join(ENGINE_FILE);
+    let mut report = LegacyImport {
+        replayed_records: 0,
+        torn_bytes: 0,
+        moved_to: PathBuf::new(),
+    };
+    if !engine_path.exists() {
+        let recovered = recover(dir)?;
+        report.replayed_records = recovered.entries.len();
+        report.torn_bytes = recovered.torn_bytes;
+        let replayed = replay(recovered)?;
+        let importing = dir.join(IMPORT_FILE);
+        if importing.exists() {
+            fs::remove_file(&importing).map_err(io("removing an unfinished import"))?;
+        }
+        let engine = Engine::open(&importing, cache_bytes)?;
+        let leases: Vec<(i64, Option<i64>)> = replayed
+            .leases
+            .iter()
+            .map(|(id, ttl)| (*id, Some(*ttl)))
+            .collect();
+        let mut keys = replayed.kvs.into_iter().peekable();
+        let mut first = true;
+        while first || keys.peek().is_some() {
+            let chunk: Overlay = keys
+                .by_ref()
+                .take(IMPORT_KEYS_PER_COMMIT)
+                .map(|(key, kv)| (key, Some(kv)))
+                .collect();
+            engine.commit(&Commit {
+                overlay: &chunk,
+                lease_changes: if first { &leases } else { &[] },
+                revision: replayed.revision,
+                next_lease_id: replayed.next_lease_id,
+                checkpoint: Some(0),
+            })?;
+            first = false;
+        }
+        drop(engine);
+        fs::rename(&importing, &engine_path).map_err(io("moving the imported store into place"))?;
         sync_dir(dir)?;
     }
-    Ok(file)
-}
-
-/// How much of a compacted log [`remove_wal`] cuts off at a time, and the pause after each cut.
-const WAL_REMOVE_STEP_BYTES: u64 = 16 << 20;
-const WAL_REMOVE_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// Removes a log a snapshot now covers (recovery ignores it from then on). A long log is cut
-/// from its end in steps first: unlinking hundreds of megabytes at once frees every extent in
-/// one filesystem journal transaction, which holds up the current log's syncs, and with them
-/// every commit, for as long (measured on ext4: two syncs of 40 ms and more in a row).
-pub(crate) fn remove_wal(dir: &Path, generation: u64) -> Result<(), StoreError> {
-    let io = |e| StoreError::io("removing a compacted log", e);
-    let path = wal_path(dir, generation);
-    let file = OpenOptions::new().write(true).open(&path).map_err(io)?;
-    let mut len = file.metadata().map_err(io)?.len();
-    while len > WAL_REMOVE_STEP_BYTES {
-        len -= WAL_REMOVE_STEP_BYTES;
-        file.set_len(len).map_err(io)?;
-        std::thread::sleep(WAL_REMOVE_PAUSE);
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let moved_to = dir.join(format!("legacy-{seconds}"));
+    fs::create_dir_all(&moved_to).map_err(io("creating the folder for the former files"))?;
+    for file in files {
+        let name = file.file_name().expect("a file name");
+        fs::rename(&file, moved_to.join(name)).map_err(io("moving a former file aside"))?;
     }
-    drop(file);
-    fs::remove_file(&path).map_err(io)
-}
-
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io("syncing the store directory", e))
-}
-
-fn put_i64(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    put_u32(out, bytes.len() as u32);
-    out.extend_from_slice(bytes);
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        Some(head)
-    }
-
-    fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
-    }
-
-    fn i64(&mut self) -> Option<i64> {
-        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let len = self.u32()? as usize;
-        self.take(len)
-    }
+    sync_dir(&moved_to)?;
+    sync_dir(dir)?;
+    report.moved_to = moved_to;
+    Ok(Some(report))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embedded::journal::encode_entry;
 
     fn sample() -> Vec<Entry> {
         vec![
@@ -626,8 +521,8 @@ mod tests {
         fs::write(wal_path(dir, generation), buf).unwrap();
     }
 
-    /// A crash in the middle of a compaction leaves the old snapshot, the old log and the new
-    /// one (and maybe a half-written snapshot): recovery replays both logs, in order.
+    /// A crash in the middle of a compaction left the old snapshot, the old log and the new one
+    /// (and maybe a half-written snapshot): recovery replays both logs, in order.
     #[test]
     fn recovery_replays_every_log_after_the_snapshot() {
         let dir = tempfile::tempdir().unwrap();
@@ -637,14 +532,13 @@ mod tests {
         fs::write(dir.path().join(SNAPSHOT_TMP), b"half a snapshot").unwrap();
         let recovered = recover(dir.path()).unwrap();
         assert_eq!(recovered.entries, entries);
-        assert_eq!(recovered.generation, 1);
-        assert!(!dir.path().join(SNAPSHOT_TMP).exists());
+        assert_eq!(recovered.torn_bytes, 0);
     }
 
     /// Once the snapshot of generation 1 is in place, the log of generation 0 is covered by it:
-    /// recovery removes it without replaying it.
+    /// recovery does not replay it.
     #[test]
-    fn recovery_skips_and_removes_logs_the_snapshot_covers() {
+    fn recovery_skips_logs_the_snapshot_covers() {
         let dir = tempfile::tempdir().unwrap();
         let entries = sample();
         write_log(dir.path(), 0, &entries[..1]);
@@ -659,7 +553,6 @@ mod tests {
         assert_eq!(recovered.snapshot.kvs, kvs);
         assert_eq!(recovered.snapshot.leases, vec![(1, 10)]);
         assert_eq!(recovered.entries, entries[1..]);
-        assert!(!wal_path(dir.path(), 0).exists());
     }
 
     /// A damaged record in a log that a newer log follows cannot be a torn write: it is
@@ -671,7 +564,7 @@ mod tests {
         write_log(dir.path(), 0, &entries);
         let path = wal_path(dir.path(), 0);
         let len = fs::metadata(&path).unwrap().len();
-        OpenOptions::new()
+        fs::OpenOptions::new()
             .write(true)
             .open(&path)
             .unwrap()
