@@ -44,7 +44,11 @@ fn serve(data: &Path) -> Server {
         .expect("start agentprocess serve");
     let mut server = Server { child, address };
     let started = Instant::now();
-    while TcpStream::connect(address).is_err() {
+    // `serve` listens before the gateway writes its dev signing key, which `load` reads: wait
+    // for both, the key written whole (one line).
+    let key_written =
+        || std::fs::read_to_string(data.join("dev-signing-key")).is_ok_and(|key| key.ends_with('\n'));
+    while TcpStream::connect(address).is_err() || !key_written() {
         if let Some(status) = server.child.try_wait().unwrap() {
             panic!("agentprocess serve exited with {status} before listening");
         }

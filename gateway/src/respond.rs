@@ -20,7 +20,7 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::CallToolResult;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// What `Retry-After` says when a file cannot be read right now, in seconds.
 const FILE_RETRY_AFTER_SECONDS: &str = "5";
@@ -41,20 +41,28 @@ pub fn tool_failed() -> ToolError {
 }
 
 /// The envelope a tool result travels in: `{ "ok": true, "data": … }` or
-/// `{ "ok": false, "error": { "code", "message", "issues"? } }`.
-pub fn envelope(result: &ToolResult) -> Value {
+/// `{ "ok": false, "error": { "code", "message", "issues"? } }`. The data moves in: a run view
+/// or a page of work items is not copied on its way to the wire.
+pub fn envelope(result: ToolResult) -> Value {
     match result {
-        Ok(data) => json!({ "ok": true, "data": data }),
+        Ok(data) => {
+            let mut envelope = Map::with_capacity(2);
+            envelope.insert("ok".to_owned(), Value::Bool(true));
+            envelope.insert("data".to_owned(), data);
+            Value::Object(envelope)
+        }
         Err(error) => json!({ "ok": false, "error": error }),
     }
 }
 
 /// The MCP result of a tool call: its envelope as structured content, an error result when refused.
-pub fn tool_result(result: &ToolResult) -> CallToolResult {
+pub fn tool_result(result: ToolResult) -> CallToolResult {
+    let refused = result.is_err();
     let body = envelope(result);
-    match result {
-        Ok(_) => CallToolResult::structured(body),
-        Err(_) => CallToolResult::structured_error(body),
+    if refused {
+        CallToolResult::structured_error(body)
+    } else {
+        CallToolResult::structured(body)
     }
 }
 
@@ -185,15 +193,15 @@ mod tests {
     #[test]
     fn envelopes_follow_the_contract() {
         assert_eq!(
-            envelope(&Ok(json!({ "consumedBy": null }))),
+            envelope(Ok(json!({ "consumedBy": null }))),
             json!({ "ok": true, "data": { "consumedBy": null } })
         );
         assert_eq!(
-            envelope(&Err(ToolError::new(ErrorCode::NotFound, "no such run"))),
+            envelope(Err(ToolError::new(ErrorCode::NotFound, "no such run"))),
             json!({ "ok": false, "error": { "code": "not_found", "message": "no such run" } })
         );
         assert_eq!(
-            envelope(&Err(ToolError::new(ErrorCode::Conflict, "the run has ended")
+            envelope(Err(ToolError::new(ErrorCode::Conflict, "the run has ended")
                 .with_issues(vec!["run_ended".into()]))),
             json!({ "ok": false, "error": { "code": "conflict", "message": "the run has ended", "issues": ["run_ended"] } })
         );

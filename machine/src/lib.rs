@@ -97,6 +97,14 @@ impl Reply {
             Reply::None | Reply::NeedsEvaluation(_) => &Value::Null,
         }
     }
+
+    /// [`Reply::data`], moved out rather than copied.
+    pub fn into_data(self) -> Value {
+        match self {
+            Reply::RunView(v) | Reply::Claim(v) | Reply::Renew(v) | Reply::SendEvent(v) => v,
+            Reply::None | Reply::NeedsEvaluation(_) => Value::Null,
+        }
+    }
 }
 
 /// What a command handler asks `finish` to render once every automatic transition is applied.

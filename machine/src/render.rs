@@ -43,7 +43,21 @@ pub fn run_data(run: &RunState) -> Value {
         );
         steps.insert(step.id.to_string(), Value::Object(entry));
     }
-    json!({ "inputs": run.inputs, "steps": steps })
+    object([
+        ("inputs", Value::Object(run.inputs.clone())),
+        ("steps", Value::Object(steps)),
+    ])
+}
+
+/// An object of `entries` in their order, each value moved in: the `json!` macro renders every
+/// value it is given into a new one, a copy of a whole run's data where that is the value.
+fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Object(
+        entries
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect(),
+    )
 }
 
 fn record_json(record: &StepRecord) -> Map<String, Value> {
@@ -86,12 +100,18 @@ fn record_json(record: &StepRecord) -> Map<String, Value> {
 /// `snapshot`: hex SHA-256 of the RFC 8785 canonical JSON of the run data as rendered now.
 /// Equal data, equal snapshot, whatever the key order.
 pub fn snapshot(run: &RunState) -> String {
-    hex(&Sha256::digest(canonical_json(&run_data(run))))
+    snapshot_of(&run_data(run))
+}
+
+/// [`snapshot`] of run data already rendered.
+fn snapshot_of(data: &Value) -> String {
+    hex(&Sha256::digest(canonical_json(data)))
 }
 
 /// The run view returned by `get_run` and every write that returns one. Never carries a token.
 pub fn run_view(pinned: &PinnedProcess, run: &RunState) -> Value {
-    let snapshot = snapshot(run);
+    let data = run_data(run);
+    let snapshot = snapshot_of(&data);
     let ended = run.end.as_ref().map_or(
         Value::Null,
         |end| json!({ "by": end.by, "at": end.at.to_rfc3339(), "note": end.note }),
@@ -123,24 +143,25 @@ pub fn run_view(pinned: &PinnedProcess, run: &RunState) -> Value {
         .iter()
         .map(|item| work_item_with(pinned, run, item, &snapshot))
         .collect();
-    json!({
-        "run": {
-            "id": run.id,
-            "process": run.process,
-            "version": run.version,
-            "mode": run.mode.as_str(),
-            "state": run.state_name(),
-            "outcome": outcome,
-            "ended": ended,
-            "startedBy": run.started_by,
-            "startedAt": run.started_at.to_rfc3339(),
-            "updatedAt": run.updated_at.to_rfc3339(),
-        },
-        "data": run_data(run),
-        "steps": steps,
-        "workItems": work_items,
-        "body": pinned.body,
-    })
+    let header = json!({
+        "id": run.id,
+        "process": run.process,
+        "version": run.version,
+        "mode": run.mode.as_str(),
+        "state": run.state_name(),
+        "outcome": outcome,
+        "ended": ended,
+        "startedBy": run.started_by,
+        "startedAt": run.started_at.to_rfc3339(),
+        "updatedAt": run.updated_at.to_rfc3339(),
+    });
+    object([
+        ("run", header),
+        ("data", data),
+        ("steps", Value::Array(steps)),
+        ("workItems", Value::Array(work_items)),
+        ("body", Value::String(pinned.body.clone())),
+    ])
 }
 
 /// One work item as `get_run` and a person's `get_work` show it, with a snapshot taken now.
@@ -256,21 +277,22 @@ pub fn claim_result(pinned: &PinnedProcess, run: &RunState, step_id: &StepId, to
     let run_step = run.step(step_id).expect("claims name run steps");
     let expires_at = run_step.claim.as_ref().map(|c| c.expires_at.to_rfc3339());
     let (output, evidence, next) = requirements(step);
-    json!({
-        "token": token,
-        "expiresAt": expires_at,
-        "mode": run.mode.as_str(),
-        "step": {
-            "id": step_id,
-            "instructions": step_text(step),
-            "output": output,
-            "evidence": evidence,
-            "next": next,
-        },
-        "handoff": handoff(&run_step.handoff),
-        "body": pinned.body,
-        "data": run_data(run),
-    })
+    let step_part = object([
+        ("id", json!(step_id)),
+        ("instructions", json!(step_text(step))),
+        ("output", output),
+        ("evidence", evidence),
+        ("next", next),
+    ]);
+    object([
+        ("token", json!(token)),
+        ("expiresAt", json!(expires_at)),
+        ("mode", json!(run.mode.as_str())),
+        ("step", step_part),
+        ("handoff", handoff(&run_step.handoff)),
+        ("body", Value::String(pinned.body.clone())),
+        ("data", run_data(run)),
+    ])
 }
 
 /// A work item's `escalation`: note, by, at, and (`check-1`) the verdict and the candidate.

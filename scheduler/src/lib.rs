@@ -161,6 +161,11 @@ impl Scheduler {
         self.timers.settled_at()
     }
 
+    /// How many times the timer window was read from the timer index since the start.
+    pub fn timer_window_reloads(&self) -> u64 {
+        self.timers.reloads()
+    }
+
     /// The clock time of the last finished sweep: every idempotency record expired by then is
     /// gone. The epoch before the first sweep.
     pub fn swept_at(&self) -> Timestamp {

@@ -2,7 +2,7 @@
 //! their time by sending their command to the run.
 //!
 //! The window is reloaded from the start of the index (earliest first) when it runs empty, when
-//! the runtime arms a timer that belongs inside it, and after firings settle. A fired timer's
+//! a timer the runtime armed inside it comes due, and after firings settle. A fired timer's
 //! entry is removed by the run's own commit; one that is still there later (its firing failed,
 //! or the run ignored it) is held back with a growing delay, so a stuck entry never spins.
 //! Memory holds only the window and those held back, whatever the number of pending timers.
@@ -13,7 +13,7 @@ use agentprocess_store::RangeRequest;
 use agentprocess_store::keys::TimerKey;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -26,6 +26,8 @@ pub(crate) struct WindowStats {
     /// The clock time (ms) read by the last pass that left nothing due unfired and nothing in
     /// flight.
     settled_at_ms: AtomicI64,
+    /// How many times the window was read from the timer index.
+    reloads: AtomicU64,
 }
 
 impl WindowStats {
@@ -35,6 +37,10 @@ impl WindowStats {
 
     pub(crate) fn settled_at(&self) -> Timestamp {
         Timestamp::from_millis(self.settled_at_ms.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn reloads(&self) -> u64 {
+        self.reloads.load(Ordering::Relaxed)
     }
 }
 
@@ -57,6 +63,12 @@ struct Window {
     in_flight: HashMap<Vec<u8>, ()>,
     held_back: HashMap<Vec<u8>, HeldBack>,
     reload: bool,
+    /// The earliest fire time (ms) named by a hint since the last reload for a timer that may
+    /// belong in the window. The window is reloaded when that time comes, not at every hint: a
+    /// busy server arms a claim-expiry timer with every claim, and reading the window again
+    /// for each one cost about a tenth of the server's CPU. A reload reads every timer the
+    /// hints named, so one reload answers them all.
+    pending_hint: Option<i64>,
 }
 
 pub(crate) async fn run(
@@ -74,6 +86,7 @@ pub(crate) async fn run(
         in_flight: HashMap::new(),
         held_back: HashMap::new(),
         reload: true,
+        pending_hint: None,
     };
     // Each firing ends with its key. Fired or not, the entry is held back: the run's own commit
     // removes a fired timer's entry, so one still there at the next reload is retried later.
@@ -81,6 +94,13 @@ pub(crate) async fn run(
     // Taken before the first read of the clock, so no jump between a read and a wait is missed.
     let mut jumps = window.parts.clock.jumps();
     loop {
+        // One reading of the clock per pass: a timer a hint named is in the window before the
+        // timers due at that reading fire.
+        let clock = window.parts.clock.clone();
+        let now = clock.now();
+        if window.pending_hint.is_some_and(|at| at <= now.as_millis()) {
+            window.reload = true;
+        }
         if window.reload {
             if let Err(error) = window.load().await {
                 tracing::warn!(%error, "the timer index cannot be read; retrying in 500 ms");
@@ -88,13 +108,13 @@ pub(crate) async fn run(
                 continue;
             }
             window.reload = false;
+            window.pending_hint = None;
+            stats.reloads.fetch_add(1, Ordering::Relaxed);
         }
         stats
             .in_memory
             .store(window.timers.len() + window.held_back.len(), Ordering::Relaxed);
         // Fire what is due.
-        let clock = window.parts.clock.clone();
-        let now = clock.now();
         while firing.len() < window.config.max_firing {
             let Some((key, timer)) = window.timers.first_key_value() else {
                 break;
@@ -135,7 +155,10 @@ pub(crate) async fn run(
             ))
         });
         let next_retry = window.held_back.values().map(|h| h.not_before).min();
-        let wake = [next_fire, next_retry].into_iter().flatten().min();
+        let next_hinted = window
+            .pending_hint
+            .map(|at| clock.instant_at(Timestamp::from_millis(at)));
+        let wake = [next_fire, next_retry, next_hinted].into_iter().flatten().min();
         let can_fire = firing.len() < window.config.max_firing;
         tokio::select! {
             _ = async { tokio::time::sleep_until(wake.expect("guarded")).await }, if wake.is_some() && can_fire => {
@@ -149,7 +172,7 @@ pub(crate) async fn run(
             _ = jumps.changed() => {}
             earliest = window.parts.hints.next_timer_hint() => {
                 if window.complete || u64::try_from(earliest).unwrap_or(0) <= window.last_fire_at {
-                    window.reload = true;
+                    window.pending_hint = Some(window.pending_hint.map_or(earliest, |at| at.min(earliest)));
                 }
             }
             Some(done) = firing.join_next(), if !firing.is_empty() => {

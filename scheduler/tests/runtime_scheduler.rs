@@ -689,6 +689,65 @@ async fn a_small_window_fires_every_timer_in_turn() {
     store.close().await;
 }
 
+/// Timers armed inside the window are read into it when they come due, in one reload, not one
+/// reload per timer armed: a busy server arms a claim-expiry timer with every claim. Each still
+/// fires at its time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_armed_inside_the_window_are_read_when_due_not_when_armed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, runtime) = open(dir.path(), START).await;
+    let source = "---\nname: chase\ndescription: A step with a due date.\nsteps:\n  - id: work\n    agent: Do it.\n    due: 1h\n  - id: done\n    finish: done\n---\n\n# Chase\n";
+    runtime
+        .publish(&OrgId::from(ORG), source.as_bytes(), IndexMap::new())
+        .await
+        .unwrap();
+    let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
+    let a_second_on = runtime.clock().now().plus_seconds(1);
+    runtime.clock().advance(Duration::from_secs(1));
+    eventually("the scheduler settled", || async {
+        scheduler.timers_settled_at() >= a_second_on
+    })
+    .await;
+    let reloads_before = scheduler.timer_window_reloads();
+    for i in 0..20 {
+        start(&runtime, "chase", json!({}), Mode::Live, &format!("s-{i}")).await;
+    }
+    // Every start armed a due timer an hour on; a later pass has seen every hint.
+    let two_seconds_on = runtime.clock().now().plus_seconds(1);
+    runtime.clock().advance(Duration::from_secs(1));
+    eventually("the scheduler looked again", || async {
+        scheduler.timers_settled_at() >= two_seconds_on
+    })
+    .await;
+    assert_eq!(
+        scheduler.timer_window_reloads(),
+        reloads_before,
+        "no reload before the armed timers are due"
+    );
+    runtime.clock().advance(Duration::from_secs(7200));
+    let overdue = || async {
+        let page = ok(runtime
+            .get_work(
+                &agent("worker"),
+                GetWork {
+                    limit: Some(100),
+                    ..GetWork::default()
+                },
+            )
+            .await
+            .unwrap());
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| item["overdue"] == true)
+            .count()
+    };
+    eventually("every step is overdue", || async { overdue().await == 20 }).await;
+    scheduler.stop().await;
+    store.close().await;
+}
+
 /// A scheduler as a role of its own: built from a store and a run-service handle alone, with
 /// writers that send no hints (`NoHints`) and no periodic look at the outbox. A notification
 /// written after it started is still delivered, and a claim armed after it started still expires

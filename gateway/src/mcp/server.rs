@@ -184,6 +184,6 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
                 )
             });
         }
-        Ok(respond::tool_result(&result).into())
+        Ok(respond::tool_result(result).into())
     }
 }

@@ -647,7 +647,7 @@ impl Actor {
                     }
                     work = Some(transition.state);
                     outcomes.push(Applied::Ok {
-                        data: transition.reply.data().clone(),
+                        data: transition.reply.into_data(),
                         notifications,
                     });
                 }

@@ -13,7 +13,7 @@ use crate::packed;
 use agentprocess_service::{GetWork, ListRuns};
 use agentprocess_store::keys::{Assignee, Keys};
 use agentprocess_store::{KeyRange, RangeRequest};
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 use std::collections::VecDeque;
 
 /// Most index entries one page may skip over for filters before it returns a cursor.
@@ -242,8 +242,15 @@ async fn scan(
     }
 }
 
+/// `{ items, nextCursor }`, the items moved in rather than copied.
 fn page(items: Vec<Value>, next_cursor: Option<String>) -> ToolOutcome {
-    ToolOutcome::Ok(json!({ "items": items, "nextCursor": next_cursor }))
+    let mut page = Map::with_capacity(2);
+    page.insert("items".to_owned(), Value::Array(items));
+    page.insert(
+        "nextCursor".to_owned(),
+        next_cursor.map_or(Value::Null, Value::String),
+    );
+    ToolOutcome::Ok(Value::Object(page))
 }
 
 pub(super) async fn get_work(
