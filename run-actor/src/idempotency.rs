@@ -498,6 +498,25 @@ mod tests {
         assert!(is_conflict(&other), "a hex fingerprint compares with the raw one");
     }
 
+    /// The record of a write to a run of `p` v1, whose pinned body is `body`.
+    fn record_of_p1<'a>(
+        fingerprint: &'a Fingerprint,
+        data: &'a Value,
+        body: &'a str,
+    ) -> IdempotencyRecord<'a> {
+        IdempotencyRecord {
+            fingerprint,
+            run_id: Some("r_1"),
+            at: at(),
+            data,
+            pinned_body: Some(PinnedBody {
+                process: "p",
+                version: 1,
+                body,
+            }),
+        }
+    }
+
     /// The pinned process's body is left out of the stored bytes and put back in its place.
     #[tokio::test]
     async fn a_compact_record_names_the_pinned_body_and_replays_it_in_its_place() {
@@ -505,17 +524,7 @@ mod tests {
         let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
         let data = claim_result(&process.body);
         let fingerprint = Fingerprint([7; 32]);
-        let record = IdempotencyRecord {
-            fingerprint: &fingerprint,
-            run_id: Some("r_1"),
-            at: at(),
-            data: &data,
-            pinned_body: Some(PinnedBody {
-                process: "p",
-                version: 1,
-                body: &process.body,
-            }),
-        };
+        let record = record_of_p1(&fingerprint, &data, &process.body);
         let bytes = record.to_bytes();
         assert_eq!(bytes[0], COMPACT_FORMAT);
         assert_eq!(&bytes[1..33], &fingerprint.0);
@@ -547,18 +556,7 @@ mod tests {
         let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
         let data = claim_result(&process.body);
         let fingerprint = Fingerprint([7; 32]);
-        let compact = IdempotencyRecord {
-            fingerprint: &fingerprint,
-            run_id: Some("r_1"),
-            at: at(),
-            data: &data,
-            pinned_body: Some(PinnedBody {
-                process: "p",
-                version: 1,
-                body: &process.body,
-            }),
-        }
-        .to_bytes();
+        let compact = record_of_p1(&fingerprint, &data, &process.body).to_bytes();
         let payload = decompress(&compact[33..]).unwrap();
         let mut older = vec![COMPACT_FORMAT];
         older.extend_from_slice(&fingerprint.0);
@@ -576,17 +574,7 @@ mod tests {
         let (store, keys, pinned) = published().await;
         let data = claim_result("not the published body");
         let fingerprint = Fingerprint([7; 32]);
-        let record = IdempotencyRecord {
-            fingerprint: &fingerprint,
-            run_id: Some("r_1"),
-            at: at(),
-            data: &data,
-            pinned_body: Some(PinnedBody {
-                process: "p",
-                version: 1,
-                body: "the published body",
-            }),
-        };
+        let record = record_of_p1(&fingerprint, &data, "the published body");
         put(store.as_ref(), &keys, "c-1", record.to_bytes()).await;
         let answer = replayed(store.as_ref(), &keys, &pinned, "c-1", &fingerprint).await;
         assert_eq!(text(answer), serde_json::to_string(&data).unwrap());

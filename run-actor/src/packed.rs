@@ -33,6 +33,11 @@ pub fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, String> {
     }
 }
 
+/// A stored value read as `T`: unpacked, then parsed.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(stored: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(&unpack(stored)?).map_err(|e| e.to_string())
+}
+
 /// The bytes of an LZ4 block with its size prepended, refusing a size no block of this length
 /// holds before allocating it.
 pub(crate) fn decompress(block: &[u8]) -> Result<Vec<u8>, String> {

@@ -5,8 +5,8 @@ mod runtime_support;
 
 use agentprocess_run_actor::fixtures::{self, FixtureError};
 use agentprocess_run_actor::machine::{
-    self, Assignment, Caller, Command, Ctx, NoUploads, OrgId, PinnedProcess, Reply, RunState, StartRun,
-    StepId,
+    self, Assignment, Caller, Command, Ctx, NoUploads, OrgId, PinnedProcess, Reply, RunId, RunState,
+    StartRun, StepId,
 };
 use agentprocess_run_actor::runtime::{Decision, GetWork, Runtime, RuntimeConfig, Submission, Write};
 use agentprocess_store::keys::KeyFamily;
@@ -108,19 +108,7 @@ async fn a_run_written_directly_holds_exactly_what_its_actor_stored() {
     let writer = agent("a1");
     let view = start(&runtime, &writer, "write-up", json!({ "topic": "tides" }), "s-1").await;
     let run = run_id(&view);
-    let claimed = ok(claim(&runtime, &writer, &run, "write", "c-1").await);
-    let token = claimed["token"].as_str().unwrap().to_string();
-    ok(runtime
-        .execute(
-            &writer,
-            Write::Submit {
-                token,
-                submission: written_text(),
-            },
-            "u-1",
-        )
-        .await
-        .unwrap());
+    claim_and_submit(&runtime, &writer, &run).await;
 
     let stored = state_keys(&runtime).await;
     let (record, _) = runtime
@@ -192,19 +180,7 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
     let writer = agent("a1");
     let work = ok(runtime.get_work(&writer, GetWork::default()).await.unwrap());
     assert_eq!(work["items"][0]["runId"], started.id.as_str(), "{work}");
-    let claimed = ok(claim(&runtime, &writer, &started.id, "write", "c-1").await);
-    let token = claimed["token"].as_str().unwrap().to_string();
-    let submitted = ok(runtime
-        .execute(
-            &writer,
-            Write::Submit {
-                token,
-                submission: written_text(),
-            },
-            "u-1",
-        )
-        .await
-        .unwrap());
+    let submitted = claim_and_submit(&runtime, &writer, &started.id).await;
     assert_eq!(step_state(&submitted, "approve"), "waiting");
     let editor = person("ed@acme.test", &["editors"]);
     let inbox = ok(runtime.get_work(&editor, GetWork::default()).await.unwrap());
@@ -286,4 +262,21 @@ async fn a_claimed_run_is_refused() {
         Err(FixtureError::Claimed { step, .. }) => assert_eq!(step, "write"),
         other => panic!("expected a refusal of the claimed run, got {other:?}"),
     }
+}
+
+/// `writer` claims the `write` step of `run` and submits the written text; the submit's answer.
+async fn claim_and_submit(runtime: &Runtime, writer: &Caller, run: &RunId) -> Value {
+    let claimed = ok(claim(runtime, writer, run, "write", "c-1").await);
+    let token = claimed["token"].as_str().unwrap().to_string();
+    ok(runtime
+        .execute(
+            writer,
+            Write::Submit {
+                token,
+                submission: written_text(),
+            },
+            "u-1",
+        )
+        .await
+        .unwrap())
 }

@@ -623,13 +623,35 @@ async fn idempotency_records_go_after_a_retention_set_shorter() {
     store.close().await;
 }
 
+/// A process whose one agent step is due an hour after it becomes ready.
+const CHASE: &str = "---\nname: chase\ndescription: A step with a due date.\nsteps:\n  - id: work\n    agent: Do it.\n    due: 1h\n  - id: done\n    finish: done\n---\n\n# Chase\n";
+
+/// How many of the first 100 work items an agent sees are overdue.
+async fn overdue_items(runtime: &Runtime) -> usize {
+    let page = ok(runtime
+        .get_work(
+            &agent("worker"),
+            GetWork {
+                limit: Some(100),
+                ..GetWork::default()
+            },
+        )
+        .await
+        .unwrap());
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["overdue"] == true)
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_window_fires_every_timer_in_turn() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    let source = "---\nname: chase\ndescription: A step with a due date.\nsteps:\n  - id: work\n    agent: Do it.\n    due: 1h\n  - id: done\n    finish: done\n---\n\n# Chase\n";
     runtime
-        .publish(&OrgId::from(ORG), source.as_bytes(), IndexMap::new())
+        .publish(&OrgId::from(ORG), CHASE.as_bytes(), IndexMap::new())
         .await
         .unwrap();
     for i in 0..50 {
@@ -657,25 +679,10 @@ async fn a_small_window_fires_every_timer_in_turn() {
     // While they fire, fired timers are held back until the next reload and count as in memory
     // too: the bound is checked above, before anything is due.
     runtime.clock().advance(Duration::from_secs(7200));
-    let overdue = || async {
-        let page = ok(runtime
-            .get_work(
-                &agent("worker"),
-                GetWork {
-                    limit: Some(100),
-                    ..GetWork::default()
-                },
-            )
-            .await
-            .unwrap());
-        page["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|item| item["overdue"] == true)
-            .count()
-    };
-    eventually("every step is overdue", || async { overdue().await == 50 }).await;
+    eventually("every step is overdue", || async {
+        overdue_items(&runtime).await == 50
+    })
+    .await;
     let timers = runtime.keys().timers();
     let left = runtime
         .store()
@@ -696,9 +703,8 @@ async fn a_small_window_fires_every_timer_in_turn() {
 async fn timers_armed_inside_the_window_are_read_when_due_not_when_armed() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    let source = "---\nname: chase\ndescription: A step with a due date.\nsteps:\n  - id: work\n    agent: Do it.\n    due: 1h\n  - id: done\n    finish: done\n---\n\n# Chase\n";
     runtime
-        .publish(&OrgId::from(ORG), source.as_bytes(), IndexMap::new())
+        .publish(&OrgId::from(ORG), CHASE.as_bytes(), IndexMap::new())
         .await
         .unwrap();
     let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
@@ -725,25 +731,10 @@ async fn timers_armed_inside_the_window_are_read_when_due_not_when_armed() {
         "no reload before the armed timers are due"
     );
     runtime.clock().advance(Duration::from_secs(7200));
-    let overdue = || async {
-        let page = ok(runtime
-            .get_work(
-                &agent("worker"),
-                GetWork {
-                    limit: Some(100),
-                    ..GetWork::default()
-                },
-            )
-            .await
-            .unwrap());
-        page["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|item| item["overdue"] == true)
-            .count()
-    };
-    eventually("every step is overdue", || async { overdue().await == 20 }).await;
+    eventually("every step is overdue", || async {
+        overdue_items(&runtime).await == 20
+    })
+    .await;
     scheduler.stop().await;
     store.close().await;
 }

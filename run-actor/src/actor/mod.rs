@@ -428,9 +428,8 @@ impl Actor {
                 return Ok(());
             }
         };
-        let run: RunState = packed::unpack(&record)
-            .and_then(|json| serde_json::from_slice(&json).map_err(|e| e.to_string()))
-            .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
+        let run: RunState =
+            packed::read_json(&record).map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
         let pinned = host
             .pinned
             .get(organization, &run.process, run.version)

@@ -34,9 +34,8 @@ pub(super) async fn get_run(
             )));
         }
     };
-    let run: RunState = packed::unpack(&record)
-        .and_then(|json| serde_json::from_slice(&json).map_err(|e| e.to_string()))
-        .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
+    let run: RunState =
+        packed::read_json(&record).map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
     let pinned = host
         .pinned
         .get(&caller.organization, &run.process, run.version)
@@ -225,9 +224,7 @@ async fn scan(
             // The same entry filed under another of the merged ranges.
             continue;
         }
-        let Ok(value) = packed::unpack(&value)
-            .and_then(|json| serde_json::from_slice::<Value>(&json).map_err(|e| e.to_string()))
-        else {
+        let Ok(value) = packed::read_json::<Value>(&value) else {
             continue;
         };
         if !keep(&value) {
