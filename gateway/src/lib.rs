@@ -136,6 +136,17 @@ pub fn router_with<B: ToolBackend>(
     backend: B,
     extra: ExtraRoutes,
 ) -> Result<Router, ConfigError> {
+    build_router(config, backend, extra, true)
+}
+
+/// [`router_with`], with the MCP endpoint's direct path for plain `tools/call`s or without it.
+/// Only the tests that compare the two answers build one without it.
+pub(crate) fn build_router<B: ToolBackend>(
+    config: &GatewayConfig,
+    backend: B,
+    extra: ExtraRoutes,
+    direct_calls: bool,
+) -> Result<Router, ConfigError> {
     let resource = config.resource();
     match reqwest::Url::parse(&resource) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
@@ -149,8 +160,13 @@ pub fn router_with<B: ToolBackend>(
         );
     }
     let server = mcp::ProtocolServer::new(backend, config.describe.result());
-    let mut app = mcp::mcp_router(server, config.max_request_bytes(), config.allowed_hosts())
-        .route_layer(from_fn_with_state(authenticator.clone(), auth::require_bearer));
+    let mut app = mcp::mcp_router_with(
+        server,
+        config.max_request_bytes(),
+        config.allowed_hosts(),
+        direct_calls,
+    )
+    .route_layer(from_fn_with_state(authenticator.clone(), auth::require_bearer));
     if extra.authenticated.has_routes() {
         app = app.merge(
             extra

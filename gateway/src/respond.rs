@@ -19,7 +19,8 @@ use agentprocess_service::ToolRefusal;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, RequestId};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 /// What `Retry-After` says when a file cannot be read right now, in seconds.
@@ -64,6 +65,33 @@ pub fn tool_result(result: ToolResult) -> CallToolResult {
     } else {
         CallToolResult::structured(body)
     }
+}
+
+/// The JSON-RPC response to a `tools/call` answered without the MCP library, byte for byte what
+/// the library writes for [`tool_result`] to a client of a protocol revision before 2026-07-28
+/// (no `resultType`): the envelope is rendered ONCE, and those bytes are the text content (as a
+/// JSON string) and `structuredContent` (as they are).
+pub fn tool_call_response(id: &RequestId, result: ToolResult) -> Vec<u8> {
+    let refused = result.is_err();
+    let envelope = envelope(result).to_string();
+    let mut body = Vec::with_capacity(2 * envelope.len() + 128);
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    write_json(&mut body, id);
+    body.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
+    write_json(&mut body, &envelope);
+    body.extend_from_slice(br#"}],"structuredContent":"#);
+    body.extend_from_slice(envelope.as_bytes());
+    body.extend_from_slice(if refused {
+        br#","isError":true}}"#
+    } else {
+        br#","isError":false}}"#
+    });
+    body
+}
+
+/// Appends `value` as JSON, written by serde_json as the MCP library writes it.
+fn write_json(body: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+    serde_json::to_writer(body, value).expect("a request id or a string always renders as JSON");
 }
 
 /// The `code` of an HTTP API's error body: a protocol code, or one for what the protocol has no
@@ -189,6 +217,7 @@ impl IntoResponse for HttpFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::{ServerJsonRpcMessage, ServerResult};
 
     #[test]
     fn envelopes_follow_the_contract() {
@@ -205,6 +234,49 @@ mod tests {
                 .with_issues(vec!["run_ended".into()]))),
             json!({ "ok": false, "error": { "code": "conflict", "message": "the run has ended", "issues": ["run_ended"] } })
         );
+    }
+
+    /// What the MCP library writes for a `tools/call` answered with [`tool_result`] to a client of
+    /// a revision before 2026-07-28: its handler drops `resultType: "complete"` for those.
+    fn written_by_the_library(id: RequestId, result: ToolResult) -> Vec<u8> {
+        let mut result = ServerResult::CallToolResult(tool_result(result));
+        result.strip_result_type_for_legacy_peer();
+        serde_json::to_vec(&ServerJsonRpcMessage::response(result, id)).unwrap()
+    }
+
+    #[test]
+    fn a_spliced_tools_call_response_is_the_librarys_byte_for_byte() {
+        let data = json!({
+            "text": "quotes \" and \\ backslashes, a line\nbreak, a tab\t, \u{1} and é ✓ 😀",
+            "numbers": [0, -1, 1.5, 12345678901234567890u64, 1e-7],
+            "nested": { "z": null, "a": [true, false, {}], "empty": "" },
+        });
+        let refusal = ToolError::new(ErrorCode::Conflict, "the run has \"ended\"")
+            .with_issues(vec!["run_ended".into(), "line\nbreak".into()]);
+        let arbitrary_precision: Value = serde_json::from_str(r#"{"n": 1.000000000000000000001}"#).unwrap();
+        for id in [
+            RequestId::Number(7),
+            RequestId::Number(-3),
+            RequestId::Number(i64::MAX),
+            RequestId::String("call \"1\"/é".into()),
+            RequestId::String("".into()),
+        ] {
+            for result in [
+                Ok(data.clone()),
+                Ok(json!({})),
+                Ok(Value::Null),
+                Ok(arbitrary_precision.clone()),
+                Err(refusal.clone()),
+                Err(ToolError::new(ErrorCode::NotFound, "no such run")),
+            ] {
+                let spliced = tool_call_response(&id, result.clone());
+                let library = written_by_the_library(id.clone(), result);
+                assert_eq!(
+                    String::from_utf8(spliced).unwrap(),
+                    String::from_utf8(library).unwrap()
+                );
+            }
+        }
     }
 
     #[test]

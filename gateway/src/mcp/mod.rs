@@ -2,6 +2,7 @@
 
 mod backend;
 pub mod describe;
+mod direct;
 mod guard;
 pub mod result;
 mod server;
@@ -27,12 +28,28 @@ pub const MCP_PATH: &str = "/mcp";
 /// extensions.
 ///
 /// Stateless: no protocol sessions, so any gateway instance serves any call, and every MCP
-/// protocol revision rmcp knows is negotiated (those with `initialize` and those without).
+/// protocol revision rmcp knows is negotiated (those with `initialize` and those without). A
+/// plain `tools/call` is answered on the direct path (see `direct`), everything else by rmcp.
 pub fn mcp_router<B: ToolBackend>(
     server: ProtocolServer<B>,
     max_request_bytes: usize,
     allowed_hosts: Vec<String>,
 ) -> Router {
+    mcp_router_with(server, max_request_bytes, allowed_hosts, true)
+}
+
+/// [`mcp_router`], with the direct path or without it (then rmcp answers every request, which
+/// the tests compare the direct path's answers with).
+pub(crate) fn mcp_router_with<B: ToolBackend>(
+    server: ProtocolServer<B>,
+    max_request_bytes: usize,
+    allowed_hosts: Vec<String>,
+    direct_calls: bool,
+) -> Router {
+    let guard = Arc::new(guard::Guard {
+        max_bytes: max_request_bytes,
+        direct: direct_calls.then(|| direct::DirectCalls::new(server.clone(), &allowed_hosts)),
+    });
     let transport = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -50,5 +67,5 @@ pub fn mcp_router<B: ToolBackend>(
     );
     Router::new()
         .route_service(MCP_PATH, service)
-        .route_layer(from_fn_with_state(max_request_bytes, guard::check_jsonrpc_body))
+        .route_layer(from_fn_with_state(guard, guard::check_jsonrpc_body::<B>))
 }

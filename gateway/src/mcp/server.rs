@@ -98,6 +98,58 @@ impl<B: ToolBackend> ProtocolServer<B> {
     }
 }
 
+impl<B: ToolBackend> ProtocolServer<B> {
+    /// Runs one tool call of the MCP endpoint: [`ProtocolServer::call`] in a `tool_call` span
+    /// naming the tool, the organization and the run, with a refusal logged at debug level.
+    /// Both ways a `tools/call` is answered (rmcp's handler and the direct path) go through here.
+    pub(crate) async fn answer(
+        &self,
+        identity: &Identity,
+        tool: ToolName,
+        arguments: Option<Map<String, Value>>,
+    ) -> ToolResult {
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = tool.as_str(),
+            organization = identity.organization.as_str(),
+            runId = tracing::field::Empty,
+        );
+        if let Some(run_id) = run_id_of_call(arguments.as_ref()) {
+            span.record("runId", run_id);
+        }
+        let result = self
+            .call(identity, tool, arguments)
+            .instrument(span.clone())
+            .await;
+        // A refusal is the caller's answer, not the server's trouble: debug level, by code.
+        if let Err(refusal) = &result {
+            span.in_scope(|| {
+                tracing::debug!(
+                    code = refusal.code.as_str(),
+                    detail = %refusal.message,
+                    issues = ?refusal.issues,
+                    "tool call refused"
+                )
+            });
+        }
+        result
+    }
+}
+
+/// The run a call is about: its `runId`, or the run a claim token names (`submit`, `renew`,
+/// `escalate` carry only the token).
+fn run_id_of_call(arguments: Option<&Map<String, Value>>) -> Option<&str> {
+    arguments
+        .and_then(|a| a.get("runId"))
+        .and_then(Value::as_str)
+        .or_else(|| {
+            arguments
+                .and_then(|a| a.get("token"))
+                .and_then(Value::as_str)
+                .and_then(agentprocess_service::run_id_of_token)
+        })
+}
+
 /// How a tool appears in `tools/list`: its name, description and the protocol's argument schema.
 fn tool_listing(tool: ToolName) -> Tool {
     let annotations = ToolAnnotations::new()
@@ -148,42 +200,7 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
             .ok_or_else(|| {
                 McpError::internal_error("the call reached the tools without an identity", None)
             })?;
-        let span = tracing::info_span!(
-            "tool_call",
-            tool = tool.as_str(),
-            organization = identity.organization.as_str(),
-            runId = tracing::field::Empty,
-        );
-        // The run a call is about: its `runId`, or the run a claim token names (`submit`,
-        // `renew`, `escalate` carry only the token).
-        let arguments = request.arguments.as_ref();
-        let run_id = arguments
-            .and_then(|a| a.get("runId"))
-            .and_then(Value::as_str)
-            .or_else(|| {
-                arguments
-                    .and_then(|a| a.get("token"))
-                    .and_then(Value::as_str)
-                    .and_then(agentprocess_service::run_id_of_token)
-            });
-        if let Some(run_id) = run_id {
-            span.record("runId", run_id);
-        }
-        let result = self
-            .call(&identity, tool, request.arguments)
-            .instrument(span.clone())
-            .await;
-        // A refusal is the caller's answer, not the server's trouble: debug level, by code.
-        if let Err(refusal) = &result {
-            span.in_scope(|| {
-                tracing::debug!(
-                    code = refusal.code.as_str(),
-                    detail = %refusal.message,
-                    issues = ?refusal.issues,
-                    "tool call refused"
-                )
-            });
-        }
+        let result = self.answer(&identity, tool, request.arguments).await;
         Ok(respond::tool_result(result).into())
     }
 }
