@@ -161,6 +161,7 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
         &pinned,
         None,
         Command::StartRun(StartRun {
+            run_id: machine::start_run_id(ctx.seed, START),
             caller: agent("fixture"),
             inputs: json!({ "topic": "tides" }),
             mode: machine::Mode::Live,
@@ -239,6 +240,7 @@ async fn a_claimed_run_is_refused() {
         &pinned,
         None,
         Command::StartRun(StartRun {
+            run_id: machine::start_run_id([1; 32], START),
             caller: writer.clone(),
             inputs: json!({ "topic": "tides" }),
             mode: machine::Mode::Live,

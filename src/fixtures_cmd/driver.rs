@@ -113,6 +113,7 @@ impl Driver {
     ) -> anyhow::Result<RunState> {
         let inputs = inputs.unwrap_or_else(|| samples(&process.process.inputs));
         let command = Command::StartRun(StartRun {
+            run_id: machine::start_run_id(self.seeds.next(), now),
             caller: Caller::agent(&self.organization, AGENT),
             inputs: Value::Object(inputs),
             mode: Mode::Live,
