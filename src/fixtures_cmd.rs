@@ -66,6 +66,11 @@ pub struct FixturesArgs {
     /// The organization the runs belong to.
     #[arg(long, value_name = "ORG", default_value = "load")]
     org: String,
+    /// Also write, for each run, the idempotency records of the calls that made it (a start,
+    /// each claim, submission and decision), kept for the configured retention, as a server
+    /// that ran those calls holds them.
+    #[arg(long)]
+    idempotency_records: bool,
 }
 
 pub fn run(args: FixturesArgs) -> ExitCode {
@@ -189,6 +194,7 @@ async fn write_runs(
         settings.limits(),
         config.person_format,
         settings.escalate_to(),
+        args.idempotency_records,
     );
     let mut writer = Writer::new(store.clone());
     let mut progress = Progress::new(counts.total());
@@ -227,7 +233,7 @@ async fn write_runs(
                     driver.start(process, Some(inputs), now)?
                 }
             };
-            let writes = run_writes(&keys, &config, process, &run)
+            let writes = run_writes(&keys, &config, process, &run, driver.take_answered(), now)
                 .with_context(|| format!("writing run {}", run.id))?;
             writer.add(writes).await?;
             progress.tick(writer.committed);

@@ -211,3 +211,37 @@ fn store_stats_counts_the_keys_of_every_family() {
     assert!(!missing.status.success());
     assert!(text(&missing).contains("no store in"), "{}", text(&missing));
 }
+
+/// `--idempotency-records`: each ended run of the default process also leaves the records of
+/// the three calls that made it (start, claim, submit) and their expiry entries, as a server that
+/// ran them holds them for the retention.
+#[test]
+fn fixtures_with_idempotency_records_leave_one_per_call_that_made_a_run() {
+    let data = tempfile::tempdir().unwrap();
+    let output = agentprocess(
+        &[
+            "fixtures",
+            "--ended",
+            "4",
+            "--idempotency-records",
+            "--org",
+            common::ORG,
+        ],
+        data.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let output = agentprocess(&["store", "stats", "--json"], data.path());
+    assert!(output.status.success(), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let family = |name: &str| -> u64 {
+        report["families"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["family"] == name)
+            .map_or(0, |row| row["keys"].as_u64().unwrap())
+    };
+    assert_eq!(family("run"), 4, "{report}");
+    assert_eq!(family("idem"), 12, "{report}");
+    assert_eq!(family("idemexpiry"), 12, "{report}");
+}

@@ -4,7 +4,7 @@
 use super::check::EvaluatorOutcome;
 use super::ctx::Caller;
 use super::state::{Mode, TimerKind};
-use agentprocess_ids::StepId;
+use agentprocess_ids::{RunId, StepId};
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +57,8 @@ pub enum Command {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartRun {
+    /// The new run's id, chosen by the runtime with [`start_run_id`](crate::start_run_id).
+    pub run_id: RunId,
     pub caller: Caller,
     /// The run's inputs: a JSON object per the tool schema (anything else is refused).
     pub inputs: Value,

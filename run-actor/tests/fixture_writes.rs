@@ -128,7 +128,15 @@ async fn a_run_written_directly_holds_exactly_what_its_actor_stored() {
         json.len()
     );
     let state: RunState = serde_json::from_slice(&json).unwrap();
-    let writes = fixtures::run_writes(runtime.keys(), &RuntimeConfig::default(), &pinned, &state).unwrap();
+    let writes = fixtures::run_writes(
+        runtime.keys(),
+        &RuntimeConfig::default(),
+        &pinned,
+        &state,
+        Vec::new(),
+        START,
+    )
+    .unwrap();
     let planned = puts(&writes);
     let families: Vec<KeyFamily> = planned
         .keys()
@@ -161,6 +169,7 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
         &pinned,
         None,
         Command::StartRun(StartRun {
+            run_id: machine::start_run_id(ctx.seed, START),
             caller: agent("fixture"),
             inputs: json!({ "topic": "tides" }),
             mode: machine::Mode::Live,
@@ -169,7 +178,15 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
     )
     .unwrap()
     .state;
-    let writes = fixtures::run_writes(runtime.keys(), &RuntimeConfig::default(), &pinned, &started).unwrap();
+    let writes = fixtures::run_writes(
+        runtime.keys(),
+        &RuntimeConfig::default(),
+        &pinned,
+        &started,
+        Vec::new(),
+        START,
+    )
+    .unwrap();
     let committed = runtime
         .store()
         .txn(Txn::new().when(writes.compares).and_then(writes.ops))
@@ -239,6 +256,7 @@ async fn a_claimed_run_is_refused() {
         &pinned,
         None,
         Command::StartRun(StartRun {
+            run_id: machine::start_run_id([1; 32], START),
             caller: writer.clone(),
             inputs: json!({ "topic": "tides" }),
             mode: machine::Mode::Live,
@@ -258,7 +276,14 @@ async fn a_claimed_run_is_refused() {
     )
     .unwrap();
     assert!(matches!(claimed.reply, Reply::Claim(Value::Object(_))));
-    match fixtures::run_writes(runtime.keys(), &RuntimeConfig::default(), &pinned, &claimed.state) {
+    match fixtures::run_writes(
+        runtime.keys(),
+        &RuntimeConfig::default(),
+        &pinned,
+        &claimed.state,
+        Vec::new(),
+        START,
+    ) {
         Err(FixtureError::Claimed { step, .. }) => assert_eq!(step, "write"),
         other => panic!("expected a refusal of the claimed run, got {other:?}"),
     }
@@ -279,4 +304,74 @@ async fn claim_and_submit(runtime: &Runtime, writer: &Caller, run: &RunId) -> Va
         )
         .await
         .unwrap())
+}
+
+/// With the answers of the writes that made it, a fixture run also leaves their idempotency
+/// records where a server keeps them, with their expiry entries: a call that reuses one of those
+/// `requestId`s is a `conflict` (spec §4), as it would be against a record a real call left.
+#[tokio::test]
+async fn a_run_written_with_its_answers_leaves_their_idempotency_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    let pinned = published(&runtime).await;
+    let config = RuntimeConfig::default();
+    let ctx = Ctx {
+        now: START,
+        seed: [4; 32],
+        limits: config.limits,
+        person_format: config.person_format,
+        escalate_to: &Assignment::Operators { also: None },
+        uploads: &NoUploads,
+    };
+    let started = machine::apply(
+        &pinned,
+        None,
+        Command::StartRun(StartRun {
+            run_id: machine::start_run_id(ctx.seed, START),
+            caller: agent("fixture"),
+            inputs: json!({ "topic": "tides" }),
+            mode: machine::Mode::Live,
+        }),
+        &ctx,
+    )
+    .unwrap();
+    let answered = vec![fixtures::Answered {
+        request_id: "fixture-start-1".into(),
+        data: started.reply.data().clone(),
+    }];
+    let writes =
+        fixtures::run_writes(runtime.keys(), &config, &pinned, &started.state, answered, START).unwrap();
+    let families: Vec<KeyFamily> = puts(&writes)
+        .keys()
+        .map(|key| runtime.keys().family_of(key).unwrap().family)
+        .collect();
+    assert!(families.contains(&KeyFamily::Idempotency), "{families:?}");
+    assert!(families.contains(&KeyFamily::IdempotencyExpiry), "{families:?}");
+    assert_eq!(writes.compares.len(), 2, "no such run yet, no such record yet");
+    let committed = runtime
+        .store()
+        .txn(Txn::new().when(writes.compares).and_then(writes.ops))
+        .await
+        .unwrap();
+    assert!(committed.succeeded);
+
+    let reused = runtime
+        .execute(
+            &agent("a1"),
+            Write::Claim {
+                run_id: started.state.id.clone(),
+                step: StepId::from_wire("write"),
+            },
+            "fixture-start-1",
+        )
+        .await
+        .unwrap();
+    let refusal = runtime_support::refused(reused);
+    assert_eq!(
+        (refusal.code, refusal.issues),
+        (
+            machine::ErrorCode::Conflict,
+            vec!["request_id_reused".to_string()]
+        )
+    );
 }

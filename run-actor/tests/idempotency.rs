@@ -221,12 +221,13 @@ async fn every_kind_of_write_replays_its_first_answer_byte_for_byte_and_conflict
     }
     replays_byte_for_byte(&runtime, &made).await;
 
-    // A runtime that starts cold over the same store: no process cached, no run in memory.
+    // A runtime that starts cold over the same store, a minute and a half later: no process
+    // cached, no run in memory, and a retried start names another run id (its time part moved).
     let cold = Runtime::new(
         runtime.store().clone(),
         Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
         RuntimeConfig::default(),
-        Clock::starting_at(START),
+        Clock::starting_at(START.plus_seconds(90)),
     );
     replays_byte_for_byte(&cold, &made).await;
 
@@ -250,4 +251,48 @@ async fn every_kind_of_write_replays_its_first_answer_byte_for_byte_and_conflict
             write.request_id
         );
     }
+}
+
+/// A run id begins with its start time, so retries of one start made at different moments
+/// name different run ids, and may reach different actors: racing each other on one store, they
+/// must still start ONE run and all answer it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_retries_of_one_start_at_different_moments_start_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path()).await;
+    // Four runtimes over the one store, each with its own actors and a clock a second apart.
+    let runtimes: Vec<Runtime> = (0..4)
+        .map(|i| {
+            runtime(
+                store.clone(),
+                &dir.path().join("blobs"),
+                Clock::starting_at(START.plus_seconds(i)),
+            )
+        })
+        .collect();
+    let roles: IndexMap<String, String> = [("desk".to_string(), "g_desk".to_string())].into();
+    runtimes[0]
+        .publish(&ORG.into(), SOURCE.as_bytes(), roles)
+        .await
+        .unwrap();
+    let starter = agent("a1");
+    let barrier = Arc::new(tokio::sync::Barrier::new(runtimes.len()));
+    let mut retries = Vec::new();
+    for runtime in &runtimes {
+        let (runtime, starter, barrier) = (runtime.clone(), starter.clone(), barrier.clone());
+        retries.push(tokio::spawn(async move {
+            barrier.wait().await;
+            call(&runtime, &starter, start("T-race"), "start-race").await
+        }));
+    }
+    let mut answers = Vec::new();
+    for retry in retries {
+        answers.push(serde_json::to_string(&ok(retry.await.unwrap())).unwrap());
+    }
+    assert!(answers.windows(2).all(|pair| pair[0] == pair[1]), "{answers:#?}");
+    let listed = ok(runtimes[3]
+        .list_runs(&starter, agentprocess_run_actor::runtime::ListRuns::default())
+        .await
+        .unwrap());
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
 }

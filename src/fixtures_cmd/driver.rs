@@ -2,6 +2,7 @@
 //! submissions of agent steps and decisions of people's work items, with sample values.
 
 use agentprocess_process::{FieldMap, FieldSpec, FieldType, Next, PersonFormat, StepKind};
+use agentprocess_run_actor::fixtures::Answered;
 use agentprocess_run_actor::machine::{
     self, Assignment, Caller, Command, Ctx, Decide, Decision, EvidenceItem, Limits, Mode, NoUploads,
     PinnedProcess, Reply, RunState, StartRun, StepId, Submission, Timestamp, WorkItemKind, render,
@@ -58,14 +59,19 @@ pub struct Driver {
     person_format: PersonFormat,
     escalate_to: Assignment,
     seeds: Seeds,
+    /// Whether each command's answer is kept for its idempotency record.
+    recording: bool,
+    answered: Vec<Answered>,
 }
 
 impl Driver {
+    /// `recording`: keep each command's answer for [`Driver::take_answered`].
     pub fn new(
         organization: &str,
         limits: Limits,
         person_format: PersonFormat,
         escalate_to: Assignment,
+        recording: bool,
     ) -> Self {
         Driver {
             organization: organization.to_owned(),
@@ -73,6 +79,8 @@ impl Driver {
             person_format,
             escalate_to,
             seeds: Seeds::random(),
+            recording,
+            answered: Vec::new(),
         }
     }
 
@@ -100,7 +108,19 @@ impl Driver {
                 process.process.name
             );
         }
+        if self.recording {
+            self.answered.push(Answered {
+                request_id: uuid::Uuid::new_v4().to_string(),
+                data: transition.reply.data().clone(),
+            });
+        }
         Ok(transition)
+    }
+
+    /// The writes answered since the last call, each under a fresh `requestId`, when the driver
+    /// records them (see [`Driver::new`]); none otherwise.
+    pub fn take_answered(&mut self) -> Vec<Answered> {
+        std::mem::take(&mut self.answered)
     }
 
     /// A new run of `process` started by the fixtures agent at `now`, with `inputs` or, when
@@ -113,6 +133,7 @@ impl Driver {
     ) -> anyhow::Result<RunState> {
         let inputs = inputs.unwrap_or_else(|| samples(&process.process.inputs));
         let command = Command::StartRun(StartRun {
+            run_id: machine::start_run_id(self.seeds.next(), now),
             caller: Caller::agent(&self.organization, AGENT),
             inputs: Value::Object(inputs),
             mode: Mode::Live,

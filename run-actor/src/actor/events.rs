@@ -152,6 +152,7 @@ mod tests {
 
     fn start() -> (i64, Command) {
         let command = Command::StartRun(StartRun {
+            run_id: machine::RunId::from("r_events"),
             caller: Caller::agent("acme", "a1"),
             inputs: json!({}),
             mode: Mode::Live,

@@ -187,6 +187,7 @@ mod tests {
             uploads: &NoUploads,
         };
         let command = Command::StartRun(StartRun {
+            run_id: machine::start_run_id(ctx.seed, now),
             caller: Caller::agent("acme", "a1"),
             inputs: json!({ "ticket": "T-1" }),
             mode: Mode::Live,

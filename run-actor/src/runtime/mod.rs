@@ -209,8 +209,9 @@ pub(crate) fn random_seed() -> [u8; 32] {
     seed
 }
 
-/// The seed of a `start_run`: derived from the organization and the `requestId`, so that a
-/// retry mints the same run id and lands on the same actor, which answers it from the record.
+/// The seed of a `start_run`: derived from the organization and the `requestId`, so that every
+/// retry names the same run id suffix (see [`machine::start_run_id`]). A retry is answered from
+/// the idempotency record, keyed by `requestId`, whichever run id its time part gives it.
 fn start_seed(organization: &OrgId, request_id: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(b"agentprocess start_run\0");
@@ -250,7 +251,7 @@ impl Runtime {
                 mode,
             } => {
                 seed = start_seed(&organization, request_id);
-                let run_id = machine::run_id_for_seed(seed);
+                let run_id = machine::start_run_id(seed, self.inner.host.clock.now());
                 match self
                     .inner
                     .host
@@ -282,8 +283,9 @@ impl Runtime {
                     }
                 }
                 (
-                    run_id,
+                    run_id.clone(),
                     Command::StartRun(StartRun {
+                        run_id,
                         caller,
                         inputs,
                         mode: service::mode_of(mode),
@@ -429,45 +431,22 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::{self, Assignment, CallerKind, Ctx, Mode, NoUploads, Timestamp};
-    use agentprocess_process::PersonFormat;
-    use serde_json::json;
+    use crate::machine::{self, Timestamp};
 
     #[test]
-    fn start_run_ids_are_predicted_from_the_seed() {
-        let source = "---\nname: p\ndescription: d\nsteps:\n  - id: a\n    agent: do it\n  - id: done\n    finish: done\n---\n\nbody\n";
-        let loaded = agentprocess_process::load(source.as_bytes(), &agentprocess_process::Offer::EVERYTHING)
-            .expect("valid process");
-        let pinned = PinnedProcess {
-            process: loaded.process,
-            version: 1,
-            body: loaded.body,
-            roles: indexmap::IndexMap::new(),
-        };
-        let seed = start_seed(&OrgId::from("acme"), "req-1");
-        let ctx = Ctx {
-            now: Timestamp::from_millis(1_000),
-            seed,
-            limits: RuntimeConfig::default().limits,
-            person_format: PersonFormat::Email,
-            escalate_to: &Assignment::Operators { also: None },
-            uploads: &NoUploads,
-        };
-        let caller = Caller {
-            organization: "acme".into(),
-            kind: CallerKind::Agent { id: "a1".into() },
-            operator: false,
-        };
-        let command = Command::StartRun(StartRun {
-            caller,
-            inputs: json!({}),
-            mode: Mode::Live,
-        });
-        let transition = machine::apply(&pinned, None, command, &ctx).expect("starts");
-        assert_eq!(transition.state.id, machine::run_id_for_seed(seed));
-        assert_ne!(
-            machine::run_id_for_seed(start_seed(&OrgId::from("acme"), "req-2")),
-            transition.state.id
+    fn every_retry_of_a_start_names_the_same_run_id_suffix() {
+        let acme = OrgId::from("acme");
+        let first = machine::start_run_id(start_seed(&acme, "req-1"), Timestamp::from_millis(1_000));
+        let retry = machine::start_run_id(start_seed(&acme, "req-1"), Timestamp::from_millis(61_000));
+        let other_request = machine::start_run_id(start_seed(&acme, "req-2"), Timestamp::from_millis(1_000));
+        let other_org = machine::start_run_id(
+            start_seed(&OrgId::from("globex"), "req-1"),
+            Timestamp::from_millis(1_000),
         );
+        let suffix = |id: &RunId| id.as_str()[13..].to_owned();
+        assert_eq!(suffix(&first), suffix(&retry));
+        assert_ne!(first, retry, "the time part moves with the clock");
+        assert_ne!(suffix(&first), suffix(&other_request));
+        assert_ne!(suffix(&first), suffix(&other_org));
     }
 }

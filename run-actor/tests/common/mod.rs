@@ -347,8 +347,7 @@ impl World {
 
     pub fn apply(&mut self, command: Command) -> Result<Transition, Refusal> {
         self.seeds += 1;
-        let mut seed = [0u8; 32];
-        seed[..8].copy_from_slice(&self.seeds.to_be_bytes());
+        let seed = numbered_seed(self.seeds);
         let ctx = Ctx {
             now: Timestamp::from_millis(self.now),
             seed,
@@ -430,7 +429,14 @@ impl World {
     }
 
     pub fn start_mode(&mut self, caller: Caller, inputs: Value, mode: Mode) -> Result<Transition, Refusal> {
-        self.apply(Command::StartRun(StartRun { caller, inputs, mode }))
+        // The seed `apply` is about to use: the run id is the runtime's to choose.
+        let run_id = machine::start_run_id(numbered_seed(self.seeds + 1), Timestamp::from_millis(self.now));
+        self.apply(Command::StartRun(StartRun {
+            run_id,
+            caller,
+            inputs,
+            mode,
+        }))
     }
 
     pub fn claim(&mut self, caller: Caller, step: &str) -> Result<Transition, Refusal> {
@@ -695,4 +701,11 @@ pub fn assignee(assigned_to: &Assignment) -> Caller {
         Assignment::Operators { also: Some(group) } => person("member@acme.example", &[group.as_str()]),
         Assignment::Operators { also: None } => operator(),
     }
+}
+
+/// The seed of the `n`th command a harness applies: `n`, big-endian, then zeros.
+fn numbered_seed(n: u64) -> [u8; 32] {
+    let mut seed = [0u8; 32];
+    seed[..8].copy_from_slice(&n.to_be_bytes());
+    seed
 }
