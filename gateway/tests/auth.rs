@@ -246,6 +246,28 @@ async fn dev_mode_accepts_its_own_tokens_only() {
     assert_challenge(&server, &answer, true);
 }
 
+/// A token accepted before (and so remembered as verified) is refused once it has expired: the
+/// gateway remembers verified tokens no longer than they verify (RFC 6750 §3.1 `invalid_token`).
+#[tokio::test]
+async fn a_token_accepted_before_is_refused_once_it_has_expired() {
+    let auth = AuthConfig {
+        leeway_seconds: Some(0),
+        ..AuthConfig::default()
+    };
+    let server = start_with(auth, DescribeConfig::default(), None).await;
+    let claims = json!({
+        "iss": server.url, "aud": server.url, "sub": "a", "org": "acme", "kind": "agent", "exp": now() + 1
+    });
+    let token = server.dev_key().sign(&claims);
+    for _ in 0..2 {
+        assert_eq!(post_mcp(&server, Some(&token), initialize()).await.status, 200);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let answer = post_mcp(&server, Some(&token), initialize()).await;
+    assert_challenge(&server, &answer, true);
+    assert!(answer.body.contains("expired"), "{}", answer.body);
+}
+
 /// A refused token's description (`error_description` and the JSON body) says what this server
 /// expected and where a token it accepts comes from.
 #[tokio::test]

@@ -152,6 +152,22 @@ struct Cached {
     fetched_at: Option<Instant>,
 }
 
+/// Keys from the identity provider that fit a token.
+#[derive(Debug)]
+pub struct FetchedKeys {
+    pub keys: Vec<VerifyKey>,
+    /// How long these keys are used before they are fetched again: zero for keys kept past their
+    /// age because the provider is unreachable.
+    pub fresh_for: Duration,
+}
+
+/// How long keys fetched at `fetched_at` are used before a refetch.
+fn fresh_for(fetched_at: Option<Instant>) -> Duration {
+    fetched_at.map_or(Duration::ZERO, |at| {
+        JwksCache::MAX_AGE.saturating_sub(at.elapsed())
+    })
+}
+
 /// The keys could not be fetched; tokens cannot be verified until they are.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot fetch the identity provider's keys from {url}: {message}")]
@@ -181,12 +197,9 @@ impl JwksCache {
         })
     }
 
-    /// The cached keys that fit the token's header, refetching when they are stale or none fits.
-    pub async fn keys_for(
-        &self,
-        algorithm: Algorithm,
-        kid: Option<&str>,
-    ) -> Result<Vec<VerifyKey>, FetchError> {
+    /// The cached keys that fit the token's header, refetching when they are stale or none fits,
+    /// and how long they are used before the next refetch.
+    pub async fn keys_for(&self, algorithm: Algorithm, kid: Option<&str>) -> Result<FetchedKeys, FetchError> {
         let mut cached = self.cached.lock().await;
         let age = cached.fetched_at.map(|at| at.elapsed());
         let fitting = |keys: &[VerifyKey]| -> Vec<VerifyKey> {
@@ -211,9 +224,15 @@ impl JwksCache {
                 }
                 Err(error) => return Err(error),
             }
-            return Ok(fitting(&cached.keys));
+            return Ok(FetchedKeys {
+                keys: fitting(&cached.keys),
+                fresh_for: fresh_for(cached.fetched_at),
+            });
         }
-        Ok(found)
+        Ok(FetchedKeys {
+            keys: found,
+            fresh_for: fresh_for(cached.fetched_at),
+        })
     }
 
     async fn fetch(&self) -> Result<Vec<VerifyKey>, FetchError> {

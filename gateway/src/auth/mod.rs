@@ -9,6 +9,7 @@ pub mod dev;
 mod http;
 pub mod identity;
 pub mod keys;
+mod verified;
 
 pub use http::{metadata_document, metadata_path, metadata_url, protected_resource_metadata, require_bearer};
 pub use identity::{ClaimError, ClaimNames, Identity, IdentityKind, KindClaim};
@@ -19,6 +20,8 @@ use keys::{JwksCache, KeyError, VerifyKey};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
+pub use verified::MAX_VERIFIED_TOKENS;
+use verified::VerifiedTokens;
 
 /// Seconds of clock skew allowed on `exp` and `nbf` unless configured.
 pub const DEFAULT_LEEWAY_SECONDS: u64 = 60;
@@ -123,6 +126,8 @@ pub struct Authenticator {
     /// Dev mode: the data folder whose key signs the accepted tokens, named in refusals so the
     /// caller knows which `agentprocess token --data` mints a token this server takes.
     dev_data_dir: Option<PathBuf>,
+    /// Tokens verified before, with their identities, until they stop being valid.
+    verified: VerifiedTokens,
 }
 
 impl Authenticator {
@@ -148,6 +153,7 @@ impl Authenticator {
                 claims: config.claims.clone(),
                 leeway_seconds,
                 dev_data_dir: Some(data_dir.to_owned()),
+                verified: VerifiedTokens::new(MAX_VERIFIED_TOKENS),
             });
         };
         let mut fixed = Vec::new();
@@ -196,6 +202,7 @@ impl Authenticator {
             claims: config.claims.clone(),
             leeway_seconds,
             dev_data_dir: None,
+            verified: VerifiedTokens::new(MAX_VERIFIED_TOKENS),
         })
     }
 
@@ -204,20 +211,29 @@ impl Authenticator {
         &self.resource
     }
 
-    /// Verifies `token` and reads the caller's identity from it.
+    /// Verifies `token` and reads the caller's identity from it. A token verified before gives
+    /// the same identity without a second check while it would still verify (see [`verified`]).
     pub async fn authenticate(&self, token: &str) -> Result<Identity, AuthError> {
+        let now = jsonwebtoken::get_current_timestamp();
+        if let Some(identity) = self.verified.get(token, now) {
+            return Ok(identity);
+        }
         let invalid = |message: String| AuthError::InvalidToken(message);
         // `alg: none` and unknown algorithms fail here: the header does not parse.
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| invalid(format!("the token is not a signed JWT: {e}")))?;
-        let candidates = match &self.keys {
-            Keys::Fixed(keys) => fitting(keys, header.alg, header.kid.as_deref()),
+        // Keys given in the configuration stay for the life of the process; keys fetched from
+        // the provider only until their next refetch.
+        let (candidates, keys_fresh_for) = match &self.keys {
+            Keys::Fixed(keys) => (fitting(keys, header.alg, header.kid.as_deref()), None),
             Keys::Jwks { fixed, cache } => {
-                let mut candidates = fitting(fixed, header.alg, header.kid.as_deref());
+                let candidates = fitting(fixed, header.alg, header.kid.as_deref());
                 if candidates.is_empty() {
-                    candidates = cache.keys_for(header.alg, header.kid.as_deref()).await?;
+                    let fetched = cache.keys_for(header.alg, header.kid.as_deref()).await?;
+                    (fetched.keys, Some(fetched.fresh_for))
+                } else {
+                    (candidates, None)
                 }
-                candidates
             }
         };
         if candidates.is_empty() {
@@ -236,10 +252,17 @@ impl Authenticator {
             match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &self.validation(key.algorithm))
             {
                 Ok(data) => {
-                    return self
+                    let identity = self
                         .claims
                         .identity(&data.claims)
-                        .map_err(|e| invalid(e.to_string()));
+                        .map_err(|e| invalid(e.to_string()))?;
+                    let exp = data.claims.get("exp").and_then(Value::as_u64);
+                    if let Some(until) =
+                        verified::remember_until(exp, self.leeway_seconds, now, keys_fresh_for)
+                    {
+                        self.verified.insert(token, identity.clone(), until, now);
+                    }
+                    return Ok(identity);
                 }
                 Err(error) => last_error = Some(error),
             }
