@@ -5,7 +5,8 @@
 //!
 //! - `POST /mcp`: MCP over Streamable HTTP (rmcp), stateless, behind bearer-token authentication.
 //!   Each tool call's arguments are checked against the protocol's schema, `describe` is answered
-//!   here, and every other tool goes to the backend with the caller's [`Identity`].
+//!   here, and every other tool goes to the backend with the caller's [`Identity`]. A plain
+//!   `tools/call` is answered without rmcp's per-call machinery, byte for byte as rmcp answers it.
 //! - `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata clients discover the
 //!   authorization server from.
 //!

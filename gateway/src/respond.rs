@@ -74,7 +74,9 @@ pub fn tool_result(result: ToolResult) -> CallToolResult {
 pub fn tool_call_response(id: &RequestId, result: ToolResult) -> Vec<u8> {
     let refused = result.is_err();
     let envelope = envelope(result).to_string();
-    let mut body = Vec::with_capacity(2 * envelope.len() + 128);
+    // Sized once: a page of work items renders to tens of kilobytes, and growing the buffer would
+    // copy it again.
+    let mut body = Vec::with_capacity(escaped_len(&envelope) + envelope.len() + 128);
     body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     write_json(&mut body, id);
     body.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
@@ -87,6 +89,20 @@ pub fn tool_call_response(id: &RequestId, result: ToolResult) -> Vec<u8> {
         br#","isError":false}}"#
     });
     body
+}
+
+/// The length of `text` written as a JSON string, quotes included, as serde_json escapes it: a
+/// quote, a backslash and the short-form controls take two bytes, other controls six.
+fn escaped_len(text: &str) -> usize {
+    let escapes: usize = text
+        .bytes()
+        .map(|byte| match byte {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0x00..=0x1f => 5,
+            _ => 0,
+        })
+        .sum();
+    text.len() + escapes + 2
 }
 
 /// Appends `value` as JSON, written by serde_json as the MCP library writes it.
@@ -276,6 +292,22 @@ mod tests {
                     String::from_utf8(library).unwrap()
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_escaped_length_is_what_serde_json_writes() {
+        for text in [
+            "",
+            "plain",
+            "quote \" backslash \\ line\nbreak\r\t\u{8}\u{c}",
+            "\u{1}\u{1f} é ✓ 😀",
+        ] {
+            assert_eq!(
+                escaped_len(text),
+                serde_json::to_string(text).unwrap().len(),
+                "{text:?}"
+            );
         }
     }
 
