@@ -49,6 +49,8 @@ const MAC_BYTES: usize = 32;
 const HEADER_BYTES: usize = 1 + 8 + 4;
 /// Signed in front of every link, so that the key signs nothing else by accident.
 const MAC_CONTEXT: &[u8] = b"agentprocess file url\0";
+/// Signed URLs expire on whole multiples of this many seconds (of the TTL when it is shorter).
+pub const EXPIRY_STEP_SECONDS: u64 = 60;
 
 /// How file URLs are signed. Every gateway serving one deployment needs the same key.
 #[derive(Debug, Clone, Deserialize)]
@@ -163,11 +165,15 @@ impl FileUrlSigner {
     }
 
     /// An absolute URL under `public_url` that serves upload `upload_id` of `organization` until
-    /// `now` plus the TTL: `{public_url}/files/{link}`.
+    /// `now` plus the TTL, rounded up to the next [`EXPIRY_STEP_SECONDS`] (or TTL, if shorter):
+    /// `{public_url}/files/{link}`. The rounding makes every rendering of one answer within a step
+    /// the same URL, so a replayed result carries the links of the original.
     pub fn sign(&self, public_url: &str, organization: &str, upload_id: &str, now: Timestamp) -> String {
-        let expires = u64::try_from(now.as_millis().div_euclid(1000))
+        let earliest = u64::try_from(now.as_millis().div_euclid(1000))
             .unwrap_or(0)
             .saturating_add(self.ttl_seconds);
+        let step = self.ttl_seconds.min(EXPIRY_STEP_SECONDS);
+        let expires = earliest.div_ceil(step).saturating_mul(step);
         format!(
             "{}/files/{}",
             public_url.trim_end_matches('/'),
@@ -533,6 +539,31 @@ mod tests {
         assert_eq!(
             signer.verify(link_of(&url), expiry.plus_seconds(3600)),
             Err(FileUrlError::Expired { expired_at: expiry })
+        );
+    }
+
+    #[test]
+    fn the_expiry_rounds_up_to_the_minute_so_renderings_within_it_agree() {
+        let signer = signer();
+        let first = signer.sign(PUBLIC_URL, "acme", "f_1", NOW.plus_seconds(1));
+        assert_eq!(
+            signer.verify(link_of(&first), NOW).unwrap().expires_at,
+            NOW.plus_seconds(360)
+        );
+        assert_eq!(
+            signer.sign(PUBLIC_URL, "acme", "f_1", NOW.plus_seconds(60)),
+            first
+        );
+        assert_ne!(
+            signer.sign(PUBLIC_URL, "acme", "f_1", NOW.plus_seconds(61)),
+            first
+        );
+        // A TTL shorter than the step rounds to itself.
+        let short = FileUrlSigner::new(&[7; KEY_BYTES], Duration::from_secs(7)).unwrap();
+        let url = short.sign(PUBLIC_URL, "acme", "f_1", NOW.plus_seconds(1));
+        assert_eq!(
+            short.verify(link_of(&url), NOW).unwrap().expires_at,
+            NOW.plus_seconds(14)
         );
     }
 
