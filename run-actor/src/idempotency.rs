@@ -12,17 +12,23 @@ use crate::packed::decompress;
 use crate::pinned::PinnedProcesses;
 use agentprocess_process::hash::canonical_json;
 use agentprocess_service::{EvidenceItem, Submission, Upload, Write};
-use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
+use agentprocess_store::{Store, TxnOp};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 
-/// The first byte of a record in the compact format. Older builds wrote the whole record as
-/// JSON, whose first byte is `{`: both formats are read, only the compact one is written.
+/// The first byte of a record in the compact format, which kept the payload under the
+/// `requestId`. Older builds still wrote the whole record as JSON, whose first byte is `{`. Both
+/// are read; only [`SPLIT_FORMAT`] is written.
 const COMPACT_FORMAT: u8 = 1;
+/// The first byte of a record in the split format: the fingerprint and the expiry under the
+/// `requestId`, the payload under the record's expiry entry.
+const SPLIT_FORMAT: u8 = 2;
+/// The bytes of a split record: its format byte, the fingerprint, the expiry (ms, big-endian).
+const SPLIT_RECORD_BYTES: usize = 1 + 32 + 8;
 /// How a zstd frame begins. Builds before LZ4 wrote the compact payload as a zstd frame under
 /// the same format byte; as an LZ4 block's size these bytes would read over 4 GB, so a payload
 /// that begins with them is a zstd frame, still read.
@@ -52,11 +58,21 @@ pub(crate) struct PinnedBody<'a> {
 /// A retry with the same fingerprint is answered `data` again, byte for byte; one with another
 /// fingerprint is a `conflict`.
 ///
-/// Stored compact: the format byte [`COMPACT_FORMAT`], the 32 bytes of the fingerprint, then an
-/// LZ4 block of the JSON [`Payload`] after its size (4 bytes, little-endian). `data`'s top-level
-/// `body`, when it is the pinned process's, is stored as `null` in its place and the payload
-/// names the process version, whose body a replay puts back. The fingerprint stays outside the
-/// block, so a `conflict` is answered without decompressing.
+/// Stored split in two, both written by the write's own transaction and removed together by the
+/// sweep that reads the expiry index:
+/// - under the `requestId`, 41 bytes: the format byte [`SPLIT_FORMAT`], the 32 bytes of the
+///   fingerprint and the expiry in milliseconds (8 bytes, big-endian), which names the second
+///   key. Every write checks this key; a `conflict` is answered from it alone.
+/// - under the expiry entry (`idemexpiry/<expiresAt>/<org>/<requestId>`): an LZ4 block of the
+///   JSON [`Payload`] after its size (4 bytes, little-endian), read only by a replay. `data`'s
+///   top-level `body`, when it is the pinned process's, is stored as `null` in its place and
+///   the payload names the process version, whose body a replay puts back.
+///
+/// Why split: request ids are random, so the records under them are spread over the whole key
+/// space, and each new one lands on a random page. With only 41 bytes there, those pages hold
+/// many times more records and stay in the cache; the payloads go under keys ordered by time,
+/// which fill the last pages one after another. (Builds before wrote the block after the
+/// fingerprint under the `requestId`, [`COMPACT_FORMAT`]; still read.)
 ///
 /// LZ4 rather than zstd: on the load processes' records (BENCHMARKS.md) zstd level 1 kept 55%
 /// of the payload's bytes and LZ4 71%, but zstd cost the server 5 to 9% more CPU per run and
@@ -104,8 +120,31 @@ struct JsonRecord {
 }
 
 impl IdempotencyRecord<'_> {
-    /// The record's bytes in the compact format.
-    pub(crate) fn to_bytes(self) -> Vec<u8> {
+    /// The two puts of the record, kept until `expires_at`: under `request_id` and under its
+    /// expiry entry (see the type's doc).
+    pub(crate) fn puts(
+        self,
+        keys: &Keys,
+        organization: &OrgId,
+        request_id: &str,
+        expires_at: Timestamp,
+    ) -> [TxnOp; 2] {
+        let expires_at_ms = u64::try_from(expires_at.as_millis()).unwrap_or(0);
+        let mut record = Vec::with_capacity(SPLIT_RECORD_BYTES);
+        record.push(SPLIT_FORMAT);
+        record.extend_from_slice(&self.fingerprint.0);
+        record.extend_from_slice(&expires_at_ms.to_be_bytes());
+        [
+            TxnOp::put(keys.idempotency(organization, request_id), record),
+            TxnOp::put(
+                keys.idempotency_expiry(expires_at_ms, organization, request_id),
+                self.payload_block(),
+            ),
+        ]
+    }
+
+    /// The payload: an LZ4 block of its JSON, after the JSON's size.
+    fn payload_block(self) -> Vec<u8> {
         let body_of = self
             .pinned_body
             .filter(|pinned| self.data.get("body").and_then(Value::as_str) == Some(pinned.body));
@@ -122,12 +161,7 @@ impl IdempotencyRecord<'_> {
             },
         };
         let json = serde_json::to_vec(&payload).expect("JSON values always serialize");
-        let compressed = lz4_flex::block::compress_prepend_size(&json);
-        let mut bytes = Vec::with_capacity(1 + 32 + compressed.len());
-        bytes.push(COMPACT_FORMAT);
-        bytes.extend_from_slice(&self.fingerprint.0);
-        bytes.extend_from_slice(&compressed);
-        bytes
+        lz4_flex::block::compress_prepend_size(&json)
     }
 }
 
@@ -163,6 +197,10 @@ enum StoredRecord<'a> {
         compression: Compression,
         payload: &'a [u8],
     },
+    Split {
+        fingerprint: &'a [u8],
+        expires_at_ms: u64,
+    },
 }
 
 /// How a compact record's payload is compressed: LZ4, or zstd in records from before LZ4.
@@ -187,6 +225,10 @@ impl<'a> StoredRecord<'a> {
                 },
                 payload: &bytes[33..],
             }),
+            Some(&SPLIT_FORMAT) if bytes.len() == SPLIT_RECORD_BYTES => Ok(StoredRecord::Split {
+                fingerprint: &bytes[1..33],
+                expires_at_ms: u64::from_be_bytes(bytes[33..].try_into().expect("8 bytes")),
+            }),
             Some(format) => Err(format!("unknown format {format} or truncated record")),
             None => Err("empty record".into()),
         }
@@ -197,14 +239,18 @@ impl<'a> StoredRecord<'a> {
             StoredRecord::Json(record) => record.fingerprint == hex(&fingerprint.0),
             StoredRecord::Compact {
                 fingerprint: stored, ..
+            }
+            | StoredRecord::Split {
+                fingerprint: stored, ..
             } => *stored == fingerprint.0.as_slice(),
         }
     }
 }
 
 /// The answer recorded for `request_id`: the original result for the same arguments,
-/// `conflict` for other arguments; `None` when there is no record. A body left out of the
-/// record is read from the pinned process version it names.
+/// `conflict` for other arguments; `None` when there is no record (also when the sweep removed
+/// it between the reads of its two halves). A body left out of the record is read from the
+/// pinned process version it names.
 pub(crate) async fn replay(
     store: &dyn Store,
     keys: &Keys,
@@ -225,6 +271,23 @@ pub(crate) async fn replay(
     }
     let json = match stored {
         StoredRecord::Json(record) => return Ok(Some(ToolOutcome::Ok(record.data))),
+        StoredRecord::Split { expires_at_ms, .. } => {
+            let (payload, _) = store
+                .get(&keys.idempotency_expiry(expires_at_ms, organization, request_id))
+                .await?;
+            match payload {
+                Some(payload) => decompress(&payload.value).map_err(corrupt)?,
+                None => {
+                    // One transaction removes both halves: with the first gone too, the sweep
+                    // ran between the reads; with it still there, the payload is missing.
+                    let (again, _) = store.get(&keys.idempotency(organization, request_id)).await?;
+                    return match again {
+                        None => Ok(None),
+                        Some(_) => Err(corrupt("its payload under the expiry entry is missing".into())),
+                    };
+                }
+            }
+        }
         StoredRecord::Compact {
             compression: Compression::Lz4,
             payload,
@@ -451,6 +514,21 @@ mod tests {
         assert!(store.txn(txn).await.unwrap().succeeded);
     }
 
+    /// Commits `record` as a write does: both halves, kept a day.
+    async fn commit(store: &dyn Store, keys: &Keys, request_id: &str, record: IdempotencyRecord<'_>) {
+        let puts = record.puts(keys, &"acme".into(), request_id, at().plus_seconds(86_400));
+        let txn = agentprocess_store::Txn::new().and_then(puts);
+        assert!(store.txn(txn).await.unwrap().succeeded);
+    }
+
+    /// `record` in the compact format of the builds before the split: one value.
+    fn compact(record: IdempotencyRecord<'_>) -> Vec<u8> {
+        let mut bytes = vec![COMPACT_FORMAT];
+        bytes.extend_from_slice(&record.fingerprint.0);
+        bytes.extend_from_slice(&record.payload_block());
+        bytes
+    }
+
     async fn replayed(
         store: &dyn Store,
         keys: &Keys,
@@ -517,24 +595,47 @@ mod tests {
         }
     }
 
-    /// The pinned process's body is left out of the stored bytes and put back in its place.
+    /// The record is split: 41 bytes under the `requestId` (format, fingerprint, expiry), the
+    /// payload under the expiry entry. The pinned process's body is left out of the payload and
+    /// put back in its place by a replay.
     #[tokio::test]
-    async fn a_compact_record_names_the_pinned_body_and_replays_it_in_its_place() {
+    async fn a_record_keeps_its_payload_under_its_expiry_and_names_the_pinned_body() {
         let (store, keys, pinned) = published().await;
         let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
         let data = claim_result(&process.body);
         let fingerprint = Fingerprint([7; 32]);
-        let record = record_of_p1(&fingerprint, &data, &process.body);
-        let bytes = record.to_bytes();
-        assert_eq!(bytes[0], COMPACT_FORMAT);
-        assert_eq!(&bytes[1..33], &fingerprint.0);
-        let payload = String::from_utf8(decompress(&bytes[33..]).unwrap()).unwrap();
+        let expires_at = at().plus_seconds(86_400);
+        let [under_request, under_expiry] =
+            record_of_p1(&fingerprint, &data, &process.body).puts(&keys, &"acme".into(), "c-1", expires_at);
+        let expires_at_ms = u64::try_from(expires_at.as_millis()).unwrap();
+        let TxnOp::Put { key, value, .. } = &under_request else {
+            panic!("{under_request:?}")
+        };
+        assert_eq!(key, &keys.idempotency(&"acme".into(), "c-1"));
+        assert_eq!(value.len(), SPLIT_RECORD_BYTES);
+        assert_eq!(value[0], SPLIT_FORMAT);
+        assert_eq!(&value[1..33], &fingerprint.0);
+        assert_eq!(value[33..], expires_at_ms.to_be_bytes());
+        let TxnOp::Put { key, value, .. } = &under_expiry else {
+            panic!("{under_expiry:?}")
+        };
+        assert_eq!(
+            key,
+            &keys.idempotency_expiry(expires_at_ms, &"acme".into(), "c-1")
+        );
+        let payload = String::from_utf8(decompress(value).unwrap()).unwrap();
         assert!(!payload.contains("every run view"), "{payload}");
         assert!(
             payload.contains(r#""bodyOf":{"process":"p","version":1}"#),
             "{payload}"
         );
-        put(store.as_ref(), &keys, "c-1", bytes).await;
+        commit(
+            store.as_ref(),
+            &keys,
+            "c-1",
+            record_of_p1(&fingerprint, &data, &process.body),
+        )
+        .await;
 
         // A cold cache, as after a restart: the body comes from the published version.
         let cold = PinnedProcesses::new(Catalog::new(
@@ -548,6 +649,22 @@ mod tests {
         assert!(is_conflict(&other));
     }
 
+    /// Spec §4 across an upgrade: a record in one value, as builds before the split wrote it,
+    /// replays byte for byte with its body put back; other arguments still conflict.
+    #[tokio::test]
+    async fn a_compact_record_from_before_the_split_replays_byte_for_byte() {
+        let (store, keys, pinned) = published().await;
+        let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
+        let data = claim_result(&process.body);
+        let fingerprint = Fingerprint([7; 32]);
+        let older = compact(record_of_p1(&fingerprint, &data, &process.body));
+        put(store.as_ref(), &keys, "c-1", older).await;
+        let answer = replayed(store.as_ref(), &keys, &pinned, "c-1", &fingerprint).await;
+        assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
+        let other = replayed(store.as_ref(), &keys, &pinned, "c-1", &Fingerprint([8; 32])).await;
+        assert!(is_conflict(&other));
+    }
+
     /// A record whose payload is a zstd frame, as builds before LZ4 wrote it, replays byte for
     /// byte with its body put back.
     #[tokio::test]
@@ -556,8 +673,7 @@ mod tests {
         let process = pinned.get(&"acme".into(), "p", 1).await.unwrap().unwrap();
         let data = claim_result(&process.body);
         let fingerprint = Fingerprint([7; 32]);
-        let compact = record_of_p1(&fingerprint, &data, &process.body).to_bytes();
-        let payload = decompress(&compact[33..]).unwrap();
+        let payload = decompress(&record_of_p1(&fingerprint, &data, &process.body).payload_block()).unwrap();
         let mut older = vec![COMPACT_FORMAT];
         older.extend_from_slice(&fingerprint.0);
         older.extend_from_slice(&zstd::bulk::compress(&payload, 1).unwrap());
@@ -575,13 +691,14 @@ mod tests {
         let data = claim_result("not the published body");
         let fingerprint = Fingerprint([7; 32]);
         let record = record_of_p1(&fingerprint, &data, "the published body");
-        put(store.as_ref(), &keys, "c-1", record.to_bytes()).await;
+        commit(store.as_ref(), &keys, "c-1", record).await;
         let answer = replayed(store.as_ref(), &keys, &pinned, "c-1", &fingerprint).await;
         assert_eq!(text(answer), serde_json::to_string(&data).unwrap());
     }
 
-    /// An unknown format, and a compact record whose block claims more than it can hold, are
-    /// `Corrupt`, read without allocating what the block claims.
+    /// An unknown format, a compact record whose block claims more than it can hold, and a
+    /// split record whose payload is missing are `Corrupt`, read without allocating what the
+    /// block claims.
     #[tokio::test]
     async fn a_record_in_no_known_format_or_with_a_broken_block_is_corrupt() {
         let (store, keys, pinned) = published().await;
@@ -590,16 +707,26 @@ mod tests {
         oversized.extend_from_slice(&fingerprint.0);
         oversized.extend_from_slice(&u32::MAX.to_le_bytes());
         oversized.push(0);
-        let mut truncated = IdempotencyRecord {
+        let record = IdempotencyRecord {
             fingerprint: &fingerprint,
             run_id: None,
             at: at(),
             data: &claim_result("b"),
             pinned_body: None,
-        }
-        .to_bytes();
+        };
+        let mut truncated = compact(record);
         truncated.truncate(truncated.len() - 8);
-        for bytes in [vec![9, 1, 2, 3], oversized, truncated] {
+        let [
+            TxnOp::Put {
+                value: without_payload,
+                ..
+            },
+            _,
+        ] = record.puts(&keys, &"acme".into(), "c-1", at())
+        else {
+            panic!("two puts")
+        };
+        for bytes in [vec![9, 1, 2, 3], oversized, truncated, without_payload] {
             put(store.as_ref(), &keys, "c-1", bytes).await;
             let error = replay(
                 store.as_ref(),

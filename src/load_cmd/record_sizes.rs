@@ -19,7 +19,7 @@ const ORG: &str = "acme";
 struct Measured {
     process: &'static str,
     kind: &'static str,
-    /// The stored record.
+    /// The stored record: both of its values.
     stored: usize,
     /// The record as older builds wrote it: `{fingerprint (hex), runId, at, data}` as JSON.
     json: usize,
@@ -64,11 +64,18 @@ impl Bench {
         data: &Value,
         request_id: &str,
     ) {
-        let key = self.runtime.keys().idempotency(&ORG.into(), request_id);
+        let keys = self.runtime.keys();
+        let key = keys.idempotency(&ORG.into(), request_id);
         let (record, _) = self.runtime.store().get(&key).await.unwrap();
         let stored = record.expect("a record for every write").value;
-        // The compact record starts with its format byte and the fingerprint's 32 bytes.
+        // Under the requestId: the format byte, the fingerprint's 32 bytes and the expiry (ms,
+        // big-endian), which names the entry that holds the payload.
+        assert_eq!(stored.len(), 41);
         let fingerprint = hex(&stored[1..33]);
+        let expires_at_ms = u64::from_be_bytes(stored[33..41].try_into().unwrap());
+        let expiry = keys.idempotency_expiry(expires_at_ms, &ORG.into(), request_id);
+        let (payload, _) = self.runtime.store().get(&expiry).await.unwrap();
+        let payload = payload.expect("a payload for every record").value;
         let mut older = Map::new();
         older.insert("fingerprint".into(), json!(fingerprint));
         if let Some(run_id) = run_id {
@@ -79,7 +86,7 @@ impl Bench {
         self.measured.push(Measured {
             process,
             kind,
-            stored: stored.len(),
+            stored: stored.len() + payload.len(),
             json: serde_json::to_vec(&older).unwrap().len(),
         });
     }

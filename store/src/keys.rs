@@ -3,7 +3,7 @@
 //! ```text
 //! /agentprocess/<cluster>/                                 cluster root
 //!   o/<org>/run/<runId>                                    run record
-//!   o/<org>/idem/<requestId>                               idempotency record
+//!   o/<org>/idem/<requestId>                               idempotency record: fingerprint, expiry
 //!   o/<org>/ready/<readySince>/<runId>/<stepId>            ready-step index, oldest first
 //!   o/<org>/work/group/<group>/<since>/<runId>/<workItemId>    work items by group
 //!   o/<org>/work/person/<person>/<since>/<runId>/<workItemId>  work items by person
@@ -17,7 +17,8 @@
 //!   timer/<fireAt>/<org>/<runId>/<timerId>                 timer index, earliest first
 //!   claim/<org>/<runId>/<stepId>                           claim keys (attached to a lease)
 //!   outbox/<createdAt>/<org>/<runId>/<seq>                 notification outbox, oldest first
-//!   idemexpiry/<expiresAt>/<org>/<requestId>               when idempotency records may go
+//!   idemexpiry/<expiresAt>/<org>/<requestId>               when idempotency records may go; the
+//!                                                          record's payload (the original result)
 //!   shard/<shard>                                          shard owner (attached to its lease)
 //!   host/<hostId>                                          live actor hosts (attached to leases)
 //!   leader/scheduler                                       scheduler election

@@ -132,11 +132,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
                 data,
                 pinned_body,
             };
-            ops.push(TxnOp::put(key, record.to_bytes()));
-            ops.push(TxnOp::put(
-                keys.idempotency_expiry(records::millis(expires_at), organization, &request.id),
-                Vec::new(),
-            ));
+            ops.extend(record.puts(keys, organization, &request.id, expires_at));
         }
     }
     let earliest_new_timer = index

@@ -66,32 +66,20 @@ pub(super) async fn upload(
     let data = json!({ "id": id, "sha256": sha256, "bytes": record.bytes });
     let now = host.clock.now();
     let expires = now.plus_seconds(host.config.idempotency_retention.as_secs());
-    let idempotency = host.keys.idempotency(organization, request_id);
-    let txn = Txn::new().when([Compare::absent(idempotency.clone())]).and_then([
-        TxnOp::put(
+    let answer = IdempotencyRecord {
+        fingerprint: &fingerprint,
+        run_id: None,
+        at: now,
+        data: &data,
+        pinned_body: None,
+    };
+    let txn = Txn::new()
+        .when([Compare::absent(host.keys.idempotency(organization, request_id))])
+        .and_then([TxnOp::put(
             host.keys.upload(organization, &id),
             serde_json::to_vec(&record).expect("an upload record serializes"),
-        ),
-        TxnOp::put(
-            idempotency,
-            IdempotencyRecord {
-                fingerprint: &fingerprint,
-                run_id: None,
-                at: now,
-                data: &data,
-                pinned_body: None,
-            }
-            .to_bytes(),
-        ),
-        TxnOp::put(
-            host.keys.idempotency_expiry(
-                u64::try_from(expires.as_millis()).unwrap_or(0),
-                organization,
-                request_id,
-            ),
-            Vec::new(),
-        ),
-    ]);
+        )])
+        .and_then(answer.puts(&host.keys, organization, request_id, expires));
     if host.store.txn(txn).await?.succeeded {
         return Ok(ToolOutcome::Ok(data));
     }
