@@ -151,6 +151,23 @@ async fn a_server_started_on_fixtures_serves_them_as_ordinary_runs() {
     }
 }
 
+/// `store stats --json` of the store in `data`.
+fn store_stats(data: &Path) -> Value {
+    let output = agentprocess(&["store", "stats", "--json"], data);
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The keys of family `name` in a `store stats` report; 0 when it has none.
+fn keys_of(report: &Value, name: &str) -> u64 {
+    report["families"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["family"] == name)
+        .map_or(0, |row| row["keys"].as_u64().unwrap())
+}
+
 /// `store stats` counts the keys of each family a fixture set implies: a record and a
 /// per-process entry per run, a ready entry per open run, a group work entry per waiting run, a
 /// timer per timer run and per ended run (its move to the archive), and the three processes'
@@ -159,17 +176,8 @@ async fn a_server_started_on_fixtures_serves_them_as_ordinary_runs() {
 fn store_stats_counts_the_keys_of_every_family() {
     let data = tempfile::tempdir().unwrap();
     populate(data.path());
-    let output = agentprocess(&["store", "stats", "--json"], data.path());
-    assert!(output.status.success(), "{}", text(&output));
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let family = |name: &str| -> u64 {
-        report["families"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|row| row["family"] == name)
-            .map_or(0, |row| row["keys"].as_u64().unwrap())
-    };
+    let report = store_stats(data.path());
+    let family = |name: &str| keys_of(&report, name);
     let runs = RUNS as u64;
     assert_eq!(family("run"), runs, "{report}");
     assert_eq!(family("process-runs"), runs, "{report}");
@@ -230,17 +238,8 @@ fn fixtures_with_idempotency_records_leave_one_per_call_that_made_a_run() {
         data.path(),
     );
     assert!(output.status.success(), "{}", text(&output));
-    let output = agentprocess(&["store", "stats", "--json"], data.path());
-    assert!(output.status.success(), "{}", text(&output));
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let family = |name: &str| -> u64 {
-        report["families"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|row| row["family"] == name)
-            .map_or(0, |row| row["keys"].as_u64().unwrap())
-    };
+    let report = store_stats(data.path());
+    let family = |name: &str| keys_of(&report, name);
     assert_eq!(family("run"), 4, "{report}");
     assert_eq!(family("idem"), 12, "{report}");
     assert_eq!(family("idemexpiry"), 12, "{report}");

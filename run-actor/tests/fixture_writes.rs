@@ -87,6 +87,32 @@ async fn state_keys(runtime: &Runtime) -> BTreeMap<Vec<u8>, Vec<u8>> {
         .collect()
 }
 
+/// The transition of a `start_run` by agent `fixture` of a run of `pinned` (`topic: tides`), at
+/// [`START`] with a seed of `seed` bytes.
+fn started(pinned: &PinnedProcess, seed: u8) -> machine::Transition {
+    let config = RuntimeConfig::default();
+    let ctx = Ctx {
+        now: START,
+        seed: [seed; 32],
+        limits: config.limits,
+        person_format: config.person_format,
+        escalate_to: &Assignment::Operators { also: None },
+        uploads: &NoUploads,
+    };
+    machine::apply(
+        pinned,
+        None,
+        Command::StartRun(StartRun {
+            run_id: machine::start_run_id(ctx.seed, START),
+            caller: agent("fixture"),
+            inputs: json!({ "topic": "tides" }),
+            mode: machine::Mode::Live,
+        }),
+        &ctx,
+    )
+    .unwrap()
+}
+
 fn puts(writes: &fixtures::RunWrites) -> BTreeMap<Vec<u8>, Vec<u8>> {
     writes
         .ops
@@ -156,28 +182,7 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
     let pinned = published(&runtime).await;
-    let config = RuntimeConfig::default();
-    let ctx = Ctx {
-        now: START,
-        seed: [9; 32],
-        limits: config.limits,
-        person_format: config.person_format,
-        escalate_to: &Assignment::Operators { also: None },
-        uploads: &NoUploads,
-    };
-    let started = machine::apply(
-        &pinned,
-        None,
-        Command::StartRun(StartRun {
-            run_id: machine::start_run_id(ctx.seed, START),
-            caller: agent("fixture"),
-            inputs: json!({ "topic": "tides" }),
-            mode: machine::Mode::Live,
-        }),
-        &ctx,
-    )
-    .unwrap()
-    .state;
+    let started = started(&pinned, 9).state;
     let writes = fixtures::run_writes(
         runtime.keys(),
         &RuntimeConfig::default(),
@@ -315,26 +320,7 @@ async fn a_run_written_with_its_answers_leaves_their_idempotency_records() {
     let runtime = fresh(dir.path()).await;
     let pinned = published(&runtime).await;
     let config = RuntimeConfig::default();
-    let ctx = Ctx {
-        now: START,
-        seed: [4; 32],
-        limits: config.limits,
-        person_format: config.person_format,
-        escalate_to: &Assignment::Operators { also: None },
-        uploads: &NoUploads,
-    };
-    let started = machine::apply(
-        &pinned,
-        None,
-        Command::StartRun(StartRun {
-            run_id: machine::start_run_id(ctx.seed, START),
-            caller: agent("fixture"),
-            inputs: json!({ "topic": "tides" }),
-            mode: machine::Mode::Live,
-        }),
-        &ctx,
-    )
-    .unwrap();
+    let started = started(&pinned, 4);
     let answered = vec![fixtures::Answered {
         request_id: "fixture-start-1".into(),
         data: started.reply.data().clone(),
