@@ -1,1 +1,31 @@
-//! Wire definitions for the run service between gateways, actors and the scheduler.
+//! The run service over gRPC between gateways, the scheduler and actor hosts: its wire messages
+//! (`proto/agentprocess/run/v1/run.proto`), a client that is a `RunService`, and a server around one.
+//!
+//! ```text
+//! convert.rs   the service layer's types to wire messages and back (the only place they meet)
+//! client.rs    GrpcRunService: RunService over a tonic channel; every failure is `retry`
+//! server.rs    run_service_server: any RunService behind a tonic server
+//! ```
+
+mod client;
+mod convert;
+mod server;
+
+/// The generated messages and service stubs of `agentprocess.run.v1`.
+#[allow(
+    missing_docs,
+    missing_debug_implementations,
+    unused_qualifications,
+    clippy::all
+)]
+pub mod wire {
+    tonic::include_proto!("agentprocess.run.v1");
+}
+
+pub use client::{BadUrl, ClientOptions, GrpcRunService};
+pub use convert::WireError;
+pub use server::{RunServiceHost, run_service_server};
+
+/// The largest message either side accepts by default: an upload of the gateway's default
+/// limit (10 MiB) travels in one message, with room to spare.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;

@@ -1,0 +1,176 @@
+//! [`RunService`] over gRPC: what a gateway or the scheduler holds when the actors run elsewhere.
+
+use crate::convert::{self, WireError};
+use crate::wire;
+use crate::wire::run_service_client::RunServiceClient;
+use agentprocess_service::{
+    Caller, GetWork, ListRuns, OrgId, RunId, RunService, ServiceError, ToolOutcome, Upload, Write,
+};
+use async_trait::async_trait;
+use std::time::Duration;
+use tonic::transport::{Channel, Endpoint};
+
+/// A run service reached over gRPC. Every failure to get an answer — the host unreachable, the
+/// call timed out, the host's own infrastructure failed, or a message this build cannot read —
+/// is [`ServiceError::Unavailable`]: the caller sees `retry`, and a write retried with the same
+/// `requestId` is safe. The protocol's refusals arrive as answers, never as errors.
+#[derive(Debug, Clone)]
+pub struct GrpcRunService {
+    client: RunServiceClient<Channel>,
+}
+
+/// How a [`GrpcRunService`] connects.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+    /// How long one call may take, answer included.
+    pub request_timeout: Duration,
+    /// The largest message sent or received (an upload travels in one message).
+    pub max_message_bytes: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            max_message_bytes: crate::DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+/// A URL that cannot name a run service.
+#[derive(Debug, thiserror::Error)]
+#[error("{url:?} is not a run service URL: {reason}")]
+pub struct BadUrl {
+    pub url: String,
+    pub reason: String,
+}
+
+impl GrpcRunService {
+    /// A client of the run service at `url` (`http://host:port`). It connects on first use and
+    /// again after the host went away, so it can be made before the host is up.
+    pub fn new(url: &str, options: &ClientOptions) -> Result<Self, BadUrl> {
+        let endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| BadUrl {
+                url: url.to_string(),
+                reason: e.to_string(),
+            })?
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.request_timeout);
+        let client = RunServiceClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(options.max_message_bytes)
+            .max_encoding_message_size(options.max_message_bytes);
+        Ok(GrpcRunService { client })
+    }
+}
+
+fn unavailable(status: tonic::Status) -> ServiceError {
+    ServiceError::Unavailable(format!(
+        "the run service answered {:?}: {}",
+        status.code(),
+        status.message()
+    ))
+}
+
+fn unreadable(error: WireError) -> ServiceError {
+    ServiceError::Unavailable(error.to_string())
+}
+
+fn answer(
+    result: Result<tonic::Response<wire::ToolAnswer>, tonic::Status>,
+) -> Result<ToolOutcome, ServiceError> {
+    let answer = result.map_err(unavailable)?.into_inner();
+    convert::answer_of(answer).map_err(unreadable)
+}
+
+#[async_trait]
+impl RunService for GrpcRunService {
+    async fn execute(
+        &self,
+        caller: &Caller,
+        write: Write,
+        request_id: &str,
+    ) -> Result<ToolOutcome, ServiceError> {
+        let request = wire::ExecuteRequest {
+            caller: Some(convert::caller_to_wire(caller)),
+            request_id: request_id.to_string(),
+            write: Some(convert::write_to_wire(write)),
+        };
+        answer(self.client.clone().execute(request).await)
+    }
+
+    async fn fire_timer(
+        &self,
+        organization: &OrgId,
+        run_id: &RunId,
+        timer_id: &str,
+    ) -> Result<(), ServiceError> {
+        let request = wire::FireTimerRequest {
+            organization: organization.as_str().to_string(),
+            run_id: run_id.as_str().to_string(),
+            timer_id: timer_id.to_string(),
+        };
+        self.client
+            .clone()
+            .fire_timer(request)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn get_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        let request = wire::GetRunRequest {
+            caller: Some(convert::caller_to_wire(caller)),
+            run_id: run_id.as_str().to_string(),
+        };
+        answer(self.client.clone().get_run(request).await)
+    }
+
+    async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError> {
+        answer(
+            self.client
+                .clone()
+                .get_work(convert::get_work_to_wire(caller, request))
+                .await,
+        )
+    }
+
+    async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, ServiceError> {
+        answer(
+            self.client
+                .clone()
+                .list_runs(convert::list_runs_to_wire(caller, request))
+                .await,
+        )
+    }
+
+    async fn list_processes(
+        &self,
+        caller: &Caller,
+        cursor: Option<String>,
+    ) -> Result<ToolOutcome, ServiceError> {
+        let request = wire::ListProcessesRequest {
+            caller: Some(convert::caller_to_wire(caller)),
+            cursor,
+        };
+        answer(self.client.clone().list_processes(request).await)
+    }
+
+    async fn upload(
+        &self,
+        caller: &Caller,
+        upload: Upload,
+        request_id: &str,
+    ) -> Result<ToolOutcome, ServiceError> {
+        let request = wire::UploadRequest {
+            caller: Some(convert::caller_to_wire(caller)),
+            request_id: request_id.to_string(),
+            file_name: upload.file_name,
+            content_type: upload.content_type,
+            content: upload.bytes,
+        };
+        answer(self.client.clone().upload(request).await)
+    }
+}

@@ -1,0 +1,119 @@
+//! Serving a [`RunService`] over gRPC: what an actor host puts behind its listener.
+
+use crate::convert::{self, WireError};
+use crate::wire;
+use crate::wire::run_service_server::{RunService as WireRunService, RunServiceServer};
+use agentprocess_service::{OrgId, RunId, RunService, ServiceError, ToolOutcome, Upload};
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+/// The gRPC face of a run service.
+#[derive(Debug, Clone)]
+pub struct RunServiceHost {
+    service: Arc<dyn RunService>,
+}
+
+/// `service` as a tonic service, accepting messages of up to `max_message_bytes`; add it to a
+/// `tonic::transport::Server`.
+pub fn run_service_server(
+    service: Arc<dyn RunService>,
+    max_message_bytes: usize,
+) -> RunServiceServer<RunServiceHost> {
+    RunServiceServer::new(RunServiceHost { service })
+        .max_decoding_message_size(max_message_bytes)
+        .max_encoding_message_size(max_message_bytes)
+}
+
+fn malformed(error: WireError) -> Status {
+    Status::invalid_argument(error.to_string())
+}
+
+/// The infrastructure failed behind the service: the caller's client turns it into `retry`.
+fn failed(error: ServiceError) -> Status {
+    match error {
+        ServiceError::Unavailable(message) => Status::unavailable(message),
+    }
+}
+
+fn answered(result: Result<ToolOutcome, ServiceError>) -> Result<Response<wire::ToolAnswer>, Status> {
+    result
+        .map(|outcome| Response::new(convert::answer_to_wire(outcome)))
+        .map_err(failed)
+}
+
+#[tonic::async_trait]
+impl WireRunService for RunServiceHost {
+    async fn execute(
+        &self,
+        request: Request<wire::ExecuteRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let request = request.into_inner();
+        let caller = convert::caller_of(request.caller).map_err(malformed)?;
+        let write = convert::write_of(request.write).map_err(malformed)?;
+        answered(self.service.execute(&caller, write, &request.request_id).await)
+    }
+
+    async fn fire_timer(
+        &self,
+        request: Request<wire::FireTimerRequest>,
+    ) -> Result<Response<wire::FireTimerResponse>, Status> {
+        let request = request.into_inner();
+        self.service
+            .fire_timer(
+                &OrgId::from(request.organization),
+                &RunId::from(request.run_id),
+                &request.timer_id,
+            )
+            .await
+            .map_err(failed)?;
+        Ok(Response::new(wire::FireTimerResponse {}))
+    }
+
+    async fn get_run(
+        &self,
+        request: Request<wire::GetRunRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let request = request.into_inner();
+        let caller = convert::caller_of(request.caller).map_err(malformed)?;
+        answered(self.service.get_run(&caller, &RunId::from(request.run_id)).await)
+    }
+
+    async fn get_work(
+        &self,
+        request: Request<wire::GetWorkRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let (caller, request) = convert::get_work_of(request.into_inner()).map_err(malformed)?;
+        answered(self.service.get_work(&caller, request).await)
+    }
+
+    async fn list_runs(
+        &self,
+        request: Request<wire::ListRunsRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let (caller, request) = convert::list_runs_of(request.into_inner()).map_err(malformed)?;
+        answered(self.service.list_runs(&caller, request).await)
+    }
+
+    async fn list_processes(
+        &self,
+        request: Request<wire::ListProcessesRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let request = request.into_inner();
+        let caller = convert::caller_of(request.caller).map_err(malformed)?;
+        answered(self.service.list_processes(&caller, request.cursor).await)
+    }
+
+    async fn upload(
+        &self,
+        request: Request<wire::UploadRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let request = request.into_inner();
+        let caller = convert::caller_of(request.caller).map_err(malformed)?;
+        let upload = Upload {
+            file_name: request.file_name,
+            content_type: request.content_type,
+            bytes: request.content,
+        };
+        answered(self.service.upload(&caller, upload, &request.request_id).await)
+    }
+}
