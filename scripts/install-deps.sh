@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test agentprocess: the protobuf compiler
-# (gRPC code generation), the Rust components the checks use, cargo-fuzz, a Python venv at
-# target/py-venv with tests/python/requirements.txt (the official MCP Python SDK the tests drive),
-# and Node with the MCP Inspector the README's recipe names, in npx's cache.
+# (gRPC code generation), etcd 3.4 (the etcd store's tests start a real cluster), the Rust
+# components the checks use, cargo-fuzz, a Python venv at target/py-venv with
+# tests/python/requirements.txt (the official MCP Python SDK the tests drive), and Node with the
+# MCP Inspector the README's recipe names, in npx's cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,6 +11,7 @@ venv="$root/target/py-venv"
 
 need_apt=()
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # The README's MCP Inspector recipe is tested as written, through npx.
 command -v npx >/dev/null 2>&1 || need_apt+=(nodejs npm)

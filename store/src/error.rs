@@ -8,9 +8,16 @@ use crate::types::LeaseId;
 /// Why a store call failed.
 ///
 /// A transaction whose compares fail is NOT an error: it is a [`crate::TxnResult`] with
-/// `succeeded: false`. After `Io` or `Closed` on a write, the write's outcome is unknown: it may
-/// be on disk and come back after a restart; after any other error it did not happen. These variants are for calls that could not be carried out. The error is
-/// `Clone` so that one failure (a failed `fsync`) can be reported to every caller it affected.
+/// `succeeded: false`. The variants fall in two kinds:
+///
+/// - the infrastructure failed: `Io`, `Corrupt`, `Locked`, `Closed`, `Unavailable`, `Config`.
+///   After `Io`, `Closed` or `Unavailable` on a write, the write's outcome is unknown: it may be
+///   on disk (or in etcd) and come back after a restart or be seen by a later read;
+/// - the store refused the request, and nothing happened: `LeaseNotFound`, `Compacted`,
+///   `TooLarge`, `InvalidRequest`.
+///
+/// The error is `Clone` so that one failure (a failed `fsync`) can be reported to every caller
+/// it affected.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// Reading or writing the disk failed. After a failed write or `fsync` the embedded store
@@ -31,6 +38,14 @@ pub enum StoreError {
     /// The store was closed, or it stopped after an earlier failure.
     #[error("store is closed")]
     Closed,
+    /// The store could not be reached or did not answer in time: every etcd endpoint failed, or
+    /// the cluster had no leader for longer than the request timeout. Retrying later may work.
+    #[error("store unavailable while {context}: {reason}")]
+    Unavailable { context: String, reason: String },
+    /// The store's configuration cannot work (no endpoint, an endpoint that is not a URL,
+    /// endpoints of different clusters). Retrying does not help; the configuration must change.
+    #[error("store configuration: {0}")]
+    Config(String),
     /// The lease does not exist: it was never granted, was revoked, or has expired.
     #[error("lease {0} not found")]
     LeaseNotFound(LeaseId),

@@ -13,7 +13,8 @@
 //!   explicit error: it never skips an event silently.
 //!
 //! [`EmbeddedStore`] implements it in one process, durable on local disk (or, for tests of the
-//! crates above, [`EmbeddedStore::in_memory`]). The `conformance` feature exposes the suite every
+//! crates above, [`EmbeddedStore::in_memory`]). [`EtcdStore`] implements it over an etcd 3.4
+//! cluster, failing over between its members. The `conformance` feature exposes the suite every
 //! implementation must pass. [`keys`] holds the whole key layout.
 
 #![forbid(unsafe_code)]
@@ -22,12 +23,15 @@
 pub mod conformance;
 mod embedded;
 mod error;
+mod etcd;
 pub mod keys;
+mod limits;
 mod store;
 mod types;
 
 pub use embedded::{EmbeddedOptions, EmbeddedStats, EmbeddedStore, LegacyImport, RecoveryReport};
 pub use error::StoreError;
+pub use etcd::{EtcdOptions, EtcdStore, parse_endpoint_list};
 pub use store::Store;
 pub use types::{
     Compare, CompareOp, CompareTarget, EventKind, KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus,

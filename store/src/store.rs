@@ -32,8 +32,8 @@ use crate::types::{
 /// round), `LeaseRevoke` and `LeaseTimeToLive`, and `watch` is one `Watch.Watch` stream.
 ///
 /// Every call that returns `Ok` after a write has made that write durable, and every later read,
-/// from any handle, sees it. A write that fails with [`StoreError::Io`] or
-/// [`StoreError::Closed`] may or may not have happened (as with etcd when a request times out):
+/// from any handle, sees it. A write that fails with [`StoreError::Io`],
+/// [`StoreError::Unavailable`] or [`StoreError::Closed`] may or may not have happened (as with etcd when a request times out):
 /// callers make writes safe to retry (the runtime compares on the idempotency key).
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {

@@ -1,13 +1,16 @@
 //! Test helpers shared by the workspace: the protocol's JSON Schemas and conformance fixtures,
-//! a fake `check-1` evaluator ([`fake_evaluator`]) and readers of run views ([`run_view`]).
+//! a fake `check-1` evaluator ([`fake_evaluator`]), readers of run views ([`run_view`]) and a
+//! real etcd cluster on loopback ([`etcd_cluster`]).
 //!
 //! The schemas and fixtures are the protocol's published copies, kept beside the repository in
 //! `shared/agentprocess/`. `AGENTPROCESS_SCHEMAS` and `AGENTPROCESS_FIXTURES` override where they
 //! are looked for.
 
+pub mod etcd_cluster;
 pub mod fake_evaluator;
 pub mod run_view;
 
+pub use etcd_cluster::EtcdCluster;
 pub use fake_evaluator::FakeEvaluator;
 
 use jsonschema::{Retrieve, Uri, Validator};

@@ -16,16 +16,10 @@ use super::engine::{KeyBounds, Overlay, ReadView, Stored};
 use super::lease::LeaseTable;
 use super::watch::HistoryEvent;
 use crate::error::StoreError;
+use crate::limits::{Limits, validate};
 use crate::types::{
     CurrentKey, KeyRange, KeyValue, LeaseId, OpResult, RangeRequest, RangeResult, Txn, TxnOp, TxnResult,
 };
-
-/// Limits etcd enforces on requests, kept so that code that works here works on etcd.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    pub max_txn_ops: usize,
-    pub max_request_bytes: usize,
-}
 
 /// One change inside an applied change set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -352,66 +346,6 @@ pub(crate) fn read_only_txn(base: &ReadView, txn: Txn, limits: Limits) -> Result
         revision,
         results,
     })
-}
-
-/// etcd's request rules: operation count and request size ([`StoreError::TooLarge`]), non-empty
-/// keys, and no key written twice (or put and deleted) in one branch.
-fn validate(txn: &Txn, limits: Limits) -> Result<(), StoreError> {
-    let invalid = |why: String| Err(StoreError::InvalidRequest(why));
-    for (name, len) in [
-        ("compares", txn.compares.len()),
-        ("then operations", txn.then.len()),
-        ("else operations", txn.otherwise.len()),
-    ] {
-        if len > limits.max_txn_ops {
-            return Err(StoreError::TooLarge(format!(
-                "{len} {name}, more than the limit of {}",
-                limits.max_txn_ops
-            )));
-        }
-    }
-    let mut size = 0;
-    for compare in &txn.compares {
-        size += compare.key.len();
-        if let crate::types::CompareTarget::Value(v) = &compare.target {
-            size += v.len();
-        }
-    }
-    for branch in [&txn.then, &txn.otherwise] {
-        let mut puts: Vec<&[u8]> = Vec::new();
-        for op in branch.iter() {
-            match op {
-                TxnOp::Put { key, value, .. } => {
-                    if key.is_empty() {
-                        return invalid("empty key".into());
-                    }
-                    size += key.len() + value.len();
-                    puts.push(key);
-                }
-                TxnOp::Delete { range } | TxnOp::Range(RangeRequest { range, .. }) => {
-                    size += range.start.len() + range.end.as_ref().map_or(0, Vec::len);
-                }
-            }
-        }
-        puts.sort_unstable();
-        if puts.windows(2).any(|w| w[0] == w[1]) {
-            return invalid("the same key is put twice in one transaction".into());
-        }
-        for op in branch.iter() {
-            if let TxnOp::Delete { range } = op
-                && puts.iter().any(|k| range.contains(k))
-            {
-                return invalid("a key is both put and deleted in one transaction".into());
-            }
-        }
-    }
-    if size > limits.max_request_bytes {
-        return Err(StoreError::TooLarge(format!(
-            "request of {size} bytes, more than the limit of {}",
-            limits.max_request_bytes
-        )));
-    }
-    Ok(())
 }
 
 /// The bounds of `range` as map bounds; `None` when it holds no key.

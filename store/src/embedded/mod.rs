@@ -36,12 +36,13 @@ use tokio::time::Instant;
 
 pub use self::legacy::LegacyImport;
 
-use self::apply::{Applied, Change, Limits, View, key_value, read_only_txn};
+use self::apply::{Applied, Change, View, key_value, read_only_txn};
 use self::engine::{Commit, ENGINE_FILE, Engine, Overlay};
 use self::journal::Journal;
 use self::lease::LeaseTable;
 use self::watch::{History, HistoryEvent};
 use crate::error::StoreError;
+use crate::limits::Limits;
 use crate::store::Store;
 use crate::types::{
     KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus, RangeRequest, RangeResult, Txn, TxnResult,
@@ -79,8 +80,8 @@ impl Default for EmbeddedOptions {
             cache_bytes: 256 << 20,
             checkpoint_after_bytes: 64 << 20,
             watch_history_bytes: 64 << 20,
-            max_txn_ops: 128,
-            max_request_bytes: 1_572_864,
+            max_txn_ops: Limits::ETCD_DEFAULTS.max_txn_ops,
+            max_request_bytes: Limits::ETCD_DEFAULTS.max_request_bytes,
             max_batch: 4096,
             max_batch_bytes: 8 << 20,
             watch_channel: 1024,
