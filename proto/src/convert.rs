@@ -18,16 +18,12 @@ fn missing(what: &str) -> WireError {
     WireError(format!("{what} is missing"))
 }
 
-/// The bytes of `value`'s JSON text.
-pub(crate) fn json_bytes(value: &Value) -> Vec<u8> {
+/// The bytes of the JSON text of `value`, a JSON value or object.
+fn json_bytes(value: &impl serde::Serialize) -> Vec<u8> {
     serde_json::to_vec(value).expect("JSON values always serialize")
 }
 
-fn object_bytes(map: &Map<String, Value>) -> Vec<u8> {
-    serde_json::to_vec(map).expect("JSON objects always serialize")
-}
-
-pub(crate) fn json_of(bytes: &[u8], what: &str) -> Result<Value, WireError> {
+fn json_of(bytes: &[u8], what: &str) -> Result<Value, WireError> {
     serde_json::from_slice(bytes).map_err(|e| WireError(format!("{what} is not JSON: {e}")))
 }
 
@@ -151,7 +147,7 @@ pub(crate) fn write_to_wire(write: Write) -> wire::execute_request::Write {
         Write::Submit { token, submission } => W::Submit(wire::Submit {
             token,
             submission: Some(wire::Submission {
-                output: submission.output.as_ref().map(object_bytes),
+                output: submission.output.as_ref().map(json_bytes),
                 evidence: evidence_to_wire(&submission.evidence),
                 summary: submission.summary,
                 next: submission.next,
@@ -175,7 +171,7 @@ pub(crate) fn write_to_wire(write: Write) -> wire::execute_request::Write {
             work_item,
             snapshot,
             decision: decision_to_wire(decision).into(),
-            output: output.as_ref().map(object_bytes),
+            output: output.as_ref().map(json_bytes),
             evidence: evidence.map(|items| wire::EvidenceList {
                 items: evidence_to_wire(&items),
             }),
@@ -191,7 +187,7 @@ pub(crate) fn write_to_wire(write: Write) -> wire::execute_request::Write {
         Write::SendEvent { run_id, name, data } => W::SendEvent(wire::SendEvent {
             run_id: run_id.as_str().to_string(),
             name,
-            data: data.as_ref().map(object_bytes),
+            data: data.as_ref().map(json_bytes),
         }),
     }
 }
@@ -288,7 +284,7 @@ pub(crate) fn list_runs_to_wire(caller: &Caller, request: ListRuns) -> wire::Lis
         caller: Some(caller_to_wire(caller)),
         process: request.process,
         state: request.state,
-        inputs: request.inputs.as_ref().map(object_bytes),
+        inputs: request.inputs.as_ref().map(json_bytes),
         limit: request.limit.map(|limit| limit as u64),
         cursor: request.cursor,
     }

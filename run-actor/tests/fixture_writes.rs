@@ -113,6 +113,23 @@ fn started(pinned: &PinnedProcess, seed: u8) -> machine::Transition {
     .unwrap()
 }
 
+/// `fixtures::run_writes` of `run` at [`START`] with the default settings, without records of
+/// the calls that made it.
+fn writes_without_answers(
+    runtime: &Runtime,
+    pinned: &PinnedProcess,
+    run: &RunState,
+) -> Result<fixtures::RunWrites, FixtureError> {
+    fixtures::run_writes(
+        runtime.keys(),
+        &RuntimeConfig::default(),
+        pinned,
+        run,
+        Vec::new(),
+        START,
+    )
+}
+
 fn puts(writes: &fixtures::RunWrites) -> BTreeMap<Vec<u8>, Vec<u8>> {
     writes
         .ops
@@ -154,15 +171,7 @@ async fn a_run_written_directly_holds_exactly_what_its_actor_stored() {
         json.len()
     );
     let state: RunState = serde_json::from_slice(&json).unwrap();
-    let writes = fixtures::run_writes(
-        runtime.keys(),
-        &RuntimeConfig::default(),
-        &pinned,
-        &state,
-        Vec::new(),
-        START,
-    )
-    .unwrap();
+    let writes = writes_without_answers(&runtime, &pinned, &state).unwrap();
     let planned = puts(&writes);
     let families: Vec<KeyFamily> = planned
         .keys()
@@ -183,15 +192,7 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
     let runtime = fresh(dir.path()).await;
     let pinned = published(&runtime).await;
     let started = started(&pinned, 9).state;
-    let writes = fixtures::run_writes(
-        runtime.keys(),
-        &RuntimeConfig::default(),
-        &pinned,
-        &started,
-        Vec::new(),
-        START,
-    )
-    .unwrap();
+    let writes = writes_without_answers(&runtime, &pinned, &started).unwrap();
     let committed = runtime
         .store()
         .txn(Txn::new().when(writes.compares).and_then(writes.ops))
@@ -281,14 +282,7 @@ async fn a_claimed_run_is_refused() {
     )
     .unwrap();
     assert!(matches!(claimed.reply, Reply::Claim(Value::Object(_))));
-    match fixtures::run_writes(
-        runtime.keys(),
-        &RuntimeConfig::default(),
-        &pinned,
-        &claimed.state,
-        Vec::new(),
-        START,
-    ) {
+    match writes_without_answers(&runtime, &pinned, &claimed.state) {
         Err(FixtureError::Claimed { step, .. }) => assert_eq!(step, "write"),
         other => panic!("expected a refusal of the claimed run, got {other:?}"),
     }

@@ -123,8 +123,7 @@ pub(crate) fn plan(inputs: Inputs<'_>) -> Result<Plan, RuntimeError> {
     };
     for (request, outcome) in requests.iter().zip(outcomes) {
         if let (Some(request), Applied::Ok { data, .. }) = (request, outcome) {
-            let key = keys.idempotency(organization, &request.id);
-            compares.push(Compare::absent(key.clone()));
+            compares.push(Compare::absent(keys.idempotency(organization, &request.id)));
             let record = IdempotencyRecord {
                 fingerprint: &request.fingerprint,
                 run_id: Some(run_id.as_str()),
