@@ -164,6 +164,9 @@ fn a_server_that_does_not_answer_is_refused_before_the_load_starts() {
 
 /// `--rate` paces the agents: over 2 s at 20 runs/s no more than the schedule allows complete
 /// (a saturated run of 4 agents completes hundreds), and a rate that is not positive is refused.
+/// The pacer never starts a run before its time and starts a late one late rather than dropping
+/// it (an open loop), so runs due in the 1 s warmup may complete in the window after a stall of
+/// the machine: at most the 4 agents' starts due by the window's end, 4 × (3 s / 200 ms + 1).
 #[test]
 fn paced_agents_start_no_more_runs_than_the_rate() {
     let data = tempfile::tempdir().unwrap();
@@ -194,7 +197,7 @@ fn paced_agents_start_no_more_runs_than_the_rate() {
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     let runs = report["runs"].as_u64().unwrap();
     assert!(
-        (1..=44).contains(&runs),
+        (1..=64).contains(&runs),
         "{runs} runs in 2 s at 20 runs/s: {report:#}"
     );
     assert_eq!(report["settings"]["rate"], 20.0);
