@@ -65,20 +65,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Log lines are written by a thread of their own, so a busy server never waits on stderr
-    // inside a tool call; the writer blocks instead of dropping lines when it falls behind, and
-    // `_flush_logs` writes what is left when `serve` returns.
-    let (log_writer, _flush_logs) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .finish(std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(log_writer)
-        .init();
+    let _flush_logs = start_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -93,6 +80,24 @@ pub fn run(args: ServeArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Log lines are written by a thread of their own, so a busy server never waits on stderr inside
+/// a tool call; the writer blocks instead of dropping lines when it falls behind, and dropping
+/// the guard returned writes what is left.
+pub(crate) fn start_logging() -> tracing_appender::non_blocking::WorkerGuard {
+    let (log_writer, flush_logs) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
+        )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(log_writer)
+        .init();
+    flush_logs
 }
 
 async fn serve(mut settings: Settings) -> anyhow::Result<()> {
@@ -238,7 +243,7 @@ fn print_banner(settings: &Settings, local: SocketAddr) {
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -337,6 +337,7 @@ impl Settings {
         GatewayConfig {
             public_url: self.public_url(),
             data_dir: self.data_dir.clone(),
+            dev_key: None,
             auth: self.auth.clone(),
             describe: self.describe(),
             max_request_bytes: None,

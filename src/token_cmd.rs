@@ -3,7 +3,7 @@
 use agentprocess_gateway::auth::dev::{
     DEV_KEY_FILE, DevKey, DevTokenRequest, SERVER_URL_FILE, parse_ttl, recorded_server_url,
 };
-use agentprocess_gateway::{DEFAULT_DATA_DIR, IdentityKind, resource_uri};
+use agentprocess_gateway::{DEFAULT_DATA_DIR, DEFAULT_PUBLIC_URL, IdentityKind, resource_uri};
 use clap::{ArgGroup, Args};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,6 +25,9 @@ events; and an agent can never decide or cancel, whatever its rights: those are 
 /// started. With `--url`, the token is minted for that URL instead, and a data folder without a
 /// key gets a new one (for a server started later with the same `--data` and URL).
 ///
+/// For a cluster, `--dev-key PATH` names the key file its gateways were started with; the token
+/// is for `--url`, by default the public URL every gateway uses when none is given.
+///
 /// `--operator` gives a person the operator's rights: the admin API, send_event, cancel, and the
 /// organization's escalations to decide. It gives an agent the admin API only: every agent may
 /// call send_event anyway, and no agent ever decides or cancels.
@@ -34,6 +37,10 @@ pub struct TokenArgs {
     /// The server's data folder, which holds the dev signing key and the server's URL.
     #[arg(long, value_name = "DIR", default_value = DEFAULT_DATA_DIR)]
     data: PathBuf,
+    /// A cluster's dev signing key file, the one its gateways were started with (`--dev-key`);
+    /// the token is for `--url`, by default the gateways' default public URL.
+    #[arg(long, value_name = "PATH", conflicts_with = "data")]
+    dev_key: Option<PathBuf>,
     /// The organization the caller acts in.
     #[arg(long, value_name = "ORG")]
     org: String,
@@ -75,8 +82,18 @@ pub fn run(args: TokenArgs) -> ExitCode {
     if args.org.trim().is_empty() {
         return fail("--org needs a non-empty organization");
     }
-    let (url, key) = match &args.url {
-        Some(url) => {
+    let (url, key) = match (&args.dev_key, &args.url) {
+        (Some(path), url) => {
+            let url = resource_uri(url.as_deref().unwrap_or(DEFAULT_PUBLIC_URL));
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return fail(&format!("--url {url:?} is not an http(s) URL"));
+            }
+            match cluster_key(path) {
+                Ok(key) => (url, key),
+                Err(message) => return fail(&message),
+            }
+        }
+        (None, Some(url)) => {
             let url = resource_uri(url);
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return fail(&format!("--url {url:?} is not an http(s) URL"));
@@ -86,7 +103,7 @@ pub fn run(args: TokenArgs) -> ExitCode {
                 Err(message) => return fail(&message),
             }
         }
-        None => match recorded_server(&args.data) {
+        (None, None) => match recorded_server(&args.data) {
             Ok(found) => found,
             Err(message) => return fail(&message),
         },
@@ -119,6 +136,25 @@ fn key_for_given_url(data: &Path) -> Result<DevKey, String> {
                  --data {} for it to accept this token",
                 key.path().display(),
                 data.display()
+            );
+            Ok(key)
+        }
+        Err(e) => Err(format!("dev signing key: {e}")),
+    }
+}
+
+/// A cluster's shared dev key at `path`, created when absent (said on stderr: only gateways
+/// started with `--dev-key` naming it accept the token).
+fn cluster_key(path: &Path) -> Result<DevKey, String> {
+    match DevKey::load_file(path) {
+        Ok(Some(key)) => Ok(key),
+        Ok(None) => {
+            let key = DevKey::load_or_create_file(path).map_err(|e| format!("dev signing key: {e}"))?;
+            eprintln!(
+                "agentprocess token: created a new dev signing key at {}; start the gateways with \
+                 --dev-key {} for them to accept this token",
+                key.path().display(),
+                path.display()
             );
             Ok(key)
         }

@@ -26,7 +26,14 @@ async fn start() -> Server {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let data = tempfile::tempdir().unwrap();
     let blobs = tempfile::tempdir().unwrap();
-    let authenticator = Arc::new(Authenticator::new(&AuthConfig::default(), &url, data.path()).unwrap());
+    let authenticator = Arc::new(
+        Authenticator::new(
+            &AuthConfig::default(),
+            &url,
+            &agentprocess_gateway::auth::DevKeyLocation::DataDir(data.path().to_owned()),
+        )
+        .unwrap(),
+    );
     let runtime = Runtime::new(
         Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default())),
         Arc::new(LocalBlobs::new(blobs.path())),

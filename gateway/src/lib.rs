@@ -48,8 +48,11 @@ pub struct GatewayConfig {
     /// The URL clients reach this server at, without `/mcp`. It is the OAuth resource URI: the
     /// audience tokens must name, and in dev mode also their issuer.
     pub public_url: String,
-    /// Where local state lives; dev mode keeps its signing key here.
+    /// Where local state lives; dev mode keeps its signing key here unless `dev_key` names it.
     pub data_dir: PathBuf,
+    /// Dev mode: the signing key file every gateway of a cluster shares, instead of the one in
+    /// `data_dir`.
+    pub dev_key: Option<PathBuf>,
     pub auth: AuthConfig,
     pub describe: DescribeConfig,
     /// The largest request body `/mcp` takes. Default: room for the largest upload in base64.
@@ -64,6 +67,7 @@ impl Default for GatewayConfig {
         GatewayConfig {
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            dev_key: None,
             auth: AuthConfig::default(),
             describe: DescribeConfig::default(),
             max_request_bytes: None,
@@ -85,6 +89,14 @@ impl GatewayConfig {
     /// The resource URI: the public URL without a trailing slash.
     pub fn resource(&self) -> String {
         resource_uri(&self.public_url)
+    }
+
+    /// Where dev mode finds its signing key: `dev_key` when set, else the data folder.
+    pub fn dev_key_location(&self) -> auth::DevKeyLocation {
+        match &self.dev_key {
+            Some(path) => auth::DevKeyLocation::File(path.clone()),
+            None => auth::DevKeyLocation::DataDir(self.data_dir.clone()),
+        }
     }
 
     fn max_request_bytes(&self) -> usize {
@@ -153,7 +165,11 @@ pub(crate) fn build_router<B: ToolBackend>(
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
         _ => return Err(ConfigError::PublicUrl(config.public_url.clone())),
     }
-    let authenticator = Arc::new(Authenticator::new(&config.auth, &resource, &config.data_dir)?);
+    let authenticator = Arc::new(Authenticator::new(
+        &config.auth,
+        &resource,
+        &config.dev_key_location(),
+    )?);
     if config.auth.provider.is_none() {
         tracing::warn!(
             data_dir = %config.data_dir.display(),

@@ -38,7 +38,14 @@ async fn start(offer: Offer) -> AdminServer {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let data_dir = tempfile::tempdir().unwrap();
     let blobs = tempfile::tempdir().unwrap();
-    let authenticator = Arc::new(Authenticator::new(&AuthConfig::default(), &url, data_dir.path()).unwrap());
+    let authenticator = Arc::new(
+        Authenticator::new(
+            &AuthConfig::default(),
+            &url,
+            &agentprocess_gateway::auth::DevKeyLocation::DataDir(data_dir.path().to_owned()),
+        )
+        .unwrap(),
+    );
     let store = Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default()));
     let runtime = Runtime::new(
         store.clone(),

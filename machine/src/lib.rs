@@ -52,7 +52,7 @@ pub use command::{Command, Decide, Decision, EvidenceItem, StartRun, Submission}
 pub use ctx::{Caller, CallerKind, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
 pub use effect::{Effect, Notification, Recipient};
 pub use refusal::{ErrorCode, Refusal};
-pub use start::start_run_id;
+pub use start::{run_routing_key, start_routing_key, start_run_id, start_seed};
 pub use state::*;
 pub use time::Timestamp;
 

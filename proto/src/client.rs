@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
 
-/// A run service reached over gRPC. Every failure to get an answer — the host unreachable, the
+/// A run service reached over gRPC. A host that does not own the run's shard answers
+/// [`ServiceError::NotOwner`]. Every other failure to get an answer — the host unreachable, the
 /// call timed out, the host's own infrastructure failed, or a message this build cannot read —
 /// is [`ServiceError::Unavailable`]: the caller sees `retry`, and a write retried with the same
 /// `requestId` is safe. The protocol's refusals arrive as answers, never as errors.
@@ -66,7 +67,12 @@ impl GrpcRunService {
     }
 }
 
+/// A failed call: `FAILED_PRECONDITION` is the host saying it does not own the run's shard
+/// (see the server's mapping); any other status is the infrastructure failing.
 fn unavailable(status: tonic::Status) -> ServiceError {
+    if status.code() == tonic::Code::FailedPrecondition {
+        return ServiceError::NotOwner(status.message().to_string());
+    }
     ServiceError::Unavailable(format!(
         "the run service answered {:?}: {}",
         status.code(),

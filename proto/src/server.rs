@@ -28,10 +28,13 @@ fn malformed(error: WireError) -> Status {
     Status::invalid_argument(error.to_string())
 }
 
-/// The infrastructure failed behind the service: the caller's client turns it into `retry`.
+/// The infrastructure failed behind the service (`UNAVAILABLE`: the caller's client turns it
+/// into `retry`), or this host does not own the run's shard (`FAILED_PRECONDITION`, which the
+/// client turns back into [`ServiceError::NotOwner`]; no other answer uses that code).
 fn failed(error: ServiceError) -> Status {
     match error {
         ServiceError::Unavailable(message) => Status::unavailable(message),
+        ServiceError::NotOwner(message) => Status::failed_precondition(message),
     }
 }
 

@@ -361,13 +361,27 @@ async fn refusals_are_answers_and_failures_are_unavailable() {
 
     let recorder = Recorder::answering(Err(ServiceError::Unavailable("the store is down".into())));
     let service = client(&serve(recorder).await);
-    let ServiceError::Unavailable(message) = service.get_run(&agent(), &"r_1".into()).await.unwrap_err();
+    let Err(ServiceError::Unavailable(message)) = service.get_run(&agent(), &"r_1".into()).await else {
+        panic!("an infrastructure failure arrives as Unavailable");
+    };
     assert!(message.contains("the store is down"), "{message}");
-    let ServiceError::Unavailable(message) = service
-        .fire_timer(&"acme".into(), &"r_1".into(), "t")
-        .await
-        .unwrap_err();
+    let Err(ServiceError::Unavailable(message)) =
+        service.fire_timer(&"acme".into(), &"r_1".into(), "t").await
+    else {
+        panic!("an infrastructure failure arrives as Unavailable");
+    };
     assert!(message.contains("the store is down"), "{message}");
+
+    // A host that does not own the run's shard says so, and the client tells it apart.
+    let recorder = Recorder::answering(Err(ServiceError::NotOwner(
+        "this host does not own shard 7".into(),
+    )));
+    let service = client(&serve(recorder).await);
+    let outcome = service.get_run(&agent(), &"r_1".into()).await;
+    assert_eq!(
+        outcome,
+        Err(ServiceError::NotOwner("this host does not own shard 7".into()))
+    );
 }
 
 /// No host listening: the call fails as `retry` within the connect timeout, and a bad URL is
@@ -382,7 +396,9 @@ async fn an_unreachable_host_is_unavailable_and_a_bad_url_is_refused() {
         ..ClientOptions::default()
     };
     let service = GrpcRunService::new(&url, &options).unwrap();
-    let ServiceError::Unavailable(message) = service.get_run(&agent(), &"r_1".into()).await.unwrap_err();
+    let Err(ServiceError::Unavailable(message)) = service.get_run(&agent(), &"r_1".into()).await else {
+        panic!("an unreachable host is Unavailable");
+    };
     assert!(message.contains("Unavailable"), "{message}");
 
     let error = GrpcRunService::new("not a url at all", &options).unwrap_err();

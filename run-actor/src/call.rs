@@ -43,6 +43,9 @@ pub enum RuntimeError {
     ActorGone,
     #[error("blob store failed: {0}")]
     Blobs(String),
+    /// This host does not own the run's shard (any more): nothing was written.
+    #[error("{0}")]
+    NotOwner(String),
 }
 
 impl From<OrgError> for RuntimeError {

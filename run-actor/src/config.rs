@@ -1,9 +1,10 @@
 //! What a runtime is told: its settings, and who answers `check-1` questions.
 
-use crate::machine::{Assignment, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest, Limits};
+use crate::machine::{Assignment, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest, Limits, RunId};
 use crate::metrics::RunActorMetrics;
 use agentprocess_process::PersonFormat;
 use agentprocess_service::{Hints, LocalHints};
+use agentprocess_store::{Compare, StoreError};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,23 @@ pub struct RuntimeConfig {
     pub hints: Arc<dyn Hints>,
     /// Where the runtime records its metrics: the process-wide meter provider by default.
     pub metrics: RunActorMetrics,
+    /// What stops this host writing a run whose shard it no longer owns (a cluster's actor
+    /// host); `None` when this process owns every run (`serve`).
+    pub fence: Option<Arc<dyn RunFence>>,
+}
+
+/// The fence of a cluster's actor host: every write of a run carries, in its transaction, a
+/// compare that holds only while this host owns the run's shard, so a host that lost the shard
+/// (its lease expired while it was frozen or cut off) writes nothing, whatever it believes.
+#[async_trait]
+pub trait RunFence: Send + Sync + std::fmt::Debug {
+    /// The compare to add to every transaction that writes `run_id`; `Err` (with why) when this
+    /// host does not own the run's shard now.
+    fn compare(&self, run_id: &RunId) -> Result<Compare, String>;
+
+    /// Whether this host still owns `run_id`'s shard, read from the store: asked after a
+    /// transaction whose compares failed, to tell a lost shard from a race on the run.
+    async fn still_holds(&self, run_id: &RunId) -> Result<bool, StoreError>;
 }
 
 /// Answers the questions of a step's `check` (`check-1`): a model behind an API in production.
@@ -77,6 +95,7 @@ impl Default for RuntimeConfig {
             evaluator: None,
             hints: Arc::new(LocalHints::new()),
             metrics: RunActorMetrics::global(),
+            fence: None,
         }
     }
 }

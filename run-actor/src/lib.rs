@@ -23,7 +23,7 @@
 //! ```text
 //! runtime   → actor → (call, config, idempotency, pinned, rfc3339) → machine
 //! call         ToolOutcome, RuntimeError: a call's answer (the call is the service's Write)
-//! config       RuntimeConfig, Evaluator
+//! config       RuntimeConfig, Evaluator, RunFence
 //! idempotency  fingerprints, the stored record, replays
 //! pinned       the processes runs pin, cached by version
 //! ```
@@ -43,4 +43,5 @@ mod rfc3339;
 pub mod runtime;
 
 pub use agentprocess_service::error_chain;
+pub use config::RunFence;
 pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};

@@ -16,7 +16,7 @@ mod hints;
 mod run;
 
 pub use agentprocess_ids::{OrgId, RunId, StepId};
-pub use agentprocess_machine::{ErrorCode, Timestamp};
+pub use agentprocess_machine::{ErrorCode, Timestamp, run_routing_key, start_routing_key};
 
 /// The run a claim token belongs to, read from the token itself (it carries its run id in the
 /// clear so that any role can route it without a lookup); `None` when it is not a claim token.
@@ -46,6 +46,43 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_routes_by_the_run_it_reaches() {
+        let acme = OrgId::from("acme");
+        let start = Write::StartRun {
+            process: "p".into(),
+            version: None,
+            inputs: serde_json::json!({}),
+            mode: Mode::Live,
+        };
+        assert_eq!(
+            start.routing_key(&acme, "req-1"),
+            Some(start_routing_key(&acme, "req-1"))
+        );
+        let run_id = "r_0190000000a0123456789abcdef";
+        let claim = Write::Claim {
+            run_id: RunId::from(run_id),
+            step: StepId::from_wire("s"),
+        };
+        assert_eq!(
+            claim.routing_key(&acme, "req-2").as_deref(),
+            Some("0123456789abcdef")
+        );
+        let renew = Write::Renew {
+            token: format!("apt1.{run_id}.3.{}", "ab".repeat(32)),
+            progress: None,
+        };
+        assert_eq!(
+            renew.routing_key(&acme, "req-3").as_deref(),
+            Some("0123456789abcdef")
+        );
+        let forged = Write::Renew {
+            token: "not-a-token".into(),
+            progress: None,
+        };
+        assert_eq!(forged.routing_key(&acme, "req-4"), None);
+    }
 
     #[test]
     fn a_claim_token_names_its_run_and_anything_else_names_none() {

@@ -133,6 +133,26 @@ pub enum Write {
     },
 }
 
+impl Write {
+    /// The key that places this write's run on a shard (see [`crate::run_routing_key`]), known
+    /// before the run is reached: for `start_run` from the organization and `requestId`, for a
+    /// token's write from the run id the token carries. `None` for a token that names no run
+    /// (any host refuses it the same way).
+    pub fn routing_key(&self, organization: &OrgId, request_id: &str) -> Option<String> {
+        let run_id = match self {
+            Write::StartRun { .. } => return Some(crate::start_routing_key(organization, request_id)),
+            Write::Claim { run_id, .. }
+            | Write::Decide { run_id, .. }
+            | Write::Cancel { run_id, .. }
+            | Write::SendEvent { run_id, .. } => run_id.as_str(),
+            Write::Renew { token, .. } | Write::Submit { token, .. } | Write::Escalate { token, .. } => {
+                crate::run_id_of_token(token)?
+            }
+        };
+        Some(crate::run_routing_key(run_id).to_owned())
+    }
+}
+
 /// `get_work` arguments.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GetWork {
@@ -180,6 +200,11 @@ pub enum ToolOutcome {
 pub enum ServiceError {
     #[error("{0}")]
     Unavailable(String),
+    /// The actor host reached does not own the run's shard (the shard moved, or the host is
+    /// leaving): nothing was done. A router looks the owner up again and retries; a caller that
+    /// still sees it gets `retry`.
+    #[error("{0}")]
+    NotOwner(String),
 }
 
 /// What gateways and the scheduler call: every write and read of runs.

@@ -3,7 +3,8 @@
 //! Used only when no identity provider is configured. The key is an HMAC secret created on first
 //! use with file mode 0600; tokens signed with it name the server's own URL as issuer and audience.
 //! A dev-mode server records that URL beside the key, so that `agentprocess token --data DIR`
-//! mints for the server that uses DIR, whatever port it listens on.
+//! mints for the server that uses DIR, whatever port it listens on. The gateways of a cluster
+//! share one key file instead (`--dev-key PATH`), and one public URL.
 
 use super::identity::IdentityKind;
 use crate::secret_file;
@@ -37,6 +38,35 @@ impl fmt::Debug for DevKey {
     }
 }
 
+/// Where dev mode keeps its signing key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DevKeyLocation {
+    /// In a server's data folder (`serve`), beside the URL the server records for
+    /// `agentprocess token --data DIR`.
+    DataDir(PathBuf),
+    /// A file every gateway of a cluster is given (`--dev-key PATH`); nothing is recorded
+    /// beside it, since the gateways share one public URL.
+    File(PathBuf),
+}
+
+impl DevKeyLocation {
+    /// The key file.
+    pub fn key_path(&self) -> PathBuf {
+        match self {
+            DevKeyLocation::DataDir(dir) => dir.join(DEV_KEY_FILE),
+            DevKeyLocation::File(path) => path.clone(),
+        }
+    }
+
+    /// The `agentprocess token` flag that mints with this key.
+    pub fn token_flag(&self) -> String {
+        match self {
+            DevKeyLocation::DataDir(dir) => format!("--data {}", dir.display()),
+            DevKeyLocation::File(path) => format!("--dev-key {}", path.display()),
+        }
+    }
+}
+
 /// What a dev token says about its holder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DevTokenRequest {
@@ -52,6 +82,24 @@ impl DevKey {
         let path = data_dir.join(DEV_KEY_FILE);
         let secret = secret_file::load_or_create(&path, KEY_BYTES, "a dev signing key")?;
         Ok(DevKey { path, secret })
+    }
+
+    /// Reads the key file at `path`, creating it (and its folder) with a new key if absent.
+    pub fn load_or_create_file(path: &Path) -> io::Result<DevKey> {
+        let secret = secret_file::load_or_create(path, KEY_BYTES, "a dev signing key")?;
+        Ok(DevKey {
+            path: path.to_owned(),
+            secret,
+        })
+    }
+
+    /// Reads the key file at `path`; `None` when there is none. Never creates one.
+    pub fn load_file(path: &Path) -> io::Result<Option<DevKey>> {
+        let secret = secret_file::load(path, KEY_BYTES, "a dev signing key")?;
+        Ok(secret.map(|secret| DevKey {
+            path: path.to_owned(),
+            secret,
+        }))
     }
 
     /// Reads the key from `data_dir`; `None` when the folder holds none. Never creates one.

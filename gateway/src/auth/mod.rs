@@ -14,12 +14,13 @@ mod verified;
 pub use http::{metadata_document, metadata_path, metadata_url, protected_resource_metadata, require_bearer};
 pub use identity::{ClaimError, ClaimNames, Identity, IdentityKind, KindClaim};
 
+pub use dev::DevKeyLocation;
 use dev::{DEV_KEY_ID, DevKey};
 use jsonwebtoken::{Algorithm, Validation};
 use keys::{JwksCache, KeyError, VerifyKey};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 pub use verified::MAX_VERIFIED_TOKENS;
 use verified::VerifiedTokens;
 
@@ -123,22 +124,36 @@ pub struct Authenticator {
     keys: Keys,
     claims: ClaimNames,
     leeway_seconds: u64,
-    /// Dev mode: the data folder whose key signs the accepted tokens, named in refusals so the
-    /// caller knows which `agentprocess token --data` mints a token this server takes.
-    dev_data_dir: Option<PathBuf>,
+    /// Dev mode: where the key that signs the accepted tokens lives, named in refusals so the
+    /// caller knows which `agentprocess token` command mints a token this server takes.
+    dev_key: Option<DevKeyLocation>,
     /// Tokens verified before, with their identities, until they stop being valid.
     verified: VerifiedTokens,
 }
 
 impl Authenticator {
     /// Builds the authenticator for the server whose resource URI is `resource`. In dev mode the
-    /// dev key is read from (or created in) `data_dir`, `resource` is also the issuer, and it is
-    /// recorded beside the key for `agentprocess token` to find.
-    pub fn new(config: &AuthConfig, resource: &str, data_dir: &Path) -> Result<Self, AuthConfigError> {
+    /// dev key is read from (or created at) `dev_key` and `resource` is also the issuer; a key in
+    /// a data folder gets `resource` recorded beside it for `agentprocess token` to find.
+    pub fn new(
+        config: &AuthConfig,
+        resource: &str,
+        dev_key: &DevKeyLocation,
+    ) -> Result<Self, AuthConfigError> {
         let leeway_seconds = config.leeway_seconds.unwrap_or(DEFAULT_LEEWAY_SECONDS);
         let Some(provider) = &config.provider else {
-            let dev_key = DevKey::load_or_create(data_dir).map_err(AuthConfigError::DevKey)?;
-            dev::record_server_url(data_dir, resource).map_err(AuthConfigError::DevServerUrl)?;
+            let key = match dev_key {
+                DevKeyLocation::DataDir(data_dir) => {
+                    let key = DevKey::load_or_create(data_dir).map_err(AuthConfigError::DevKey)?;
+                    dev::record_server_url(data_dir, resource).map_err(AuthConfigError::DevServerUrl)?;
+                    key
+                }
+                DevKeyLocation::File(path) => {
+                    DevKey::load_or_create_file(path).map_err(AuthConfigError::DevKey)?
+                }
+            };
+            let dev_key_location = dev_key;
+            let dev_key = key;
             let key = VerifyKey {
                 kid: Some(DEV_KEY_ID.to_owned()),
                 algorithm: Algorithm::HS256,
@@ -152,7 +167,7 @@ impl Authenticator {
                 keys: Keys::Fixed(vec![key]),
                 claims: config.claims.clone(),
                 leeway_seconds,
-                dev_data_dir: Some(data_dir.to_owned()),
+                dev_key: Some(dev_key_location.clone()),
                 verified: VerifiedTokens::new(MAX_VERIFIED_TOKENS),
             });
         };
@@ -201,7 +216,7 @@ impl Authenticator {
             keys,
             claims: config.claims.clone(),
             leeway_seconds,
-            dev_data_dir: None,
+            dev_key: None,
             verified: VerifiedTokens::new(MAX_VERIFIED_TOKENS),
         })
     }
@@ -303,7 +318,7 @@ impl Authenticator {
                 )
             }
             // In dev mode the issuer is the server's own URL: a token for another server.
-            ErrorKind::InvalidIssuer if self.dev_data_dir.is_some() => format!(
+            ErrorKind::InvalidIssuer if self.dev_key.is_some() => format!(
                 "the token was minted for {}, not for this server, {}: {remedy}",
                 claim_text(&claims(), "iss"),
                 self.resource
@@ -320,11 +335,8 @@ impl Authenticator {
             ),
             ErrorKind::InvalidSignature => format!(
                 "the token's signature does not verify with {}: {remedy}",
-                match &self.dev_data_dir {
-                    Some(dir) => format!(
-                        "this server's dev key ({})",
-                        dir.join(dev::DEV_KEY_FILE).display()
-                    ),
+                match &self.dev_key {
+                    Some(location) => format!("this server's dev key ({})", location.key_path().display()),
                     None => format!("the keys of {}", self.issuer),
                 }
             ),
@@ -335,10 +347,10 @@ impl Authenticator {
     /// Where a token this server accepts comes from: in dev mode the exact `agentprocess token`
     /// command, else the identity provider and the audience to ask it for.
     fn where_tokens_come_from(&self) -> String {
-        match &self.dev_data_dir {
-            Some(dir) => format!(
-                "this server is in dev mode; mint a token with `agentprocess token --data {} --url {} ...`",
-                dir.display(),
+        match &self.dev_key {
+            Some(location) => format!(
+                "this server is in dev mode; mint a token with `agentprocess token {} --url {} ...`",
+                location.token_flag(),
                 self.resource
             ),
             None => format!(

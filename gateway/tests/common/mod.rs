@@ -90,6 +90,7 @@ pub async fn start_with(
     let config = GatewayConfig {
         public_url: url.clone(),
         data_dir: data_dir.path().to_owned(),
+        dev_key: None,
         auth,
         describe,
         max_request_bytes,

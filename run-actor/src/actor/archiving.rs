@@ -1,6 +1,7 @@
 //! Moving an ended run to the archive, when its [`ARCHIVE_TIMER`](super::ARCHIVE_TIMER) fires:
 //! the record and its `list_runs` item go to the blob store first, then ONE transaction,
-//! fenced on the run record's version, deletes the run's hot keys. A crash in between leaves
+//! fenced on the run record's version (and in a cluster on the shard's owner), deletes the run's
+//! hot keys. A crash in between leaves
 //! the run hot (and archived too: hot wins, and the timer, still there, archives it again).
 
 use super::{Actor, RunAddress, records};
@@ -45,9 +46,9 @@ impl Actor {
                 .keys()
                 .map(|step| TxnOp::delete(host.keys.claim(organization, run_id, step))),
         );
-        let txn = Txn::new()
-            .when(vec![Compare::version_is(run_key, loaded.version)])
-            .and_then(ops);
+        let mut compares = vec![Compare::version_is(run_key, loaded.version)];
+        compares.extend(self.fence()?);
+        let txn = Txn::new().when(compares).and_then(ops);
         let committed = host.store.txn(txn).await;
         // Whatever happened, read the run again next time: from the archive once it moved.
         self.loaded = None;
@@ -56,9 +57,14 @@ impl Actor {
                 if result.succeeded {
                     host.config.metrics.runs_archived.add(1, &[]);
                     tracing::debug!(runId = %run_id, "run archived");
+                    return Ok(());
                 }
-                // Not succeeded: the run changed meanwhile. Its timer, if still due, comes again.
-                Ok(())
+                // Not succeeded: this host lost the run's shard (its new owner archives it), or
+                // the run changed meanwhile (its timer, if still due, comes again).
+                match self.fence_lost().await {
+                    Some(error) => Err(error),
+                    None => Ok(()),
+                }
             }
             Err(e) => Err(e.into()),
         }

@@ -5,7 +5,8 @@
 //! A batch's transaction:
 //!
 //! - compare: the run record's version is the one this actor last committed (0: no run yet),
-//!   and every idempotency key of a command that succeeded is absent;
+//!   every idempotency key of a command that succeeded is absent, and in a cluster the fence:
+//!   this host still owns the run's shard ([`crate::RunFence`]);
 //! - put: the run record, index and timer entries that changed, claim keys (attached to store
 //!   leases), outbox entries, idempotency records and their expiry entries;
 //! - delete: index, timer and claim entries that no longer hold.
@@ -544,7 +545,19 @@ impl Actor {
         };
         let mut ops = plan.ops;
         ops.extend(claim_ops);
-        let txn = Txn::new().when(plan.compares).and_then(ops);
+        let mut compares = plan.compares;
+        match self.fence() {
+            Ok(Some(fence)) => compares.push(fence),
+            Ok(None) => {}
+            Err(error) => {
+                self.loaded = None;
+                for envelope in batch {
+                    envelope.answer(Err(error.clone()));
+                }
+                return Attempt::Done;
+            }
+        }
+        let txn = Txn::new().when(compares).and_then(ops);
         let started = Instant::now();
         let committed = self.host.store.txn(txn).await;
         if let Ok(result) = &committed {
@@ -568,7 +581,16 @@ impl Actor {
                 self.answer(batch, applied.outcomes).await;
                 Attempt::Done
             }
-            Ok(_) => Attempt::Raced(batch),
+            Ok(_) => match self.fence_lost().await {
+                None => Attempt::Raced(batch),
+                Some(error) => {
+                    self.loaded = None;
+                    for envelope in batch {
+                        envelope.answer(Err(error.clone()));
+                    }
+                    Attempt::Done
+                }
+            },
             // Over the store's operation count or request size (many claim results, each with
             // its run data, in idempotency records): commit the batch in halves.
             Err(StoreError::TooLarge(_)) if batch.len() > 1 => Attempt::TooLarge(batch),
@@ -580,6 +602,32 @@ impl Actor {
                 }
                 Attempt::Done
             }
+        }
+    }
+
+    /// The compare that fences this run's writes to its shard's owner: `None` when this process
+    /// owns every run, an error when this host does not own the run's shard now.
+    fn fence(&self) -> Result<Option<agentprocess_store::Compare>, RuntimeError> {
+        match &self.host.config.fence {
+            None => Ok(None),
+            Some(fence) => fence
+                .compare(&self.address.run_id)
+                .map(Some)
+                .map_err(RuntimeError::NotOwner),
+        }
+    }
+
+    /// After a transaction whose compares failed: why, when it is that this host lost the
+    /// run's shard (or cannot tell); `None` when the fence held and the run raced.
+    async fn fence_lost(&self) -> Option<RuntimeError> {
+        let fence = self.host.config.fence.as_ref()?;
+        match fence.still_holds(&self.address.run_id).await {
+            Ok(true) => None,
+            Ok(false) => Some(RuntimeError::NotOwner(format!(
+                "this host no longer owns the shard of run {}",
+                self.address.run_id
+            ))),
+            Err(error) => Some(error.into()),
         }
     }
 

@@ -23,7 +23,7 @@ mod uploads;
 // actor host's own callers.
 pub use crate::actor::Stats;
 pub use crate::call::{RuntimeError, ToolOutcome};
-pub use crate::config::{Evaluator, RuntimeConfig};
+pub use crate::config::{Evaluator, RunFence, RuntimeConfig};
 pub use agentprocess_org::{
     Archive, BlobStore, BlobUrlError, Catalog, CatalogError, CatalogRefusal, Clock, DeadLetterId, Draft,
     DraftView, LocalBlobs, MAX_DEAD_LETTER_RUN_ID_BYTES, MAX_WEBHOOK_ID_CHARS, MAX_WEBHOOK_SECRET_BYTES,
@@ -44,7 +44,6 @@ use crate::machine::{
 use crate::pinned::PinnedProcesses;
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -209,18 +208,6 @@ pub(crate) fn random_seed() -> [u8; 32] {
     seed
 }
 
-/// The seed of a `start_run`: derived from the organization and the `requestId`, so that every
-/// retry names the same run id suffix (see [`machine::start_run_id`]). A retry is answered from
-/// the idempotency record, keyed by `requestId`, whichever run id its time part gives it.
-fn start_seed(organization: &OrgId, request_id: &str) -> [u8; 32] {
-    let mut hasher = Sha256::new();
-    hasher.update(b"agentprocess start_run\0");
-    hasher.update(organization.as_str().as_bytes());
-    hasher.update([0]);
-    hasher.update(request_id.as_bytes());
-    hasher.finalize().into()
-}
-
 fn bad_token() -> ToolOutcome {
     ToolOutcome::Refused(Refusal::invalid("the token does not verify"))
 }
@@ -250,7 +237,7 @@ impl Runtime {
                 inputs,
                 mode,
             } => {
-                seed = start_seed(&organization, request_id);
+                seed = machine::start_seed(&organization, request_id);
                 let run_id = machine::start_run_id(seed, self.inner.host.clock.now());
                 match self
                     .inner
@@ -425,28 +412,5 @@ impl Runtime {
         request_id: &str,
     ) -> Result<ToolOutcome, RuntimeError> {
         uploads::upload(&self.inner.host, &self.inner.uploads, caller, upload, request_id).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::machine::{self, Timestamp};
-
-    #[test]
-    fn every_retry_of_a_start_names_the_same_run_id_suffix() {
-        let acme = OrgId::from("acme");
-        let first = machine::start_run_id(start_seed(&acme, "req-1"), Timestamp::from_millis(1_000));
-        let retry = machine::start_run_id(start_seed(&acme, "req-1"), Timestamp::from_millis(61_000));
-        let other_request = machine::start_run_id(start_seed(&acme, "req-2"), Timestamp::from_millis(1_000));
-        let other_org = machine::start_run_id(
-            start_seed(&OrgId::from("globex"), "req-1"),
-            Timestamp::from_millis(1_000),
-        );
-        let suffix = |id: &RunId| id.as_str()[13..].to_owned();
-        assert_eq!(suffix(&first), suffix(&retry));
-        assert_ne!(first, retry, "the time part moves with the clock");
-        assert_ne!(suffix(&first), suffix(&other_request));
-        assert_ne!(suffix(&first), suffix(&other_org));
     }
 }

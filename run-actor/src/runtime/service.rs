@@ -75,7 +75,10 @@ impl service::RunService for Runtime {
 
 /// An infrastructure failure as the service layer reports it, with every cause.
 fn failure(error: RuntimeError) -> service::ServiceError {
-    service::ServiceError::Unavailable(error_chain(&error))
+    match error {
+        RuntimeError::NotOwner(why) => service::ServiceError::NotOwner(why),
+        error => service::ServiceError::Unavailable(error_chain(&error)),
+    }
 }
 
 fn outcome(result: Result<ToolOutcome, RuntimeError>) -> Result<service::ToolOutcome, service::ServiceError> {

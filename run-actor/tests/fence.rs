@@ -1,0 +1,160 @@
+//! The shard fence (architecture, "Sharding, routing, failure": a host that lost its shard
+//! writes nothing): every run write carries the fence's compare, and a host whose fence no
+//! longer holds answers `NotOwner` and leaves the store as it was.
+
+mod runtime_support;
+
+use agentprocess_run_actor::RunFence;
+use agentprocess_run_actor::machine::{RunId, StepId};
+use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Write};
+use agentprocess_store::keys::Keys;
+use agentprocess_store::{Compare, LeaseId, RangeRequest, Store, StoreError, Txn, TxnOp};
+use async_trait::async_trait;
+use runtime_support::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const SHARD_KEY: &[u8] = b"test/shard/0";
+
+/// A fence over one shard key held with `lease`, as an actor host believes it: `believes_held`
+/// is what the host last heard (a frozen host still believes it).
+#[derive(Debug)]
+struct OneShardFence {
+    store: Arc<dyn Store>,
+    lease: LeaseId,
+    believes_held: AtomicBool,
+}
+
+#[async_trait]
+impl RunFence for OneShardFence {
+    fn compare(&self, _run_id: &RunId) -> Result<Compare, String> {
+        if self.believes_held.load(Ordering::SeqCst) {
+            Ok(Compare::lease_is(SHARD_KEY.to_vec(), Some(self.lease)))
+        } else {
+            Err("this host does not own shard 0".into())
+        }
+    }
+
+    async fn still_holds(&self, _run_id: &RunId) -> Result<bool, StoreError> {
+        let (found, _) = self.store.get(SHARD_KEY).await?;
+        Ok(found.is_some_and(|kv| kv.lease == Some(self.lease)))
+    }
+}
+
+async fn hold_shard(store: &Arc<dyn Store>) -> LeaseId {
+    let lease = store.lease_grant(60).await.unwrap().id;
+    let txn = Txn::new().and_then(vec![TxnOp::put_with_lease(
+        SHARD_KEY.to_vec(),
+        b"host-a".to_vec(),
+        lease,
+    )]);
+    assert!(store.txn(txn).await.unwrap().succeeded);
+    lease
+}
+
+/// Every key of the cluster and its version: what "nothing was written" compares.
+async fn snapshot(store: &Arc<dyn Store>) -> Vec<(Vec<u8>, i64)> {
+    let keys = Keys::new(&RuntimeConfig::default().cluster);
+    let found = store.range(RangeRequest::new(keys.cluster())).await.unwrap();
+    found.kvs.into_iter().map(|kv| (kv.key, kv.version)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_shard_moved_writes_nothing_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let lease = hold_shard(&store).await;
+    let fence = Arc::new(OneShardFence {
+        store: store.clone(),
+        lease,
+        believes_held: AtomicBool::new(true),
+    });
+    let config = RuntimeConfig {
+        fence: Some(fence.clone()),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(
+        store.clone(),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        config,
+        Clock::starting_at(START),
+    );
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let run = run_id(
+        &start(
+            &runtime,
+            &agent("starter"),
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+
+    // Another host takes the shard while this one is frozen: it still believes it holds it.
+    store.lease_revoke(lease).await.unwrap();
+    let other = store.lease_grant(60).await.unwrap().id;
+    let txn = Txn::new().and_then(vec![TxnOp::put_with_lease(
+        SHARD_KEY.to_vec(),
+        b"host-b".to_vec(),
+        other,
+    )]);
+    assert!(store.txn(txn).await.unwrap().succeeded);
+    let before = snapshot(&store).await;
+
+    let claim = Write::Claim {
+        run_id: run.clone(),
+        step: StepId::from_wire("diagnose"),
+    };
+    let outcome = runtime.execute(&agent("a1"), claim.clone(), "c-1").await;
+    assert!(
+        matches!(&outcome, Err(RuntimeError::NotOwner(why)) if why.contains("no longer owns")),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        snapshot(&store).await,
+        before,
+        "the fenced write changed the store"
+    );
+
+    // Once the host knows, it refuses before writing.
+    fence.believes_held.store(false, Ordering::SeqCst);
+    let outcome = runtime.execute(&agent("a1"), claim, "c-2").await;
+    assert!(matches!(&outcome, Err(RuntimeError::NotOwner(_))), "{outcome:?}");
+    assert_eq!(snapshot(&store).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_pass_while_the_fence_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let lease = hold_shard(&store).await;
+    let config = RuntimeConfig {
+        fence: Some(Arc::new(OneShardFence {
+            store: store.clone(),
+            lease,
+            believes_held: AtomicBool::new(true),
+        })),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(
+        store.clone(),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        config,
+        Clock::starting_at(START),
+    );
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let run = run_id(
+        &start(
+            &runtime,
+            &agent("starter"),
+            "support-escalation",
+            json!({ "ticketId": "T-1" }),
+            "s-1",
+        )
+        .await,
+    );
+    let granted = ok(claim(&runtime, &agent("a1"), &run, "diagnose", "c-1").await);
+    assert!(granted["token"].is_string());
+}
