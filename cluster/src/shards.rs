@@ -33,7 +33,7 @@ pub fn shard_of(routing_key: &str, shards: u32) -> u32 {
 /// takes only the shards it now wins (about 1/n of them with n hosts), and a host that leaves
 /// gives up only its own: every other shard keeps its owner. The order of `hosts` does not
 /// matter.
-pub fn rendezvous_owner<'a>(shard: u32, hosts: &'a [String]) -> Option<&'a str> {
+pub fn rendezvous_owner(shard: u32, hosts: &[String]) -> Option<&str> {
     hosts
         .iter()
         .map(|host| (score(shard, host), host))
