@@ -682,6 +682,15 @@ impl Keys {
         self.key().lit("host").prefix()
     }
 
+    /// The host id of a key of [`Keys::hosts`].
+    pub fn parse_host(&self, key: &[u8]) -> Option<String> {
+        let mut p = self.parse(key)?;
+        p.lit("host")?;
+        let host_id = p.id()?;
+        p.end()?;
+        Some(host_id)
+    }
+
     pub fn scheduler_leader(&self) -> Vec<u8> {
         self.key().lit("leader").lit("scheduler").leaf()
     }
@@ -1047,6 +1056,12 @@ mod tests {
             Some(4)
         );
         assert_eq!(k.parse_shard(&k.shard(255)), Some(255));
+        assert_eq!(
+            k.parse_host(&k.host("actor-1/eu")),
+            Some("actor-1/eu".to_string())
+        );
+        assert_eq!(k.parse_host(&k.shard(1)), None);
+        assert!(k.hosts().contains(&k.host("actor-1/eu")));
         let expiry = k.idempotency_expiry(9, &an_org("o"), "req/1");
         assert_eq!(
             k.parse_idempotency_expiry(&expiry)
