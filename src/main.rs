@@ -5,6 +5,7 @@ mod health;
 mod load_cmd;
 mod process_admin;
 mod process_cmd;
+mod roles;
 mod serve_cmd;
 mod settings;
 mod store_cmd;
@@ -33,6 +34,12 @@ enum Command {
     Process(process_cmd::ProcessCommand),
     /// Run the server: MCP endpoint, admin API, run actors and scheduler in one process.
     Serve(serve_cmd::ServeArgs),
+    /// Run an MCP gateway of a cluster on etcd: routes each run's calls to its actor host.
+    Gateway(roles::gateway::GatewayArgs),
+    /// Run an actor host of a cluster on etcd: owns shards of runs and applies their writes.
+    Actor(roles::actor::ActorArgs),
+    /// Run a scheduler of a cluster on etcd: leader-elected; fires timers, delivers webhooks.
+    Scheduler(roles::scheduler::SchedulerArgs),
     /// Print a dev bearer token signed with the local dev key.
     Token(token_cmd::TokenArgs),
     /// Drive a server with concurrent agents and people; print throughput and latency.
@@ -50,6 +57,9 @@ fn main() -> ExitCode {
         Command::Process(command) => process_cmd::run(command),
         Command::Token(args) => token_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Gateway(args) => roles::gateway::run(args),
+        Command::Actor(args) => roles::actor::run(args),
+        Command::Scheduler(args) => roles::scheduler::run(args),
         Command::Load(args) => load_cmd::run(args),
         Command::Fixtures(args) => fixtures_cmd::run(args),
         Command::Store(command) => store_cmd::run(command),

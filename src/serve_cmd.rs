@@ -57,6 +57,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         data_dir: args.data,
         public_url: args.public_url,
         lease_seconds: args.lease_seconds,
+        ..FlagSettings::default()
     };
     let settings = match Settings::load(args.config.as_deref(), flags) {
         Ok(settings) => settings,

@@ -61,6 +61,46 @@ pub struct Settings {
     pub notifications: NotificationSettings,
     pub store: StoreSettings,
     pub testing: TestingSettings,
+    /// Dev mode across processes: the signing key file every gateway of a cluster shares (and
+    /// `agentprocess token --dev-key` mints with); by default the key in the data folder.
+    pub dev_key: Option<PathBuf>,
+    /// The cluster roles (`gateway`, `actor`, `scheduler`): where etcd is, how runs are sharded.
+    pub cluster: ClusterSettings,
+}
+
+/// What the roles of a cluster share. `serve` reads none of it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// etcd's client URLs (`http://host:2379`); every role needs at least one.
+    pub etcd: Vec<String>,
+    /// Virtual shards runs are spread over: fixed when the cluster is created (changing it
+    /// moves runs between shards, so every role of a cluster must agree).
+    pub shards: u32,
+    /// The TTL of an actor host's etcd lease, in seconds: how long a crashed host's shards wait
+    /// before another host takes them.
+    pub host_lease_seconds: i64,
+    /// The TTL of the scheduler leader's etcd lease, in seconds: how long a crashed leader is
+    /// waited for before a standby takes over.
+    pub leader_lease_seconds: i64,
+    /// How long a gateway or the scheduler keeps looking for a run's owner (shards moving, a
+    /// host restarting) before the caller gets `retry`, in milliseconds.
+    pub route_patience_ms: u64,
+    /// The gRPC URL other roles reach an actor host at; default `http://<listen>`.
+    pub advertise_url: Option<String>,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            etcd: Vec::new(),
+            shards: agentprocess_cluster::DEFAULT_SHARDS,
+            host_lease_seconds: 5,
+            leader_lease_seconds: 5,
+            route_patience_ms: 15_000,
+            advertise_url: None,
+        }
+    }
 }
 
 /// The embedded store.
@@ -149,6 +189,8 @@ impl Default for Settings {
             notifications: NotificationSettings::default(),
             store: StoreSettings::default(),
             testing: TestingSettings::default(),
+            dev_key: None,
+            cluster: ClusterSettings::default(),
         }
     }
 }
@@ -178,6 +220,27 @@ pub struct FlagSettings {
     pub public_url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uploads: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_key: Option<PathBuf>,
+    #[serde(skip_serializing_if = "ClusterFlags::is_empty")]
+    pub cluster: ClusterFlags,
+}
+
+/// The `[cluster]` settings a role's flags set.
+#[derive(Debug, Default, Serialize)]
+pub struct ClusterFlags {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertise_url: Option<String>,
+}
+
+impl ClusterFlags {
+    fn is_empty(&self) -> bool {
+        self.etcd.is_none() && self.advertise_url.is_none()
+    }
 }
 
 /// Settings that cannot be used, with the reason.
@@ -262,6 +325,19 @@ impl Settings {
         if self.store.checkpoint_after_bytes < 1 << 20 {
             problems.push("store.checkpoint_after_bytes must be at least 1048576".to_owned());
         }
+        let cluster = &self.cluster;
+        if cluster.shards == 0 || cluster.shards > 65_536 {
+            problems.push("cluster.shards must be from 1 to 65536".to_owned());
+        }
+        if cluster.host_lease_seconds < 2 {
+            problems.push("cluster.host_lease_seconds must be at least 2".to_owned());
+        }
+        if cluster.leader_lease_seconds < 2 {
+            problems.push("cluster.leader_lease_seconds must be at least 2".to_owned());
+        }
+        if cluster.route_patience_ms == 0 {
+            problems.push("cluster.route_patience_ms must be at least 1".to_owned());
+        }
         let notifications = &self.notifications;
         if notifications.max_attempts == 0 {
             problems.push("notifications.max_attempts must be at least 1".to_owned());
@@ -337,7 +413,7 @@ impl Settings {
         GatewayConfig {
             public_url: self.public_url(),
             data_dir: self.data_dir.clone(),
-            dev_key: None,
+            dev_key: self.dev_key.clone(),
             auth: self.auth.clone(),
             describe: self.describe(),
             max_request_bytes: None,

@@ -5,6 +5,8 @@
 //! shards.rs      shard of a routing key; rendezvous owner of a shard among live hosts (pure)
 //! membership.rs  an actor host: its lease and host key, taking and giving up shards, fences
 //! map.rs         the shard map a gateway routes by: live hosts and shard holders, watched
+//! routing.rs     the run service a gateway or the scheduler calls: to each shard's owner over gRPC
+//! guard.rs       an actor host's run service: admits a run's calls only while it owns the shard
 //! election.rs    leader election over one key, for the scheduler
 //! lease.rs       keeping a lease alive and noticing it is gone
 //! mirror.rs      a copy in memory of one key prefix, kept current by a watch
@@ -24,14 +26,18 @@
 #![forbid(unsafe_code)]
 
 mod election;
+mod guard;
 mod lease;
 mod map;
 mod membership;
 mod mirror;
+mod routing;
 pub mod shards;
 mod task;
 
 pub use election::{Election, Leadership};
+pub use guard::ShardGuard;
 pub use map::ShardMap;
 pub use membership::{ActorMembership, HostRecord, MembershipOptions, NotOwner, ShardPermit};
+pub use routing::{RoutedRunService, RoutingOptions};
 pub use shards::{DEFAULT_SHARDS, rendezvous_owner, shard_of};

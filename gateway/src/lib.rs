@@ -172,7 +172,7 @@ pub(crate) fn build_router<B: ToolBackend>(
     )?);
     if config.auth.provider.is_none() {
         tracing::warn!(
-            data_dir = %config.data_dir.display(),
+            dev_key = %config.dev_key_location().key_path().display(),
             "no identity provider configured: dev mode, accepting tokens from `agentprocess token`"
         );
     }

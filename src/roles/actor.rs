@@ -1,0 +1,183 @@
+//! `agentprocess actor`: an actor host of a cluster. It registers in etcd, takes the shards
+//! rendezvous hashing gives it, serves the run service over gRPC for runs of those shards, and
+//! fences every run write on its hold of the run's shard.
+
+use super::{CommonArgs, connect_etcd, grpc_message_bytes, run_role, shared_blobs};
+use crate::settings::{ClusterFlags, FlagSettings, Settings};
+use agentprocess_cluster::{ActorMembership, HostRecord, MembershipOptions, ShardGuard, shard_of};
+use agentprocess_proto::run_service_server;
+use agentprocess_run_actor::OpenAiEvaluator;
+use agentprocess_run_actor::RunFence;
+use agentprocess_run_actor::machine::RunId;
+use agentprocess_run_actor::runtime::{Clock, Evaluator, NoHints, Runtime, RuntimeConfig};
+use agentprocess_service::run_routing_key;
+use agentprocess_store::{Compare, StoreError};
+use anyhow::Context;
+use async_trait::async_trait;
+use clap::Args;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Run an actor host of a cluster: run actors for the shards it owns, served over gRPC to the
+/// gateways and the scheduler.
+///
+/// Settings come from the same stack as `serve` (defaults, --config, AGENTPROCESS_*, flags),
+/// with `[cluster]` for what the roles share. SIGTERM or Ctrl-C hands its shards over: it stops
+/// taking calls, lets those in flight finish, and gives the shards up at once.
+#[derive(Debug, Args)]
+pub struct ActorArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Where the gRPC run service listens [default: 127.0.0.1:7070].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// The URL other roles reach this host at [default: http://<listen>; setting:
+    /// cluster.advertise_url].
+    #[arg(long, value_name = "URL")]
+    advertise_url: Option<String>,
+    /// How long a claim lasts before it must be renewed, in seconds [default: 600].
+    #[arg(long, value_name = "N")]
+    lease_seconds: Option<u64>,
+}
+
+/// Where an actor host listens when not told.
+const DEFAULT_LISTEN: ([u8; 4], u16) = ([127, 0, 0, 1], 7070);
+
+pub fn run(args: ActorArgs) -> ExitCode {
+    let flags = FlagSettings {
+        listen: Some(args.listen.unwrap_or_else(|| SocketAddr::from(DEFAULT_LISTEN))),
+        lease_seconds: args.lease_seconds,
+        cluster: ClusterFlags {
+            advertise_url: args.advertise_url,
+            ..ClusterFlags::default()
+        },
+        ..FlagSettings::default()
+    };
+    run_role("actor", &args.common, flags, actor)
+}
+
+/// The fence an actor host's runs write under: its hold of the run's shard.
+#[derive(Debug)]
+struct ShardFence {
+    membership: Arc<ActorMembership>,
+    shards: u32,
+}
+
+impl ShardFence {
+    fn shard(&self, run_id: &RunId) -> u32 {
+        shard_of(run_routing_key(run_id.as_str()), self.shards)
+    }
+}
+
+#[async_trait]
+impl RunFence for ShardFence {
+    fn compare(&self, run_id: &RunId) -> Result<Compare, String> {
+        let shard = self.shard(run_id);
+        self.membership
+            .fence(shard)
+            .ok_or_else(|| format!("this host does not own shard {shard} (run {run_id})"))
+    }
+
+    async fn still_holds(&self, run_id: &RunId) -> Result<bool, StoreError> {
+        self.membership.still_holds(self.shard(run_id)).await
+    }
+}
+
+async fn actor(settings: Settings) -> anyhow::Result<()> {
+    let (store, keys) = connect_etcd(&settings).await?;
+    let blobs = shared_blobs(&settings, "actor")?;
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let local = listener.local_addr().context("the listener has no address")?;
+    let url = settings
+        .cluster
+        .advertise_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
+    let host = HostRecord {
+        id: host_id(),
+        url: url.clone(),
+    };
+    let shards = settings.cluster.shards;
+    let membership = ActorMembership::join(
+        store.clone(),
+        keys.clone(),
+        host,
+        MembershipOptions {
+            shards,
+            lease_ttl_seconds: settings.cluster.host_lease_seconds,
+            ..MembershipOptions::default()
+        },
+    )
+    .await
+    .context("cannot join the cluster")?;
+    let evaluator: Option<Arc<dyn Evaluator>> = match &settings.evaluator {
+        Some(config) => {
+            Some(Arc::new(OpenAiEvaluator::new(config).map_err(|e| {
+                anyhow::anyhow!("the evaluator cannot be used: {e}")
+            })?))
+        }
+        None => None,
+    };
+    let config = RuntimeConfig {
+        evaluator,
+        limits: settings.limits(),
+        escalate_to: settings.escalate_to(),
+        idempotency_retention: settings.idempotency_retention(),
+        archive_ended_runs_after: settings.archive_ended_runs_after(),
+        max_upload_bytes: usize::try_from(settings.limits.max_upload_bytes).unwrap_or(usize::MAX),
+        // The scheduler watches the store: there is no one in this process to tell.
+        hints: Arc::new(NoHints),
+        fence: Some(Arc::new(ShardFence {
+            membership: membership.clone(),
+            shards,
+        })),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(store, blobs, config, Clock::system());
+    let service = ShardGuard::new(Arc::new(runtime), membership.clone(), shards);
+    let server = run_service_server(Arc::new(service), grpc_message_bytes(&settings));
+
+    println!(
+        "agentprocess {} actor host {} serving runs at {url}",
+        env!("CARGO_PKG_VERSION"),
+        membership.host_id()
+    );
+    let (stop_serving, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(server)
+            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
+                let _ = stopped.await;
+            }),
+    );
+    super::shutdown_signal().await;
+    eprintln!("agentprocess: handing this host's shards over");
+    membership.leave().await;
+    let _ = stop_serving.send(());
+    match tokio::time::timeout(Duration::from_secs(10), serving).await {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(error))) => Err(error).context("the gRPC server failed"),
+        Ok(Err(error)) => Err(error).context("the gRPC server stopped"),
+        Err(_) => {
+            tracing::warn!("calls still open 10 s after the shards were handed over; stopping anyway");
+            Ok(())
+        }
+    }
+}
+
+/// This incarnation of the host: its host name, process id and random bits, so a restarted
+/// host is never taken for the one before it.
+fn host_id() -> String {
+    let name = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "actor".to_owned());
+    let mut random = [0u8; 4];
+    getrandom::fill(&mut random).expect("the operating system's random source works");
+    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{name}-{}-{suffix}", std::process::id())
+}

@@ -1,0 +1,148 @@
+//! `agentprocess gateway`: a stateless MCP gateway of a cluster. It authenticates callers, serves
+//! the admin API and signed file links from etcd and the shared blob store, and routes each run's
+//! calls over gRPC to the actor host that owns the run's shard.
+
+use super::{CommonArgs, connect_etcd, run_role, shared_blobs};
+use crate::settings::{FlagSettings, Settings};
+use agentprocess_cluster::{RoutedRunService, ShardMap};
+use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
+use agentprocess_gateway::{AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, RuntimeBackend, admin_routes};
+use agentprocess_run_actor::runtime::{Catalog, Clock, NoHints, Uploads};
+use anyhow::Context;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use clap::Args;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Run an MCP gateway of a cluster: the fourteen tools, the admin API and file links, with each
+/// run's calls routed to the actor host that owns it. Start as many as the load needs, behind
+/// one URL.
+///
+/// Every gateway of a cluster must share --public-url (the OAuth resource tokens name) and, in
+/// dev mode, --dev-key; with neither given anywhere, the defaults agree.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// The URL clients reach the cluster's gateways at, without /mcp: one for every gateway
+    /// (the load balancer's) [default: http://127.0.0.1:8080].
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+    /// Dev mode (no identity provider): the signing key file every gateway shares, created when
+    /// absent; `agentprocess token --dev-key PATH` mints tokens they all accept. Signed file
+    /// links use a key kept beside it unless files.key is set [default: the key in --data].
+    #[arg(long, value_name = "PATH")]
+    dev_key: Option<PathBuf>,
+    /// A folder for this gateway's own files: its dev key and file link key when --dev-key is
+    /// not given [default: .agentprocess].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+}
+
+pub fn run(args: GatewayArgs) -> ExitCode {
+    let flags = FlagSettings {
+        listen: args.listen,
+        data_dir: args.data,
+        // Not http://<listen>: every gateway of a cluster names the same resource.
+        public_url: Some(args.public_url.unwrap_or_else(|| DEFAULT_PUBLIC_URL.to_owned())),
+        dev_key: args.dev_key,
+        ..FlagSettings::default()
+    };
+    run_role("gateway", &args.common, flags, gateway)
+}
+
+async fn gateway(settings: Settings) -> anyhow::Result<()> {
+    let (store, keys) = connect_etcd(&settings).await?;
+    let blobs = shared_blobs(&settings, "gateway")?;
+    let clock = Clock::system();
+    let map = ShardMap::watch(store.clone(), keys.clone(), settings.cluster.shards)
+        .await
+        .context("cannot read the cluster's shard map")?;
+    let runs = Arc::new(RoutedRunService::new(
+        map.clone(),
+        super::routing_options(&settings),
+    ));
+    let gateway = settings.gateway();
+    // The file link key: files.key when set, else a key file beside the shared dev key (so
+    // every gateway started with it signs alike), else this gateway's data folder.
+    let link_key_dir = match &settings.dev_key {
+        Some(path) => path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        None => settings.data_dir.clone(),
+    };
+    let signer = Arc::new(
+        FileUrlSigner::from_config(&settings.files, &link_key_dir)
+            .map_err(|e| anyhow::anyhow!("signed file URLs cannot be set up: {e}"))?,
+    );
+    let backend = RuntimeBackend::new(runs).with_decoration(Arc::new(SignedFileUrls {
+        signer: signer.clone(),
+        public_url: gateway.resource(),
+        clock: clock.clone(),
+    }));
+    let admin = AdminParts {
+        catalog: Catalog::new(store.clone(), keys.clone(), clock.clone()),
+        store: store.clone(),
+        keys: keys.clone(),
+        // The scheduler watches the outbox in the store.
+        hints: Arc::new(NoHints),
+    };
+    let extra = ExtraRoutes {
+        authenticated: admin_routes(admin, crate::serve_cmd::offer(&settings)),
+        public: file_routes(Uploads::new(store, keys, blobs), clock, signer).merge(health_routes(map)),
+    };
+    let app =
+        agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let local = listener.local_addr().context("the listener has no address")?;
+    println!(
+        "agentprocess {} gateway listening on {local}",
+        env!("CARGO_PKG_VERSION")
+    );
+    println!(
+        "MCP endpoint: http://{local}/mcp (public URL {})",
+        settings.public_url()
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(super::shutdown_signal())
+        .await
+        .context("the HTTP server failed")?;
+    eprintln!("agentprocess: gateway stopped");
+    Ok(())
+}
+
+/// `GET /healthz` (the process answers) and `GET /readyz` (some actor host is registered, so
+/// calls can be routed), for a load balancer.
+fn health_routes(map: Arc<ShardMap>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({ "status": "alive" })) }))
+        .route("/readyz", get(ready))
+        .with_state(map)
+}
+
+async fn ready(State(map): State<Arc<ShardMap>>) -> (StatusCode, Json<Value>) {
+    let hosts = map.hosts().len();
+    let status = if hosts > 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({
+        "status": if hosts > 0 { "ready" } else { "not_ready" },
+        "actorHosts": hosts,
+    });
+    (status, Json(body))
+}

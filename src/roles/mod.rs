@@ -1,0 +1,135 @@
+//! The roles of a cluster, each a process of the one binary on a shared etcd: `gateway`,
+//! `actor` and `scheduler`. What they share: settings, the etcd connection, the blob store.
+//!
+//! ```text
+//! actor.rs      an actor host: owns shards, serves the run service over gRPC, fenced writes
+//! gateway.rs    MCP, admin API and file links; routes each run's calls to its shard's owner
+//! scheduler.rs  leader-elected: fires timers through the routed run service, delivers the outbox
+//! ```
+
+pub mod actor;
+pub mod gateway;
+pub mod scheduler;
+
+use crate::settings::{ClusterFlags, FlagSettings, Settings};
+use agentprocess_cluster::RoutingOptions;
+use agentprocess_proto::ClientOptions;
+use agentprocess_run_actor::runtime::{BlobStore, RuntimeConfig, blob_store_from_url};
+use agentprocess_store::keys::Keys;
+use agentprocess_store::{EtcdOptions, EtcdStore, Store};
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every role is told the same way.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// etcd's client URLs, comma-separated [setting: cluster.etcd].
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// Where uploads and the run archive live, a blob store every role reaches:
+    /// `file:///shared/folder`, `s3://bucket/prefix`, `gs://...`, `az://...` [setting: uploads].
+    #[arg(long, value_name = "URL")]
+    uploads: Option<String>,
+    /// A TOML settings file: the same settings as `serve`, plus `[cluster]`.
+    #[arg(long, value_name = "FILE", env = "AGENTPROCESS_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+impl CommonArgs {
+    /// The settings from the stack (defaults, file, environment) with these flags and `flags`
+    /// on top.
+    fn settings(&self, mut flags: FlagSettings) -> Result<Settings, String> {
+        if !self.etcd.is_empty() {
+            flags.cluster = ClusterFlags {
+                etcd: Some(self.etcd.clone()),
+                ..flags.cluster
+            };
+        }
+        flags.uploads = self.uploads.clone();
+        Settings::load(self.config.as_deref(), flags).map_err(|e| e.to_string())
+    }
+}
+
+/// Loads the settings, starts logging and the async runtime, and runs `role` to its end: what
+/// every role's `run` does.
+fn run_role<F, Fut>(name: &str, common: &CommonArgs, flags: FlagSettings, role: F) -> ExitCode
+where
+    F: FnOnce(Settings) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let settings = match common.settings(flags) {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("error: the settings cannot be used: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if settings.cluster.etcd.is_empty() {
+        eprintln!("error: `agentprocess {name}` needs etcd: pass --etcd URL[,URL...] (or set cluster.etcd)");
+        return ExitCode::from(2);
+    }
+    let _flush_logs = crate::serve_cmd::start_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(role(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The cluster's etcd, and its key layout.
+async fn connect_etcd(settings: &Settings) -> anyhow::Result<(Arc<dyn Store>, Keys)> {
+    let store = EtcdStore::connect(&settings.cluster.etcd, EtcdOptions::default())
+        .await
+        .with_context(|| format!("cannot reach etcd at {}", settings.cluster.etcd.join(",")))?;
+    Ok((Arc::new(store), Keys::new(&RuntimeConfig::default().cluster)))
+}
+
+/// The blob store every role shares: uploads and the run archive. A cluster has no data folder
+/// all its roles reach, so it must be named.
+fn shared_blobs(settings: &Settings, role: &str) -> anyhow::Result<Arc<dyn BlobStore>> {
+    let Some(url) = &settings.uploads else {
+        anyhow::bail!(
+            "`agentprocess {role}` needs a blob store every role reaches, for uploads and the run \
+             archive: pass --uploads URL (file:///shared/folder, s3://bucket/prefix, ...)"
+        );
+    };
+    blob_store_from_url(url).with_context(|| format!("uploads = {url:?}"))
+}
+
+/// How gateways and the scheduler reach actor hosts.
+fn routing_options(settings: &Settings) -> RoutingOptions {
+    RoutingOptions {
+        shards: settings.cluster.shards,
+        patience: Duration::from_millis(settings.cluster.route_patience_ms),
+        client: ClientOptions {
+            max_message_bytes: grpc_message_bytes(settings),
+            ..ClientOptions::default()
+        },
+    }
+}
+
+/// The largest gRPC message between roles: an upload travels in one, so room for the largest
+/// upload and the rest of the call.
+fn grpc_message_bytes(settings: &Settings) -> usize {
+    usize::try_from(settings.limits.max_upload_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_add(4 << 20)
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    crate::serve_cmd::shutdown_signal().await
+}

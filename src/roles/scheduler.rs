@@ -1,0 +1,92 @@
+//! `agentprocess scheduler`: the cluster's timer and notification service. Candidates campaign
+//! for leadership in etcd; the leader fires timers, due dates and claim expiry through the
+//! routed run service and delivers the outbox, woken by watches on the store; a standby takes
+//! over when the leader's lease ends.
+
+use super::{CommonArgs, connect_etcd, routing_options, run_role};
+use crate::settings::{FlagSettings, Settings};
+use agentprocess_cluster::{Election, RoutedRunService, ShardMap};
+use agentprocess_run_actor::runtime::Clock;
+use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerParts, StoreWatchHints};
+use anyhow::Context;
+use clap::Args;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Run a scheduler of a cluster: one leads at a time (elected through etcd), the others wait to
+/// take over. The leader fires waits, `wait_for` timeouts, due dates and claim expiry, archives
+/// ended runs, removes expired idempotency records and delivers webhook notifications.
+#[derive(Debug, Args)]
+pub struct SchedulerArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+pub fn run(args: SchedulerArgs) -> ExitCode {
+    run_role("scheduler", &args.common, FlagSettings::default(), scheduler)
+}
+
+async fn scheduler(settings: Settings) -> anyhow::Result<()> {
+    let (store, keys) = connect_etcd(&settings).await?;
+    let map = ShardMap::watch(store.clone(), keys.clone(), settings.cluster.shards)
+        .await
+        .context("cannot read the cluster's shard map")?;
+    let runs = Arc::new(RoutedRunService::new(map, routing_options(&settings)));
+    let transport = Arc::new(HttpTransport::new(Duration::from_secs(
+        settings.webhook_timeout_seconds,
+    )));
+    let candidate = candidate_id();
+    println!(
+        "agentprocess {} scheduler {candidate} campaigning",
+        env!("CARGO_PKG_VERSION")
+    );
+    let shutdown = super::shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let campaign = Election::campaign(
+            store.clone(),
+            keys.scheduler_leader(),
+            candidate.clone(),
+            settings.cluster.leader_lease_seconds,
+        );
+        let leadership = tokio::select! {
+            won = campaign => won.context("the leader election failed")?,
+            _ = &mut shutdown => return Ok(()),
+        };
+        tracing::info!(%candidate, "this scheduler leads");
+        let parts = SchedulerParts {
+            store: store.clone(),
+            keys: keys.clone(),
+            clock: Clock::system(),
+            runs: runs.clone(),
+            hints: StoreWatchHints::start(store.clone(), keys.clone()),
+        };
+        let running = Scheduler::start(parts, transport.clone(), settings.scheduler());
+        tokio::select! {
+            _ = leadership.lost() => {
+                tracing::warn!(%candidate, "this scheduler lost its leadership; campaigning again");
+                running.stop().await;
+            }
+            _ = &mut shutdown => {
+                running.stop().await;
+                if let Err(error) = leadership.resign().await {
+                    tracing::warn!(%error, "the leadership could not be handed over; a standby takes it when its lease ends");
+                }
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// This scheduler's name in the election: host name, process id and random bits.
+fn candidate_id() -> String {
+    let name = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "scheduler".to_owned());
+    let mut random = [0u8; 4];
+    getrandom::fill(&mut random).expect("the operating system's random source works");
+    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{name}-{}-{suffix}", std::process::id())
+}
