@@ -224,7 +224,7 @@ fn spawn_member(
 
 /// `count` distinct loopback ports that were free a moment ago (held together while chosen,
 /// so no two are the same).
-fn free_loopback_ports(count: usize) -> Vec<u16> {
+pub fn free_loopback_ports(count: usize) -> Vec<u16> {
     let listeners: Vec<TcpListener> = (0..count)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a loopback port"))
         .collect();

@@ -10,7 +10,7 @@ pub mod etcd_cluster;
 pub mod fake_evaluator;
 pub mod run_view;
 
-pub use etcd_cluster::EtcdCluster;
+pub use etcd_cluster::{EtcdCluster, free_loopback_ports};
 pub use fake_evaluator::FakeEvaluator;
 
 use jsonschema::{Retrieve, Uri, Validator};

@@ -1,0 +1,281 @@
+//! A cluster on loopback (3 etcd members, 3 actor hosts, 2 schedulers, 2 gateways, each its own
+//! process) under competing agents while processes die: every acknowledged write survives, no
+//! step is held by two agents at once, no step is accepted twice (architecture, "Sharding,
+//! routing, failure"; spec §3.2 claims, tools.md `claim`, `submit`, `retry`).
+
+mod cluster_support;
+mod common;
+
+use agentprocess_testkit::run_view::step_state;
+use cluster_support::{Cluster, LEASE_TTL_SECONDS, Role, Shape};
+use common::{Mcp, Who, request_id};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+const PROCESS: &str = "---
+name: cluster-step
+description: One agent step with a small output, then finish.
+inputs:
+  n: number
+steps:
+  - id: work
+    agent: Return the number n from the inputs as the result.
+    output:
+      result: number
+  - id: done
+    finish: done
+---
+
+# One step
+
+Competing agents claim and submit it while the cluster loses processes.
+";
+
+/// How long one call keeps being retried (same `requestId`) while it answers `retry` or gets no
+/// answer: longer than a crashed host's lease, so its shards have moved by then.
+const CALL_PATIENCE: Duration = Duration::from_secs(30);
+
+/// A step of a run: (run id, step id).
+type StepOfRun = (String, String);
+
+/// An accepted submission: its `requestId`, the agent, and the number it submitted.
+type Acceptance = (String, String, u64);
+
+/// What the agents saw acknowledged: the history checked at the end.
+#[derive(Debug, Default)]
+struct History {
+    /// Runs whose `start_run` was acknowledged.
+    started: BTreeSet<String>,
+    /// Acknowledged claims: (run, step) → the tokens granted (a replay returns the same one).
+    claims: BTreeMap<StepOfRun, BTreeSet<String>>,
+    /// Acknowledged submissions: (run, step) → (`requestId`, agent, the output's number).
+    accepted: BTreeMap<StepOfRun, BTreeSet<Acceptance>>,
+    /// Calls that answered `retry` at least once before they were acknowledged or refused.
+    retried: usize,
+    /// Refusals other than the lost races a competing agent expects.
+    unexpected: Vec<String>,
+}
+
+/// Calls `tool` until it gets an answer that is not `retry`, with the same arguments (and so
+/// the same `requestId`); `None` when patience ran out.
+async fn call_until_answered(
+    client: &Mcp,
+    tool: &str,
+    arguments: Value,
+    history: &Mutex<History>,
+) -> Option<Value> {
+    let deadline = Instant::now() + CALL_PATIENCE;
+    let mut retried = false;
+    loop {
+        match client.try_call(tool, arguments.clone()).await {
+            Ok(envelope) if envelope["ok"] == false && envelope["error"]["code"] == "retry" => {}
+            Ok(envelope) => {
+                if retried {
+                    history.lock().await.retried += 1;
+                }
+                return Some(envelope);
+            }
+            Err(_) => {}
+        }
+        retried = true;
+        if Instant::now() > deadline {
+            history
+                .lock()
+                .await
+                .unexpected
+                .push(format!("{tool} got no answer but retry for {CALL_PATIENCE:?}"));
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One agent: start a run, then take whatever work `get_work` offers (racing the others for it)
+/// and submit it, until told to stop.
+async fn agent_loop(client: Mcp, name: String, stop: Arc<AtomicBool>, history: Arc<Mutex<History>>) {
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let start = json!({ "process": "cluster-step", "inputs": { "n": n }, "requestId": request_id() });
+        if let Some(envelope) = call_until_answered(&client, "start_run", start, &history).await {
+            match envelope["data"]["run"]["id"].as_str() {
+                Some(run) => {
+                    history.lock().await.started.insert(run.to_owned());
+                }
+                None => history
+                    .lock()
+                    .await
+                    .unexpected
+                    .push(format!("start_run: {envelope}")),
+            }
+        }
+        let work = call_until_answered(&client, "get_work", json!({ "limit": 5 }), &history).await;
+        let Some(item) = work.and_then(|w| {
+            w["data"]["items"]
+                .as_array()
+                .and_then(|items| items.first().cloned())
+        }) else {
+            continue;
+        };
+        let run = item["runId"].as_str().unwrap_or_default().to_owned();
+        let step = item["stepId"].as_str().unwrap_or_default().to_owned();
+        let claim = json!({ "runId": run, "stepId": step, "requestId": request_id() });
+        let Some(claimed) = call_until_answered(&client, "claim", claim, &history).await else {
+            continue;
+        };
+        if claimed["ok"] == false {
+            let code = claimed["error"]["code"].as_str().unwrap_or_default();
+            if code != "conflict" && code != "stale" {
+                history
+                    .lock()
+                    .await
+                    .unexpected
+                    .push(format!("{name} claim: {claimed}"));
+            }
+            continue;
+        }
+        let token = claimed["data"]["token"].as_str().unwrap_or_default().to_owned();
+        history
+            .lock()
+            .await
+            .claims
+            .entry((run.clone(), step.clone()))
+            .or_default()
+            .insert(token.clone());
+        let submit_id = request_id();
+        let submit =
+            json!({ "token": token, "output": { "result": n }, "summary": "done", "requestId": submit_id });
+        if let Some(submitted) = call_until_answered(&client, "submit", submit, &history).await {
+            if submitted["ok"] == true {
+                history
+                    .lock()
+                    .await
+                    .accepted
+                    .entry((run, step))
+                    .or_default()
+                    .insert((submit_id, name.clone(), n));
+            } else {
+                history
+                    .lock()
+                    .await
+                    .unexpected
+                    .push(format!("{name} submit: {submitted}"));
+            }
+        }
+    }
+}
+
+/// Runs `agents` competing agents through both gateways while `disrupt` runs, then checks the
+/// history against the store's final state through gateway 0.
+async fn under_load(cluster: &mut Cluster, agents: usize, disrupt: impl AsyncFnOnce(&mut Cluster)) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let history = Arc::new(Mutex::new(History::default()));
+    let mut tasks = Vec::new();
+    for i in 0..agents {
+        let name = format!("agent-{i}");
+        let who = Who::Agent(Box::leak(name.clone().into_boxed_str()));
+        let client = cluster.client(i % 2, &who).await;
+        tasks.push(tokio::spawn(agent_loop(
+            client,
+            name,
+            stop.clone(),
+            history.clone(),
+        )));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    disrupt(cluster).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let history = history.lock().await;
+    assert!(
+        history.unexpected.is_empty(),
+        "unexpected answers: {:#?}\n{}",
+        history.unexpected,
+        cluster.logs()
+    );
+    assert!(
+        history.started.len() > 20,
+        "too little load to judge: {} runs",
+        history.started.len()
+    );
+    for (key, tokens) in &history.claims {
+        assert_eq!(
+            tokens.len(),
+            1,
+            "step {key:?} was held by two claims at once: {tokens:?}"
+        );
+    }
+    for (key, requests) in &history.accepted {
+        assert_eq!(requests.len(), 1, "step {key:?} was accepted twice: {requests:?}");
+    }
+    let checker = cluster.client(0, &Who::Agent("checker")).await;
+    let lost = Arc::new(AtomicUsize::new(0));
+    for run in &history.started {
+        let view = checker.ok("get_run", json!({ "runId": run })).await;
+        assert_eq!(view["run"]["id"], run.as_str());
+        let step = (run.clone(), "work".to_owned());
+        if let Some(accepted) = history.accepted.get(&step) {
+            let (_, agent, n) = accepted.first().expect("one acceptance");
+            let recorded = &view["data"]["steps"]["work"];
+            if step_state(&view, "work") != "done"
+                || view["run"]["outcome"] != "done"
+                || recorded["by"] != agent.as_str()
+                || recorded["output"]["result"] != *n
+            {
+                lost.fetch_add(1, Ordering::Relaxed);
+                eprintln!("the acknowledged submission of {run} by {agent} ({n}) is not in its run: {view}");
+            }
+        }
+    }
+    assert_eq!(
+        lost.load(Ordering::Relaxed),
+        0,
+        "acknowledged submissions were lost"
+    );
+    eprintln!(
+        "history: {} runs started, {} claims, {} submissions accepted, {} calls answered retry first",
+        history.started.len(),
+        history.claims.len(),
+        history.accepted.len(),
+        history.retried
+    );
+}
+
+fn publish_process(cluster: &Cluster) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("PROCESS.md");
+    std::fs::write(&path, PROCESS).unwrap();
+    cluster.publish_in(common::ORG, &path, &[]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_actor_host_killed_mid_load_moves_its_shards_and_loses_no_acknowledged_write() {
+    let mut cluster = Cluster::start(Shape::default()).await;
+    publish_process(&cluster);
+    under_load(&mut cluster, 12, async |cluster: &mut Cluster| {
+        cluster.kill9(Role::Actor, 0);
+        let killed_at = Instant::now();
+        // Its shards go to the survivors once its lease ends.
+        let deadline = Instant::now() + Duration::from_secs(LEASE_TTL_SECONDS + 10);
+        loop {
+            let (hosts, shards) = cluster.shard_view().await;
+            if hosts == 2 && shards == cluster_support::SHARDS {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the shards did not move: {hosts} hosts, {shards} shards"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        eprintln!("shards moved {:?} after the kill", killed_at.elapsed());
+    })
+    .await;
+}

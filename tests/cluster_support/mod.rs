@@ -1,0 +1,438 @@
+//! A whole cluster on loopback for the cross-process tests: a real 3-member etcd and the built
+//! binary's roles (actor hosts, schedulers, gateways) as child processes, dev tokens every
+//! gateway accepts, and MCP clients through any gateway. Every process is killed on drop.
+#![allow(dead_code)]
+
+use crate::common::{Mcp, ORG, Who};
+use agentprocess_gateway::IdentityKind;
+use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
+use agentprocess_store::keys::Keys;
+use agentprocess_store::{EtcdOptions, EtcdStore, RangeRequest, Store};
+use agentprocess_testkit::{EtcdCluster, free_loopback_ports};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The shards every test cluster has (the default).
+pub const SHARDS: usize = 256;
+/// The actor hosts' and the scheduler leader's lease TTL in the test clusters, in seconds.
+pub const LEASE_TTL_SECONDS: u64 = 3;
+
+/// A role of the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Actor,
+    Scheduler,
+    Gateway,
+}
+
+impl Role {
+    fn command(self) -> &'static str {
+        match self {
+            Role::Actor => "actor",
+            Role::Scheduler => "scheduler",
+            Role::Gateway => "gateway",
+        }
+    }
+}
+
+/// How many of each role.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub actors: usize,
+    pub schedulers: usize,
+    pub gateways: usize,
+    /// Settings for every role, as environment variables (`AGENTPROCESS_LEASE_SECONDS`, ...).
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape {
+            actors: 3,
+            schedulers: 2,
+            gateways: 2,
+            env: Vec::new(),
+        }
+    }
+}
+
+/// One process of a role: how to start it again, and the child while it runs.
+struct Process {
+    role: Role,
+    index: usize,
+    args: Vec<String>,
+    child: Option<Child>,
+    log: PathBuf,
+    starts: usize,
+}
+
+/// A running cluster. Dropping it kills every process (etcd members included).
+pub struct Cluster {
+    pub etcd: EtcdCluster,
+    /// A client of the cluster's etcd, for looking at what the roles wrote.
+    pub store: EtcdStore,
+    dir: tempfile::TempDir,
+    /// The URL every gateway names as the cluster's (gateway 0's): tokens are for it, file
+    /// links point at it.
+    pub public_url: String,
+    gateway_urls: Vec<String>,
+    processes: Vec<Process>,
+    env: Vec<(String, String)>,
+}
+
+impl Cluster {
+    /// Starts etcd, then the actor hosts, the schedulers and the gateways, and waits until every
+    /// shard is held by a live host, a scheduler leads and every gateway is ready.
+    pub async fn start(shape: Shape) -> Cluster {
+        let etcd = EtcdCluster::start(3);
+        let store = EtcdStore::connect(&etcd.client_urls(), EtcdOptions::default())
+            .await
+            .expect("etcd answers");
+        let dir = tempfile::Builder::new()
+            .prefix("agentprocess-cluster-")
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir_all(dir.path().join("blobs")).unwrap();
+        let ports = free_loopback_ports(shape.actors + shape.gateways);
+        let gateway_urls: Vec<String> = ports[shape.actors..]
+            .iter()
+            .map(|port| format!("http://127.0.0.1:{port}"))
+            .collect();
+        let public_url = gateway_urls.first().cloned().unwrap_or_default();
+        let mut env = vec![
+            (
+                "AGENTPROCESS_CLUSTER__HOST_LEASE_SECONDS".to_owned(),
+                LEASE_TTL_SECONDS.to_string(),
+            ),
+            (
+                "AGENTPROCESS_CLUSTER__LEADER_LEASE_SECONDS".to_owned(),
+                LEASE_TTL_SECONDS.to_string(),
+            ),
+        ];
+        env.extend(shape.env.iter().cloned());
+        let mut cluster = Cluster {
+            etcd,
+            store,
+            dir,
+            public_url,
+            gateway_urls,
+            processes: Vec::new(),
+            env,
+        };
+        let uploads = format!("file://{}", cluster.dir.path().join("blobs").display());
+        let etcd_urls = cluster.etcd.endpoint_list();
+        let common = |role: Role| -> Vec<String> {
+            let mut args = vec![role.command().to_owned(), "--etcd".to_owned(), etcd_urls.clone()];
+            if role != Role::Scheduler {
+                args.extend(["--uploads".to_owned(), uploads.clone()]);
+            }
+            args
+        };
+        for (i, port) in ports[..shape.actors].iter().enumerate() {
+            let mut args = common(Role::Actor);
+            args.extend(["--listen".to_owned(), format!("127.0.0.1:{port}")]);
+            cluster.add(Role::Actor, i, args);
+        }
+        for i in 0..shape.schedulers {
+            cluster.add(Role::Scheduler, i, common(Role::Scheduler));
+        }
+        let dev_key = cluster.dev_key_path();
+        for i in 0..shape.gateways {
+            let mut args = common(Role::Gateway);
+            args.extend([
+                "--listen".to_owned(),
+                cluster.gateway_urls[i].trim_start_matches("http://").to_owned(),
+                "--public-url".to_owned(),
+                cluster.public_url.clone(),
+                "--dev-key".to_owned(),
+                dev_key.display().to_string(),
+            ]);
+            cluster.add(Role::Gateway, i, args);
+        }
+        cluster.wait_settled(shape.actors).await;
+        cluster
+    }
+
+    fn add(&mut self, role: Role, index: usize, args: Vec<String>) {
+        let log = self.dir.path().join(format!("{}-{index}.log", role.command()));
+        let mut process = Process {
+            role,
+            index,
+            args,
+            child: None,
+            log,
+            starts: 0,
+        };
+        self.spawn(&mut process);
+        self.processes.push(process);
+    }
+
+    fn spawn(&self, process: &mut Process) {
+        process.starts += 1;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&process.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+            .args(&process.args)
+            .current_dir(self.dir.path())
+            .env("RUST_LOG", "info,rmcp=warn")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("the agentprocess binary starts");
+        process.child = Some(child);
+    }
+
+    fn process_mut(&mut self, role: Role, index: usize) -> &mut Process {
+        self.processes
+            .iter_mut()
+            .find(|p| p.role == role && p.index == index)
+            .unwrap_or_else(|| panic!("no {role:?} {index}"))
+    }
+
+    /// The dev key file every gateway shares.
+    pub fn dev_key_path(&self) -> PathBuf {
+        self.dir.path().join("dev-signing-key")
+    }
+
+    /// The folder uploads and the run archive go to.
+    pub fn blobs_dir(&self) -> PathBuf {
+        self.dir.path().join("blobs")
+    }
+
+    pub fn gateway_url(&self, gateway: usize) -> &str {
+        &self.gateway_urls[gateway]
+    }
+
+    pub fn mcp_url(&self, gateway: usize) -> String {
+        format!("{}/mcp", self.gateway_urls[gateway])
+    }
+
+    /// A dev token of `organization` for `who`, accepted by every gateway.
+    pub fn token_in(&self, organization: &str, who: &Who) -> String {
+        let (kind, operator) = match who {
+            Who::Agent(id) => (IdentityKind::Agent { id: id.to_string() }, false),
+            Who::AgentOperator(id) => (IdentityKind::Agent { id: id.to_string() }, true),
+            Who::Person(email, groups) | Who::Operator(email, groups) => (
+                IdentityKind::Person {
+                    email: email.to_string(),
+                    groups: groups.iter().map(|g| g.to_string()).collect(),
+                },
+                matches!(who, Who::Operator(..)),
+            ),
+        };
+        DevKey::load_or_create_file(&self.dev_key_path()).unwrap().mint(
+            &self.public_url,
+            &DevTokenRequest {
+                organization: organization.to_owned(),
+                kind,
+                operator,
+                ttl: Duration::from_secs(3600),
+            },
+        )
+    }
+
+    /// An MCP client of `ORG` through `gateway`.
+    pub async fn client(&self, gateway: usize, who: &Who) -> Mcp {
+        self.client_in(gateway, ORG, who).await
+    }
+
+    pub async fn client_in(&self, gateway: usize, organization: &str, who: &Who) -> Mcp {
+        Mcp::connect(&self.mcp_url(gateway), &self.token_in(organization, who)).await
+    }
+
+    /// Imports the text at `path` through gateway 0 as an operator of `organization`, binds
+    /// `bindings` and publishes; panics when that fails.
+    pub fn publish_in(&self, organization: &str, path: &Path, bindings: &[(&str, &str)]) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentprocess"));
+        command
+            .args(["process", "import"])
+            .arg(path)
+            .args(["--server", self.gateway_url(0), "--publish"])
+            .env(
+                "AGENTPROCESS_TOKEN",
+                self.token_in(organization, &Who::Operator("ops@acme.test", &["ops"])),
+            );
+        for (role, group) in bindings {
+            command.arg("--bind").arg(format!("{role}={group}"));
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "import of {} failed:\n{}\n{}",
+            path.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Publishes the conformance fixture `name` in `organization`, each role bound to the group
+    /// of the same name.
+    pub fn publish_fixture_in(&self, organization: &str, name: &str) {
+        let path = agentprocess_testkit::fixtures_dir().join(name).join("PROCESS.md");
+        let source = std::fs::read(&path).unwrap();
+        let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
+        let roles: Vec<String> = loaded
+            .process
+            .role_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let bindings: Vec<(&str, &str)> = roles.iter().map(|r| (r.as_str(), r.as_str())).collect();
+        self.publish_in(organization, &path, &bindings);
+    }
+
+    /// `kill -9` the process; it stays down until [`Cluster::restart`].
+    pub fn kill9(&mut self, role: Role, index: usize) {
+        let process = self.process_mut(role, index);
+        if let Some(mut child) = process.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait for the process to end (an actor host hands its shards over first).
+    pub fn terminate(&mut self, role: Role, index: usize) {
+        let process = self.process_mut(role, index);
+        if let Some(mut child) = process.child.take() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the running process.
+    pub fn signal(&mut self, role: Role, index: usize, signal: &str) {
+        let process = self.process_mut(role, index);
+        let pid = process.child.as_ref().expect("running").id();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
+    /// Starts the process again with the same arguments (after a kill or a termination).
+    pub fn restart(&mut self, role: Role, index: usize) {
+        let position = self
+            .processes
+            .iter()
+            .position(|p| p.role == role && p.index == index)
+            .unwrap();
+        let mut process = self.processes.remove(position);
+        assert!(process.child.is_none(), "{role:?} {index} is still running");
+        // A listener's port may take a moment to be free again.
+        std::thread::sleep(Duration::from_millis(200));
+        self.spawn(&mut process);
+        self.processes.insert(position, process);
+    }
+
+    /// The live actor hosts (their host keys) and how many shards have a holder.
+    pub async fn shard_view(&self) -> (usize, usize) {
+        let keys = Keys::new("default");
+        let hosts = self
+            .store
+            .range(RangeRequest::new(keys.hosts()))
+            .await
+            .unwrap()
+            .kvs
+            .len();
+        let shards = self
+            .store
+            .range(RangeRequest::new(keys.shards()))
+            .await
+            .unwrap()
+            .kvs
+            .len();
+        (hosts, shards)
+    }
+
+    /// Waits until `actors` hosts are live and hold every shard, a scheduler leads, and every
+    /// gateway is ready; panics with every log's tail after a minute.
+    pub async fn wait_settled(&self, actors: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let http = reqwest::Client::new();
+        loop {
+            let (hosts, shards) = self.shard_view().await;
+            let leader = self
+                .store
+                .get(&Keys::new("default").scheduler_leader())
+                .await
+                .map(|(found, _)| found.is_some())
+                .unwrap_or(false);
+            let schedulers = self
+                .processes
+                .iter()
+                .any(|p| p.role == Role::Scheduler && p.child.is_some());
+            let mut gateways_ready = true;
+            for (i, url) in self.gateway_urls.iter().enumerate() {
+                if self.is_running(Role::Gateway, i) {
+                    let ready = http.get(format!("{url}/readyz")).send().await;
+                    gateways_ready &= ready.is_ok_and(|r| r.status().is_success());
+                }
+            }
+            if hosts == actors && shards == SHARDS && (leader || !schedulers) && gateways_ready {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not settle within a minute ({hosts} hosts, {shards} shards held, \
+                 leader {leader}, gateways ready {gateways_ready})\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub fn is_running(&self, role: Role, index: usize) -> bool {
+        self.processes
+            .iter()
+            .any(|p| p.role == role && p.index == index && p.child.is_some())
+    }
+
+    /// The last lines of every process's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut text = String::new();
+        for process in &self.processes {
+            let log = std::fs::read_to_string(&process.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+            text.push_str(&format!(
+                "--- {} {} ({} starts)\n{tail}\n",
+                process.role.command(),
+                process.index,
+                process.starts
+            ));
+        }
+        text
+    }
+
+    /// The log of one process so far.
+    pub fn log(&self, role: Role, index: usize) -> String {
+        let process = self
+            .processes
+            .iter()
+            .find(|p| p.role == role && p.index == index)
+            .unwrap();
+        std::fs::read_to_string(&process.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for process in &mut self.processes {
+            if let Some(mut child) = process.child.take() {
+                // A stopped process must be continued to die of SIGKILL promptly everywhere.
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
