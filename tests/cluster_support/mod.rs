@@ -391,6 +391,20 @@ impl Cluster {
         }
     }
 
+    /// The index of the scheduler that leads now (its candidate id names its process id).
+    pub async fn scheduler_leader(&self) -> Option<usize> {
+        let (found, _) = self
+            .store
+            .get(&Keys::new("default").scheduler_leader())
+            .await
+            .ok()?;
+        let candidate = String::from_utf8(found?.value).ok()?;
+        self.processes.iter().find_map(|p| {
+            let pid = p.child.as_ref()?.id();
+            (p.role == Role::Scheduler && candidate.contains(&format!("-{pid}-"))).then_some(p.index)
+        })
+    }
+
     pub fn is_running(&self, role: Role, index: usize) -> bool {
         self.processes
             .iter()
