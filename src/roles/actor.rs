@@ -1,6 +1,7 @@
 //! `agentprocess actor`: an actor host of a cluster. It registers in etcd, takes the shards
-//! rendezvous hashing gives it, serves the run service over gRPC for runs of those shards, and
-//! fences every run write on its hold of the run's shard.
+//! rendezvous hashing gives it, serves the run service over gRPC for runs of those shards,
+//! fences every run write on its hold of the run's shard, and commits the writes of many runs
+//! in shared etcd transactions (group commit).
 
 use super::{CommonArgs, connect_etcd, grpc_message_bytes, run_role, shared_blobs};
 use crate::settings::{ClusterFlags, FlagSettings, Settings};
@@ -11,7 +12,7 @@ use agentprocess_run_actor::RunFence;
 use agentprocess_run_actor::machine::RunId;
 use agentprocess_run_actor::runtime::{Clock, Evaluator, NoHints, Runtime, RuntimeConfig};
 use agentprocess_service::run_routing_key;
-use agentprocess_store::{Compare, StoreError};
+use agentprocess_store::{Compare, GroupCommit, GroupCommitOptions, Store, StoreError};
 use anyhow::Context;
 use async_trait::async_trait;
 use clap::Args;
@@ -137,7 +138,9 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
         })),
         ..RuntimeConfig::default()
     };
-    let runtime = Runtime::new(store, blobs, config, Clock::system());
+    // Many runs' writes share one etcd transaction: a round trip per batch, not per write.
+    let grouped: Arc<dyn Store> = Arc::new(GroupCommit::new(store, GroupCommitOptions::default()));
+    let runtime = Runtime::new(grouped, blobs, config, Clock::system());
     let service = ShardGuard::new(Arc::new(runtime), membership.clone(), shards);
     let server = run_service_server(Arc::new(service), grpc_message_bytes(&settings));
 

@@ -14,7 +14,9 @@
 //!
 //! [`EmbeddedStore`] implements it in one process, durable on local disk (or, for tests of the
 //! crates above, [`EmbeddedStore::in_memory`]). [`EtcdStore`] implements it over an etcd 3.4
-//! cluster, failing over between its members. The `conformance` feature exposes the suite every
+//! cluster, failing over between its members. [`GroupCommit`] wraps either to merge the writes
+//! of independent callers into shared transactions (a cluster's actor hosts: one etcd round
+//! trip for many runs' writes). The `conformance` feature exposes the suite every
 //! implementation must pass. [`keys`] holds the whole key layout.
 
 #![forbid(unsafe_code)]
@@ -24,6 +26,7 @@ pub mod conformance;
 mod embedded;
 mod error;
 mod etcd;
+mod group_commit;
 pub mod keys;
 mod limits;
 mod store;
@@ -32,6 +35,7 @@ mod types;
 pub use embedded::{EmbeddedOptions, EmbeddedStats, EmbeddedStore, LegacyImport, RecoveryReport};
 pub use error::StoreError;
 pub use etcd::{EtcdOptions, EtcdStore, parse_endpoint_list};
+pub use group_commit::{GroupCommit, GroupCommitOptions};
 pub use store::Store;
 pub use types::{
     Compare, CompareOp, CompareTarget, EventKind, KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus,

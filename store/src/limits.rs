@@ -34,27 +34,15 @@ pub(crate) fn validate(txn: &Txn, limits: Limits) -> Result<(), StoreError> {
             )));
         }
     }
-    let mut size = 0;
-    for compare in &txn.compares {
-        size += compare.key.len();
-        if let CompareTarget::Value(v) = &compare.target {
-            size += v.len();
-        }
-    }
+    let size = request_bytes(txn);
     for branch in [&txn.then, &txn.otherwise] {
         let mut puts: Vec<&[u8]> = Vec::new();
         for op in branch.iter() {
-            match op {
-                TxnOp::Put { key, value, .. } => {
-                    if key.is_empty() {
-                        return invalid("empty key".into());
-                    }
-                    size += key.len() + value.len();
-                    puts.push(key);
+            if let TxnOp::Put { key, .. } = op {
+                if key.is_empty() {
+                    return invalid("empty key".into());
                 }
-                TxnOp::Delete { range } | TxnOp::Range(RangeRequest { range, .. }) => {
-                    size += range.start.len() + range.end.as_ref().map_or(0, Vec::len);
-                }
+                puts.push(key);
             }
         }
         puts.sort_unstable();
@@ -76,4 +64,25 @@ pub(crate) fn validate(txn: &Txn, limits: Limits) -> Result<(), StoreError> {
         )));
     }
     Ok(())
+}
+
+/// The bytes of keys and values a transaction carries: what etcd's request size limit counts
+/// (near enough; the envelope is small).
+pub(crate) fn request_bytes(txn: &Txn) -> usize {
+    let mut size = 0;
+    for compare in &txn.compares {
+        size += compare.key.len();
+        if let CompareTarget::Value(v) = &compare.target {
+            size += v.len();
+        }
+    }
+    for op in txn.then.iter().chain(&txn.otherwise) {
+        size += match op {
+            TxnOp::Put { key, value, .. } => key.len() + value.len(),
+            TxnOp::Delete { range } | TxnOp::Range(RangeRequest { range, .. }) => {
+                range.start.len() + range.end.as_ref().map_or(0, Vec::len)
+            }
+        };
+    }
+    size
 }

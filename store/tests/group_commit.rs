@@ -1,0 +1,147 @@
+//! Group commit over the embedded store: it passes the conformance suite, merges the writes of
+//! concurrent callers into fewer store transactions, and never changes any one transaction's
+//! outcome (architecture, "Group commit": idempotency stays inside each write's transaction).
+
+use agentprocess_store::{
+    Compare, EmbeddedOptions, EmbeddedStore, GroupCommit, GroupCommitOptions, KeyRange, KeyValue, LeaseGrant,
+    LeaseId, LeaseStatus, RangeRequest, RangeResult, Store, StoreError, Txn, TxnOp, TxnResult, WatchStream,
+    conformance,
+};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A store that counts the transactions that reach it.
+#[derive(Debug)]
+struct Counting {
+    inner: EmbeddedStore,
+    txns: AtomicUsize,
+}
+
+#[async_trait]
+impl Store for Counting {
+    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
+        self.inner.get(key).await
+    }
+    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
+        self.inner.range(request).await
+    }
+    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        self.txns.fetch_add(1, Ordering::SeqCst);
+        // Slow enough that callers queue up behind each commit, as they do behind an etcd one.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        self.inner.txn(txn).await
+    }
+    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
+        self.inner.lease_grant(ttl).await
+    }
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
+        self.inner.lease_keep_alive(lease).await
+    }
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
+        self.inner.lease_revoke(lease).await
+    }
+    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
+        self.inner.lease_time_to_live(lease).await
+    }
+    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
+        self.inner.watch(range, start_revision).await
+    }
+}
+
+fn counting() -> Arc<Counting> {
+    Arc::new(Counting {
+        inner: EmbeddedStore::in_memory(EmbeddedOptions::default()),
+        txns: AtomicUsize::new(0),
+    })
+}
+
+/// A run write's shape: create the record if absent, with an index entry beside it.
+fn create(n: usize) -> Txn {
+    let record = format!("run/{n:04}").into_bytes();
+    Txn::new().when([Compare::absent(record.clone())]).and_then([
+        TxnOp::put(record, b"state".to_vec()),
+        TxnOp::put(format!("index/{n:04}"), b"".to_vec()),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_commit_passes_the_conformance_suite() {
+    let store = Arc::new(GroupCommit::new(
+        Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default())),
+        GroupCommitOptions::default(),
+    ));
+    conformance::run_all(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_share_transactions_and_each_is_answered() {
+    let inner = counting();
+    let store = Arc::new(GroupCommit::new(inner.clone(), GroupCommitOptions::default()));
+    let mut calls = Vec::new();
+    for n in 0..200 {
+        let store = store.clone();
+        calls.push(tokio::spawn(async move { store.txn(create(n)).await }));
+    }
+    for call in calls {
+        let result = call.await.unwrap().unwrap();
+        assert!(result.succeeded);
+        assert_eq!(
+            result.results.len(),
+            2,
+            "each gets the results of its own operations"
+        );
+    }
+    let found = inner
+        .range(RangeRequest::new(KeyRange::prefix(b"run/".to_vec())))
+        .await
+        .unwrap();
+    assert_eq!(found.kvs.len(), 200);
+    let txns = inner.txns.load(Ordering::SeqCst);
+    assert!(
+        txns < 100,
+        "200 writes took {txns} store transactions: they were not grouped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_compare_fails_only_its_own_transaction() {
+    let inner = counting();
+    let store = Arc::new(GroupCommit::new(inner.clone(), GroupCommitOptions::default()));
+    // Run 7 exists already: its create must fail, alone.
+    assert!(store.txn(create(7)).await.unwrap().succeeded);
+    let mut calls = Vec::new();
+    for n in 0..40 {
+        let store = store.clone();
+        calls.push(tokio::spawn(
+            async move { (n, store.txn(create(n)).await.unwrap()) },
+        ));
+    }
+    for call in calls {
+        let (n, result) = call.await.unwrap();
+        assert_eq!(result.succeeded, n != 7, "run {n}");
+    }
+    let index = inner
+        .range(RangeRequest::new(KeyRange::prefix(b"index/".to_vec())))
+        .await
+        .unwrap();
+    assert_eq!(
+        index.kvs.len(),
+        40,
+        "every other write landed, and run 7's index entry only once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writes_of_one_key_never_share_a_transaction() {
+    let store = Arc::new(GroupCommit::new(counting(), GroupCommitOptions::default()));
+    // Two retries of one request racing: both compare the idempotency key absent and put it.
+    let racing = |value: &'static [u8]| {
+        Txn::new()
+            .when([Compare::absent(b"idem/req-1".to_vec())])
+            .and_then([TxnOp::put(b"idem/req-1".to_vec(), value.to_vec())])
+    };
+    let (a, b) = tokio::join!(store.txn(racing(b"a")), store.txn(racing(b"b")));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(a.succeeded != b.succeeded, "exactly one wins: {a:?} {b:?}");
+}
