@@ -2,6 +2,7 @@
 //! runs/s, tool calls/s and latency percentiles per tool.
 
 mod admin;
+mod etcd_puts;
 mod mcp_client;
 pub(crate) mod processes;
 #[cfg(test)]
@@ -89,6 +90,16 @@ pub struct LoadArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// A cluster's dev signing key file (the one its gateways were started with): mint the
+    /// callers' tokens with it instead of the key in --data.
+    #[arg(long, value_name = "PATH", conflicts_with = "data")]
+    dev_key: Option<PathBuf>,
+    /// Measure etcd's raw write rate instead of a server's: --agents workers each commit
+    /// one-put transactions to this etcd (client URLs, comma-separated) back to back, for the
+    /// warmup and then --duration; prints transactions/s and p50/p99. The yardstick for a
+    /// cluster's figures, taken with the same client and concurrency.
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    etcd_puts: Vec<String>,
 }
 
 /// The bearer tokens of every caller.
@@ -117,8 +128,8 @@ struct Settings {
 
 pub fn run(args: LoadArgs) -> ExitCode {
     match run_load(args) {
-        Ok(report) if report.runs == 0 => {
-            eprintln!("agentprocess load: no run completed in the measured window");
+        Ok(0) => {
+            eprintln!("agentprocess load: nothing completed in the measured window");
             ExitCode::from(EXIT_NO_RUNS)
         }
         Ok(_) => ExitCode::SUCCESS,
@@ -129,7 +140,9 @@ pub fn run(args: LoadArgs) -> ExitCode {
     }
 }
 
-fn run_load(args: LoadArgs) -> anyhow::Result<Report> {
+/// Runs the load (or the raw etcd measurement) and prints its report; how many runs (or
+/// transactions) completed in the measured window.
+fn run_load(args: LoadArgs) -> anyhow::Result<u64> {
     if args.agents == 0 {
         bail!("--agents must be at least 1");
     }
@@ -144,6 +157,9 @@ fn run_load(args: LoadArgs) -> anyhow::Result<Report> {
     }
     if args.org.trim().is_empty() {
         bail!("--org needs a non-empty organization");
+    }
+    if !args.etcd_puts.is_empty() {
+        return raw_etcd_puts(&args);
     }
     let tokens = tokens(&args)?;
     let settings = Settings {
@@ -187,15 +203,52 @@ fn run_load(args: LoadArgs) -> anyhow::Result<Report> {
         println!();
         print!("{}", report.table());
     }
-    Ok(report)
+    Ok(report.runs)
 }
 
-/// The given tokens, or tokens minted with the dev key in the data folder.
+/// `--etcd-puts`: etcd's raw write rate at the same concurrency, printed like a load report.
+fn raw_etcd_puts(args: &LoadArgs) -> anyhow::Result<u64> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let report = runtime.block_on(etcd_puts::measure(
+        &args.etcd_puts,
+        args.agents,
+        args.warmup,
+        args.duration,
+    ))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_value(&report).context("serializing the report")?
+        );
+    } else {
+        println!(
+            "etcd raw puts: {} workers, {:.0} s measured: {} one-put transactions = {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors",
+            report.workers,
+            report.seconds,
+            report.transactions,
+            report.transactions_per_second,
+            report.p50_ms,
+            report.p99_ms,
+            report.errors
+        );
+    }
+    Ok(report.transactions)
+}
+
+/// The given tokens, or tokens minted with the dev key in the data folder (or `--dev-key`).
 fn tokens(args: &LoadArgs) -> anyhow::Result<Tokens> {
     let needs_key = args.agent_token.is_none()
         || (args.people > 0 && args.person_token.is_none())
         || (!args.no_publish && args.operator_token.is_none());
-    let key = if needs_key {
+    let key = if needs_key && let Some(path) = &args.dev_key {
+        let key = DevKey::load_file(path)
+            .with_context(|| format!("reading the dev signing key {}", path.display()))?;
+        Some(key.with_context(|| format!("no dev signing key at {}", path.display()))?)
+    } else if needs_key {
         let path = args.data.join(DEV_KEY_FILE);
         if !path.is_file() {
             bail!(

@@ -206,3 +206,53 @@ fn paced_agents_start_no_more_runs_than_the_rate() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--rate must be a positive number"));
 }
+
+/// `--etcd-puts` measures etcd's raw write rate with the roles' own client: against a real etcd
+/// it commits one-put transactions and reports their rate and latency; without an etcd that
+/// answers it fails with a clear message.
+#[test]
+fn etcd_puts_measures_a_real_etcd_and_refuses_one_that_is_not_there() {
+    let etcd = agentprocess_testkit::EtcdCluster::start(1);
+    let output = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["load", "--etcd-puts", &etcd.endpoint_list(), "--agents", "4"])
+        .args([
+            "--warmup",
+            "200ms",
+            "--duration",
+            "1s",
+            "--threads",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["workers"], 4);
+    assert!(report["transactions"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["errors"], 0, "{report}");
+    assert!(
+        report["p99Ms"].as_f64().unwrap() >= report["p50Ms"].as_f64().unwrap(),
+        "{report}"
+    );
+
+    let port = free_port();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args([
+            "load",
+            "--etcd-puts",
+            &format!("http://127.0.0.1:{port}"),
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot reach etcd"), "{stderr}");
+}
