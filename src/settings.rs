@@ -88,6 +88,9 @@ pub struct ClusterSettings {
     pub route_patience_ms: u64,
     /// The gRPC URL other roles reach an actor host at; default `http://<listen>`.
     pub advertise_url: Option<String>,
+    /// How often the scheduler leader compacts etcd's history (to the revision of one period
+    /// before) and looks at its members' sizes, in seconds.
+    pub etcd_upkeep_seconds: u64,
 }
 
 impl Default for ClusterSettings {
@@ -99,6 +102,7 @@ impl Default for ClusterSettings {
             leader_lease_seconds: 5,
             route_patience_ms: 15_000,
             advertise_url: None,
+            etcd_upkeep_seconds: 300,
         }
     }
 }
@@ -334,6 +338,9 @@ impl Settings {
         }
         if cluster.leader_lease_seconds < 2 {
             problems.push("cluster.leader_lease_seconds must be at least 2".to_owned());
+        }
+        if cluster.etcd_upkeep_seconds == 0 {
+            problems.push("cluster.etcd_upkeep_seconds must be at least 1".to_owned());
         }
         if cluster.route_patience_ms == 0 {
             problems.push("cluster.route_patience_ms must be at least 1".to_owned());

@@ -5,9 +5,11 @@
 //! actor.rs      an actor host: owns shards, serves the run service over gRPC, fenced writes
 //! gateway.rs    MCP, admin API and file links; routes each run's calls to its shard's owner
 //! scheduler.rs  leader-elected: fires timers through the routed run service, delivers the outbox
+//! etcd_upkeep.rs  the leader keeps etcd healthy: compaction, defragmentation, space alarms
 //! ```
 
 pub mod actor;
+mod etcd_upkeep;
 pub mod gateway;
 pub mod scheduler;
 
@@ -91,10 +93,15 @@ where
 
 /// The cluster's etcd, and its key layout.
 async fn connect_etcd(settings: &Settings) -> anyhow::Result<(Arc<dyn Store>, Keys)> {
-    let store = EtcdStore::connect(&settings.cluster.etcd, EtcdOptions::default())
-        .await
-        .with_context(|| format!("cannot reach etcd at {}", settings.cluster.etcd.join(",")))?;
+    let store = connect_etcd_store(settings).await?;
     Ok((Arc::new(store), Keys::new(&RuntimeConfig::default().cluster)))
+}
+
+/// The cluster's etcd as itself, for what only etcd does (its upkeep).
+async fn connect_etcd_store(settings: &Settings) -> anyhow::Result<EtcdStore> {
+    EtcdStore::connect(&settings.cluster.etcd, EtcdOptions::default())
+        .await
+        .with_context(|| format!("cannot reach etcd at {}", settings.cluster.etcd.join(",")))
 }
 
 /// The blob store every role shares: uploads and the run archive. A cluster has no data folder

@@ -1,7 +1,8 @@
 //! `agentprocess scheduler`: the cluster's timer and notification service. Candidates campaign
 //! for leadership in etcd; the leader fires timers, due dates and claim expiry through the
-//! routed run service and delivers the outbox, woken by watches on the store; a standby takes
-//! over when the leader's lease ends.
+//! routed run service, delivers the outbox and keeps etcd healthy (compaction,
+//! defragmentation), woken by watches on the store; a standby takes over when the leader's
+//! lease ends.
 
 use super::{CommonArgs, connect_etcd, routing_options, run_role};
 use crate::settings::{FlagSettings, Settings};
@@ -16,7 +17,10 @@ use std::time::Duration;
 
 /// Run a scheduler of a cluster: one leads at a time (elected through etcd), the others wait to
 /// take over. The leader fires waits, `wait_for` timeouts, due dates and claim expiry, archives
-/// ended runs, removes expired idempotency records and delivers webhook notifications.
+/// ended runs, removes expired idempotency records, delivers webhook notifications, and keeps
+/// etcd healthy: its history compacted every `cluster.etcd_upkeep_seconds` (everything older
+/// than one period), members defragmented one at a time when their files are mostly free
+/// pages, a space alarm cleared once there is room.
 #[derive(Debug, Args)]
 pub struct SchedulerArgs {
     #[command(flatten)]
@@ -28,6 +32,7 @@ pub fn run(args: SchedulerArgs) -> ExitCode {
 }
 
 async fn scheduler(settings: Settings) -> anyhow::Result<()> {
+    let etcd = super::connect_etcd_store(&settings).await?;
     let (store, keys) = connect_etcd(&settings).await?;
     let map = ShardMap::watch(store.clone(), keys.clone(), settings.cluster.shards)
         .await
@@ -63,12 +68,18 @@ async fn scheduler(settings: Settings) -> anyhow::Result<()> {
             hints: StoreWatchHints::start(store.clone(), keys.clone()),
         };
         let running = Scheduler::start(parts, transport.clone(), settings.scheduler());
+        let upkeep = tokio::spawn(super::etcd_upkeep::run(
+            etcd.clone(),
+            Duration::from_secs(settings.cluster.etcd_upkeep_seconds),
+        ));
         tokio::select! {
             _ = leadership.lost() => {
                 tracing::warn!(%candidate, "this scheduler lost its leadership; campaigning again");
+                upkeep.abort();
                 running.stop().await;
             }
             _ = &mut shutdown => {
+                upkeep.abort();
                 running.stop().await;
                 if let Err(error) = leadership.resign().await {
                     tracing::warn!(%error, "the leadership could not be handed over; a standby takes it when its lease ends");

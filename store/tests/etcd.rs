@@ -221,3 +221,66 @@ async fn connecting_to_no_live_member_is_unavailable() {
         assert!(reason.contains(endpoint.as_str()), "{reason}");
     }
 }
+
+/// The upkeep a cluster's scheduler leader runs: compaction through the store (a watch from
+/// before it is refused; compacting again is no error), every member's status (one leader, a
+/// database size), and defragmentation of each member in turn, after which it still serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_store_compacts_reports_member_sizes_and_defragments_each_member() {
+    let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let cluster = EtcdCluster::start(3);
+    let store = connect(&cluster.endpoint_list()).await;
+    let first = put(&store, "upkeep/a", "1").await;
+    for i in 0..200 {
+        put(&store, "upkeep/a", &format!("{i:0>4096}")).await;
+    }
+    let last = put(&store, "upkeep/b", "2").await;
+    store.compact(last).await.expect("compaction");
+    store
+        .compact(first)
+        .await
+        .expect("compacting an older revision again is no error");
+    let error = store
+        .watch(KeyRange::prefix(b"upkeep/".to_vec()), Some(first))
+        .await
+        .expect_err("a watch from before the compaction");
+    assert!(matches!(error, StoreError::Compacted { .. }), "{error}");
+
+    let statuses: Vec<_> = store
+        .member_statuses()
+        .await
+        .into_iter()
+        .map(|status| status.expect("every member answers"))
+        .collect();
+    assert_eq!(statuses.len(), 3);
+    assert_eq!(statuses.iter().filter(|s| s.leader).count(), 1, "{statuses:?}");
+    for status in &statuses {
+        assert!(status.db_bytes > 0 && status.db_bytes_in_use > 0, "{status:?}");
+        assert!(status.db_bytes_in_use <= status.db_bytes, "{status:?}");
+        assert!(status.revision >= last, "{status:?}");
+    }
+    for member in 0..3 {
+        store.defragment(member).await.expect("defragmentation");
+    }
+    let after: Vec<_> = store
+        .member_statuses()
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for (before, after) in statuses.iter().zip(&after) {
+        assert!(
+            after.db_bytes <= before.db_bytes,
+            "a defragmented file does not grow: {before:?} {after:?}"
+        );
+    }
+    assert_eq!(
+        put(&store, "upkeep/c", "3").await,
+        last + 1,
+        "the cluster still takes writes"
+    );
+    store
+        .disarm_space_alarm()
+        .await
+        .expect("clearing an alarm that is not raised is no error");
+}

@@ -20,7 +20,10 @@
 
 mod convert;
 mod failure;
+mod maintenance;
 mod watch;
+
+pub use maintenance::MemberStatus;
 
 use std::fmt;
 use std::future::Future;
