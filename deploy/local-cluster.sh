@@ -7,9 +7,15 @@
 #   CLUSTER_DIR        where etcd data, blobs, the dev key and logs go (default: a new temp folder)
 #   CLUSTER_BASE_PORT  first of the ports used (default 8080): gateways BASE and BASE+1, actor
 #                      hosts BASE+10.., etcd clients BASE+20.., etcd peers BASE+30..
+#   CLUSTER_ACTORS     how many actor hosts (default 3, at most 9)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=${CLUSTER_BASE_PORT:-8080}
+actors=${CLUSTER_ACTORS:-3}
+if ! [[ "$actors" =~ ^[1-9]$ ]]; then
+    echo "CLUSTER_ACTORS must be a number from 1 to 9" >&2
+    exit 2
+fi
 
 bin=${CLUSTER_BIN:-}
 if [ -z "$bin" ]; then
@@ -27,6 +33,7 @@ command -v etcd >/dev/null 2>&1 || {
 dir=${CLUSTER_DIR:-$(mktemp -d -t agentprocess-cluster-XXXXXX)}
 mkdir -p "$dir/logs" "$dir/blobs"
 pids=()
+names=()
 stop() {
     trap - INT TERM EXIT
     echo
@@ -73,6 +80,7 @@ for i in 0 1 2; do
         --initial-cluster-token "agentprocess-local-$base" \
         >"$dir/logs/etcd-$i.log" 2>&1 &
     pids+=($!)
+    names+=("etcd-$i")
 done
 # Every member healthy (a leader elected) before the roles connect.
 for i in 0 1 2; do
@@ -81,14 +89,16 @@ done
 
 blobs="file://$dir/blobs"
 key="$dir/dev-signing-key"
-for i in 0 1 2; do
+for ((i = 0; i < actors; i++)); do
     "$bin" actor --etcd "$endpoints" --uploads "$blobs" --listen "127.0.0.1:$((base + 10 + i))" \
         >"$dir/logs/actor-$i.log" 2>&1 &
     pids+=($!)
+    names+=("actor-$i")
 done
 for i in 0 1; do
     "$bin" scheduler --etcd "$endpoints" >"$dir/logs/scheduler-$i.log" 2>&1 &
     pids+=($!)
+    names+=("scheduler-$i")
 done
 # Both gateways name the first one's URL as the cluster's public URL, as a load balancer's would
 # be: tokens are for it, and file links point at it.
@@ -97,6 +107,7 @@ for i in 0 1; do
     "$bin" gateway --etcd "$endpoints" --uploads "$blobs" --listen "127.0.0.1:$((base + i))" \
         --public-url "$public" --dev-key "$key" >"$dir/logs/gateway-$i.log" 2>&1 &
     pids+=($!)
+    names+=("gateway-$i")
 done
 for i in 0 1; do
     wait_for "gateway $i" curl -fsS "http://127.0.0.1:$((base + i))/readyz"
@@ -105,7 +116,7 @@ done
 cat <<TEXT
 agentprocess cluster on loopback ($dir)
   etcd:        $endpoints
-  actor hosts: http://127.0.0.1:$((base + 10)), :$((base + 11)), :$((base + 12))
+  actor hosts: $actors, gRPC from http://127.0.0.1:$((base + 10))
   schedulers:  2 (one leads)
   MCP:         http://127.0.0.1:$base/mcp
                http://127.0.0.1:$((base + 1))/mcp
@@ -115,7 +126,6 @@ Tokens (dev mode; every gateway accepts them):
 Logs in $dir/logs. Ctrl-C stops everything.
 TEXT
 # Until Ctrl-C: say when a process ends (killing one is how to watch the cluster cope).
-names=(etcd-0 etcd-1 etcd-2 actor-0 actor-1 actor-2 scheduler-0 scheduler-1 gateway-0 gateway-1)
 declare -A reported=()
 while sleep 1; do
     for i in "${!pids[@]}"; do
