@@ -275,7 +275,7 @@ async fn advance_clock(
 ) -> Response {
     let seconds = match clock_request(&identity, body) {
         Ok(seconds) => seconds,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     clock.advance(Duration::from_secs(seconds));
     clock_answer(&clock)
@@ -286,20 +286,19 @@ async fn advance_clock(
 pub(crate) fn clock_request(
     identity: &Identity,
     body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
-) -> Result<u64, Response> {
+) -> Result<u64, HttpFailure> {
     if !identity.operator {
-        return Err(HttpFailure::Forbidden("an operator token is required".into()).into_response());
+        return Err(HttpFailure::Forbidden("an operator token is required".into()));
     }
     let seconds = match body {
         Ok(Json(body)) => body.get("advanceSeconds").and_then(Value::as_u64),
-        Err(rejection) => return Err(HttpFailure::Malformed(rejection.body_text()).into_response()),
+        Err(rejection) => return Err(HttpFailure::Malformed(rejection.body_text())),
     };
     seconds.filter(|&s| s <= 10 * 365 * 24 * 3600).ok_or_else(|| {
         HttpFailure::Malformed(
             "the body must be { \"advanceSeconds\": N } with N a non-negative integer of at most ten years"
                 .into(),
         )
-        .into_response()
     })
 }
 

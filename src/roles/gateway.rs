@@ -173,7 +173,7 @@ async fn advance_clock(
 ) -> Response {
     let seconds = match crate::serve_cmd::clock_request(&identity, body) {
         Ok(seconds) => seconds,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let moved = async {
         let total = test_clock::advance(state.store.as_ref(), &state.keys, seconds).await?;

@@ -273,3 +273,112 @@ pub async fn wait_for_acks(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentprocess_run_actor::machine::Timestamp;
+    use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
+
+    const START: i64 = 1_700_000_000_000;
+
+    async fn store(dir: &std::path::Path) -> Arc<dyn Store> {
+        let (store, _) = EmbeddedStore::open(dir, EmbeddedOptions::default())
+            .await
+            .unwrap();
+        Arc::new(store)
+    }
+
+    /// A clock at `START`, and one never moved that started with it.
+    fn clocks() -> (Clock, Clock) {
+        let start = Timestamp::from_millis(START);
+        (Clock::starting_at(start), Clock::starting_at(start))
+    }
+
+    /// How far `clock` was moved, in whole seconds: how far it is ahead of `still`.
+    fn moved((clock, still): &(Clock, Clock)) -> i64 {
+        (clock.now().as_millis() - still.now().as_millis() + 500).div_euclid(1000)
+    }
+
+    #[tokio::test]
+    async fn every_follower_applies_the_total_at_start_and_each_move_before_the_move_is_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path()).await;
+        let keys = Keys::new("default");
+        let patience = Duration::from_secs(10);
+        // Nobody follows yet: nothing to wait for.
+        wait_for_acks(store.as_ref(), &keys, 0, patience).await.unwrap();
+
+        // A move before anyone follows: a role started later applies it at once.
+        assert_eq!(advance(store.as_ref(), &keys, 60).await.unwrap(), 60);
+        let early = clocks();
+        follow(store.clone(), keys.clone(), early.0.clone(), "actor:a".into(), 5)
+            .await
+            .unwrap();
+        assert_eq!(moved(&early), 60);
+        let late = clocks();
+        follow(store.clone(), keys.clone(), late.0.clone(), "gateway:b".into(), 5)
+            .await
+            .unwrap();
+        assert_eq!(moved(&late), 60);
+
+        // Moves add up, and each is applied by both before the acknowledgements show it.
+        assert_eq!(advance(store.as_ref(), &keys, 3600).await.unwrap(), 3660);
+        assert_eq!(advance(store.as_ref(), &keys, 40).await.unwrap(), 3700);
+        wait_for_acks(store.as_ref(), &keys, 3700, patience)
+            .await
+            .unwrap();
+        assert_eq!(moved(&early), 3700);
+        assert_eq!(moved(&late), 3700);
+        let acks = store
+            .range(RangeRequest::new(keys.test_clock_acks()))
+            .await
+            .unwrap()
+            .kvs;
+        let applied: Vec<&[u8]> = acks.iter().map(|kv| kv.value.as_slice()).collect();
+        assert_eq!(applied, [b"3700".as_slice(), b"3700".as_slice()]);
+        assert!(acks.iter().all(|kv| kv.lease.is_some()), "on leases: {acks:?}");
+    }
+
+    #[tokio::test]
+    async fn a_role_that_does_not_apply_the_move_is_named_once_patience_runs_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path()).await;
+        let keys = Keys::new("default");
+        let clock = clocks();
+        follow(store.clone(), keys.clone(), clock.0.clone(), "actor:a".into(), 5)
+            .await
+            .unwrap();
+        // A role that acknowledged 0 and stopped following (its lease still runs).
+        let lease = store.lease_grant(600).await.unwrap().id;
+        store
+            .txn(Txn::new().and_then([TxnOp::put_with_lease(
+                keys.test_clock_ack("scheduler:s"),
+                "0",
+                lease,
+            )]))
+            .await
+            .unwrap();
+        let total = advance(store.as_ref(), &keys, 30).await.unwrap();
+        let error = wait_for_acks(store.as_ref(), &keys, total, Duration::from_secs(1))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("scheduler:s at 0"), "{error}");
+        assert!(!error.contains("actor:a"), "{error}");
+        assert_eq!(moved(&clock), 30);
+
+        // Once its lease ends, it no longer holds the cluster back.
+        store.lease_revoke(lease).await.unwrap();
+        wait_for_acks(store.as_ref(), &keys, total, Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
+
+    #[test]
+    fn a_total_is_decimal_seconds() {
+        assert_eq!(parse_total(b"3600").unwrap(), 3600);
+        assert!(parse_total(b"-1").is_err());
+        assert!(parse_total(b"soon").is_err());
+    }
+}
