@@ -21,7 +21,8 @@ use agentprocess_store::keys::Keys;
 use agentprocess_store::{RangeRequest, Store};
 use agentprocess_testkit::fake_evaluator::FakeEvaluator;
 use cluster_support::{Cluster, ClusterOrg, Shape};
-use common::Deployment;
+use common::{Deployment, Who, status_and_json};
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -96,6 +97,33 @@ async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock(
         .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
         .collect();
     assert_eq!(applied, vec!["3600"; 7], "one acknowledgement per role");
+    // As `serve`: operators only, a whole number of seconds; neither refusal moves the clock.
+    let http = reqwest::Client::new();
+    for gateway in 0..2 {
+        let url = format!("{}/admin/v1/clock", cluster.gateway_url(gateway));
+        let person = clock.token(&Who::Person("clerk@acme.test", &["staff"]));
+        let response = http
+            .post(&url)
+            .bearer_auth(person)
+            .json(&json!({ "advanceSeconds": 60 }))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_and_json(response).await;
+        assert_eq!(status, 403, "{body}");
+        let operator = clock.token(&Who::Operator("ops@acme.test", &["ops"]));
+        let response = http
+            .post(&url)
+            .bearer_auth(operator)
+            .json(&json!({ "advanceSeconds": -5 }))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_and_json(response).await;
+        assert_eq!(status, 400, "{body}");
+    }
+    let (total, _) = cluster.store.get(&keys.test_clock()).await.unwrap();
+    assert_eq!(total.unwrap().value, b"3600");
 
     walk!(failed, cluster, "support-escalation", core_walks::support_escalation_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open);
     walk!(
