@@ -273,20 +273,36 @@ async fn advance_clock(
     Extension(identity): Extension<Identity>,
     body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
+    let seconds = match clock_request(&identity, body) {
+        Ok(seconds) => seconds,
+        Err(refused) => return refused.into_response(),
+    };
+    clock.advance(Duration::from_secs(seconds));
+    clock_answer(&clock)
+}
+
+/// The seconds a `POST /admin/v1/clock` asks for, or the answer refusing it: only operators
+/// move the clock, by a whole number of seconds of at most ten years.
+pub(crate) fn clock_request(
+    identity: &Identity,
+    body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
+) -> Result<u64, HttpFailure> {
     if !identity.operator {
-        return HttpFailure::Forbidden("an operator token is required".into()).into_response();
+        return Err(HttpFailure::Forbidden("an operator token is required".into()));
     }
     let seconds = match body {
         Ok(Json(body)) => body.get("advanceSeconds").and_then(Value::as_u64),
-        Err(rejection) => return HttpFailure::Malformed(rejection.body_text()).into_response(),
+        Err(rejection) => return Err(HttpFailure::Malformed(rejection.body_text())),
     };
-    let Some(seconds) = seconds.filter(|&s| s <= 10 * 365 * 24 * 3600) else {
-        return HttpFailure::Malformed(
+    seconds.filter(|&s| s <= 10 * 365 * 24 * 3600).ok_or_else(|| {
+        HttpFailure::Malformed(
             "the body must be { \"advanceSeconds\": N } with N a non-negative integer of at most ten years"
                 .into(),
         )
-        .into_response();
-    };
-    clock.advance(Duration::from_secs(seconds));
+    })
+}
+
+/// The answer to a clock move: the clock's time after it.
+pub(crate) fn clock_answer(clock: &Clock) -> Response {
     Json(json!({ "now": clock.now().to_rfc3339() })).into_response()
 }

@@ -99,7 +99,7 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| format!("http://{local}"));
     let host = HostRecord {
-        id: host_id(),
+        id: super::incarnation_id("actor"),
         url: url.clone(),
     };
     let shards = settings.cluster.shards;
@@ -138,9 +138,21 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
         })),
         ..RuntimeConfig::default()
     };
+    let clock = Clock::system();
+    if settings.testing.clock_control {
+        super::test_clock::warn_clock_control("actor host");
+        super::test_clock::follow(
+            store.clone(),
+            keys.clone(),
+            clock.clone(),
+            format!("actor:{}", membership.host_id()),
+            settings.cluster.host_lease_seconds,
+        )
+        .await?;
+    }
     // Many runs' writes share one etcd transaction: a round trip per batch, not per write.
     let grouped: Arc<dyn Store> = Arc::new(GroupCommit::new(store, GroupCommitOptions::default()));
-    let runtime = Runtime::new(grouped, blobs, config, Clock::system());
+    let runtime = Runtime::new(grouped, blobs, config, clock);
     let service = ShardGuard::new(Arc::new(runtime), membership.clone(), shards);
     let server = run_service_server(Arc::new(service), grpc_message_bytes(&settings));
 
@@ -170,17 +182,4 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// This incarnation of the host: its host name, process id and random bits, so a restarted
-/// host is never taken for the one before it.
-fn host_id() -> String {
-    let name = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "actor".to_owned());
-    let mut random = [0u8; 4];
-    getrandom::fill(&mut random).expect("the operating system's random source works");
-    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{name}-{}-{suffix}", std::process::id())
 }

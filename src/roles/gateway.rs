@@ -2,16 +2,23 @@
 //! the admin API and signed file links from etcd and the shared blob store, and routes each run's
 //! calls over gRPC to the actor host that owns the run's shard.
 
+use super::test_clock;
 use super::{CommonArgs, connect_etcd, run_role, shared_blobs};
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_cluster::{RoutedRunService, ShardMap};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
-use agentprocess_gateway::{AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, RuntimeBackend, admin_routes};
+use agentprocess_gateway::respond::HttpFailure;
+use agentprocess_gateway::{
+    AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, admin_routes,
+};
 use agentprocess_run_actor::runtime::{Catalog, Clock, NoHints, Uploads};
+use agentprocess_store::Store;
+use agentprocess_store::keys::Keys;
 use anyhow::Context;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Args;
 use serde_json::{Value, json};
@@ -19,6 +26,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Run an MCP gateway of a cluster: the fourteen tools, the admin API and file links, with each
 /// run's calls routed to the actor host that owns it. Start as many as the load needs, behind
@@ -64,6 +72,17 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
     let (store, keys) = connect_etcd(&settings).await?;
     let blobs = shared_blobs(&settings, "gateway")?;
     let clock = Clock::system();
+    if settings.testing.clock_control {
+        test_clock::warn_clock_control("gateway");
+        test_clock::follow(
+            store.clone(),
+            keys.clone(),
+            clock.clone(),
+            format!("gateway:{}", super::incarnation_id("gateway")),
+            settings.cluster.host_lease_seconds,
+        )
+        .await?;
+    }
     let map = ShardMap::watch(store.clone(), keys.clone(), settings.cluster.shards)
         .await
         .context("cannot read the cluster's shard map")?;
@@ -98,8 +117,17 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         // The scheduler watches the outbox in the store.
         hints: Arc::new(NoHints),
     };
+    let mut authenticated = admin_routes(admin, crate::serve_cmd::offer(&settings));
+    if settings.testing.clock_control {
+        let state = ClusterClock {
+            store: store.clone(),
+            keys: keys.clone(),
+            clock: clock.clone(),
+        };
+        authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(state));
+    }
     let extra = ExtraRoutes {
-        authenticated: admin_routes(admin, crate::serve_cmd::offer(&settings)),
+        authenticated,
         public: file_routes(Uploads::new(store, keys, blobs), clock, signer).merge(health_routes(map)),
     };
     let app =
@@ -122,6 +150,39 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         .context("the HTTP server failed")?;
     eprintln!("agentprocess: gateway stopped");
     Ok(())
+}
+
+/// What moving the cluster's clock needs: the store that holds it and this gateway's clock.
+#[derive(Clone)]
+struct ClusterClock {
+    store: Arc<dyn Store>,
+    keys: Keys,
+    clock: Clock,
+}
+
+/// How long a clock move waits for every role to apply it.
+const CLOCK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// `POST /admin/v1/clock` `{ "advanceSeconds": N }` (testing only), as `serve` answers it, for
+/// the whole cluster: adds N to the cluster's test clock, waits until every role following it
+/// has applied the move, and answers with this gateway's time after it.
+async fn advance_clock(
+    State(state): State<ClusterClock>,
+    Extension(identity): Extension<Identity>,
+    body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let seconds = match crate::serve_cmd::clock_request(&identity, body) {
+        Ok(seconds) => seconds,
+        Err(refused) => return refused.into_response(),
+    };
+    let moved = async {
+        let total = test_clock::advance(state.store.as_ref(), &state.keys, seconds).await?;
+        test_clock::wait_for_acks(state.store.as_ref(), &state.keys, total, CLOCK_PATIENCE).await
+    };
+    match moved.await {
+        Ok(()) => crate::serve_cmd::clock_answer(&state.clock),
+        Err(error) => HttpFailure::Unavailable(format!("{error:#}")).into_response(),
+    }
 }
 
 /// `GET /healthz` (the process answers) and `GET /readyz` (some actor host is registered, so

@@ -6,12 +6,14 @@
 //! gateway.rs    MCP, admin API and file links; routes each run's calls to its shard's owner
 //! scheduler.rs  leader-elected: fires timers through the routed run service, delivers the outbox
 //! etcd_upkeep.rs  the leader keeps etcd healthy: compaction, defragmentation, space alarms
+//! test_clock.rs testing only: the clock every role follows, moved through the store
 //! ```
 
 pub mod actor;
 mod etcd_upkeep;
 pub mod gateway;
 pub mod scheduler;
+mod test_clock;
 
 use crate::settings::{ClusterFlags, FlagSettings, Settings};
 use agentprocess_cluster::RoutingOptions;
@@ -139,4 +141,17 @@ fn grpc_message_bytes(settings: &Settings) -> usize {
 /// Waits for Ctrl-C or SIGTERM.
 pub(crate) async fn shutdown_signal() {
     crate::serve_cmd::shutdown_signal().await
+}
+
+/// This incarnation of a role's process: its host name (`role` without one), process id and
+/// random bits, so a restarted process is never taken for the one before it.
+fn incarnation_id(role: &str) -> String {
+    let name = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| role.to_owned());
+    let mut random = [0u8; 4];
+    getrandom::fill(&mut random).expect("the operating system's random source works");
+    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{name}-{}-{suffix}", std::process::id())
 }

@@ -41,7 +41,20 @@ async fn scheduler(settings: Settings) -> anyhow::Result<()> {
     let transport = Arc::new(HttpTransport::new(Duration::from_secs(
         settings.webhook_timeout_seconds,
     )));
-    let candidate = candidate_id();
+    let candidate = super::incarnation_id("scheduler");
+    // One clock for every term this scheduler leads.
+    let clock = Clock::system();
+    if settings.testing.clock_control {
+        super::test_clock::warn_clock_control("scheduler");
+        super::test_clock::follow(
+            store.clone(),
+            keys.clone(),
+            clock.clone(),
+            format!("scheduler:{candidate}"),
+            settings.cluster.host_lease_seconds,
+        )
+        .await?;
+    }
     println!(
         "agentprocess {} scheduler {candidate} campaigning",
         env!("CARGO_PKG_VERSION")
@@ -63,7 +76,7 @@ async fn scheduler(settings: Settings) -> anyhow::Result<()> {
         let parts = SchedulerParts {
             store: store.clone(),
             keys: keys.clone(),
-            clock: Clock::system(),
+            clock: clock.clone(),
             runs: runs.clone(),
             hints: StoreWatchHints::start(store.clone(), keys.clone()),
         };
@@ -88,16 +101,4 @@ async fn scheduler(settings: Settings) -> anyhow::Result<()> {
             }
         }
     }
-}
-
-/// This scheduler's name in the election: host name, process id and random bits.
-fn candidate_id() -> String {
-    let name = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "scheduler".to_owned());
-    let mut random = [0u8; 4];
-    getrandom::fill(&mut random).expect("the operating system's random source works");
-    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{name}-{}-{suffix}", std::process::id())
 }

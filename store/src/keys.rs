@@ -22,6 +22,10 @@
 //!   shard/<shard>                                          shard owner (attached to its lease)
 //!   host/<hostId>                                          live actor hosts (attached to leases)
 //!   leader/scheduler                                       scheduler election
+//!   testclock/total                                        testing only: seconds the cluster's
+//!                                                          clock was moved forward in all
+//!   testclock/ack/<roleId>                                 testing only: what each role has
+//!                                                          applied (attached to its lease)
 //! ```
 //!
 //! Everything an organization owns sits under `o/<org>/`. Timers, claims, the outbox and the
@@ -162,11 +166,13 @@ pub enum KeyFamily {
     Shard,
     Host,
     Leader,
+    /// The shared test clock and its acknowledgements (`testing.clock_control` only).
+    TestClock,
 }
 
 impl KeyFamily {
     /// Every family, in the order the layout above lists them.
-    pub const ALL: [KeyFamily; 18] = [
+    pub const ALL: [KeyFamily; 19] = [
         KeyFamily::Run,
         KeyFamily::Idempotency,
         KeyFamily::ReadyStep,
@@ -185,6 +191,7 @@ impl KeyFamily {
         KeyFamily::Shard,
         KeyFamily::Host,
         KeyFamily::Leader,
+        KeyFamily::TestClock,
     ];
 
     /// The family's name: the literal segment its keys are filed under (`process-runs` and
@@ -209,6 +216,7 @@ impl KeyFamily {
             KeyFamily::Shard => "shard",
             KeyFamily::Host => "host",
             KeyFamily::Leader => "leader",
+            KeyFamily::TestClock => "testclock",
         }
     }
 }
@@ -695,6 +703,24 @@ impl Keys {
         self.key().lit("leader").lit("scheduler").leaf()
     }
 
+    // The shared test clock (`testing.clock_control` only).
+
+    /// The seconds the cluster's clock was moved forward in all, as decimal text.
+    pub fn test_clock(&self) -> Vec<u8> {
+        self.key().lit("testclock").lit("total").leaf()
+    }
+
+    /// The total a role (`role_id`, one per process) has applied to its clock, as decimal text;
+    /// attached to the role's lease.
+    pub fn test_clock_ack(&self, role_id: &str) -> Vec<u8> {
+        self.key().lit("testclock").lit("ack").id(role_id).leaf()
+    }
+
+    /// Every role's acknowledgement of the test clock.
+    pub fn test_clock_acks(&self) -> KeyRange {
+        self.key().lit("testclock").lit("ack").prefix()
+    }
+
     /// The family of a key of this cluster and its organization, read from the key's leading
     /// segments (what follows them is not checked); `None` for a key of another cluster or one
     /// this layout does not write.
@@ -741,6 +767,7 @@ impl Keys {
             b"shard" => (KeyFamily::Shard, None),
             b"host" => (KeyFamily::Host, None),
             b"leader" => (KeyFamily::Leader, None),
+            b"testclock" => (KeyFamily::TestClock, None),
             _ => return None,
         };
         // Every family's keys go on past the segments read: a bare prefix is no key of ours.
@@ -1217,6 +1244,8 @@ mod tests {
             (k.shard(7), F::Shard, None),
             (k.host("h1"), F::Host, None),
             (k.scheduler_leader(), F::Leader, None),
+            (k.test_clock(), F::TestClock, None),
+            (k.test_clock_ack("gateway-1"), F::TestClock, None),
         ];
         for (key, family, organization) in &expected {
             assert_eq!(
@@ -1243,6 +1272,8 @@ mod tests {
         assert_eq!(k.family_of(b"/agentprocess/prod/timer/notanumber/o/r/t"), None);
         assert_eq!(k.family_of(b"/agentprocess/prod/o/a%2f/run/r"), None);
         assert_eq!(k.family_of(b"elsewhere"), None);
+        assert!(k.test_clock_acks().contains(&k.test_clock_ack("actor-1")));
+        assert!(!k.test_clock_acks().contains(&k.test_clock()));
     }
 
     #[test]

@@ -3,20 +3,26 @@
 //! gateway accepts, and MCP clients through any gateway. Every process is killed on drop.
 #![allow(dead_code)]
 
-use crate::common::{Mcp, ORG, Who};
+use crate::common::{Deployment, Mcp, ORG, Who, advance_clock, publish_fixture_with, run_import};
 use agentprocess_gateway::IdentityKind;
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
+use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{EtcdOptions, EtcdStore, RangeRequest, Store};
 use agentprocess_testkit::{EtcdCluster, free_loopback_ports};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The shards every test cluster has (the default).
 pub const SHARDS: usize = 256;
 /// The actor hosts' and the scheduler leader's lease TTL in the test clusters, in seconds.
 pub const LEASE_TTL_SECONDS: u64 = 3;
+
+/// The clusters of one test binary start one after the other.
+static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A role of the cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +75,9 @@ struct Process {
 
 /// A running cluster. Dropping it kills every process (etcd members included).
 pub struct Cluster {
+    /// This test binary's turn: one cluster at a time (each is a dozen processes on a small
+    /// machine). Held until the cluster is dropped.
+    _turn: tokio::sync::MutexGuard<'static, ()>,
     pub etcd: EtcdCluster,
     /// A client of the cluster's etcd, for looking at what the roles wrote.
     pub store: EtcdStore,
@@ -85,6 +94,7 @@ impl Cluster {
     /// Starts etcd, then the actor hosts, the schedulers and the gateways, and waits until every
     /// shard is held by a live host, a scheduler leads and every gateway is ready.
     pub async fn start(shape: Shape) -> Cluster {
+        let turn = ONE_CLUSTER_AT_A_TIME.lock().await;
         let etcd = EtcdCluster::start(3);
         let store = EtcdStore::connect(&etcd.client_urls(), EtcdOptions::default())
             .await
@@ -112,6 +122,7 @@ impl Cluster {
         ];
         env.extend(shape.env.iter().cloned());
         let mut cluster = Cluster {
+            _turn: turn,
             etcd,
             store,
             dir,
@@ -245,45 +256,44 @@ impl Cluster {
         Mcp::connect(&self.mcp_url(gateway), &self.token_in(organization, who)).await
     }
 
+    /// Imports the text at `path` through `gateway` as an operator of `organization`, binds
+    /// `bindings` and publishes when asked; returns (exit code, stdout, stderr).
+    pub fn import_in(
+        &self,
+        gateway: usize,
+        organization: &str,
+        path: &Path,
+        bindings: &[(&str, &str)],
+        publish: bool,
+    ) -> (i32, String, String) {
+        let token = self.token_in(organization, &Who::Operator("ops@acme.test", &["ops"]));
+        run_import(self.gateway_url(gateway), &token, path, bindings, publish)
+    }
+
     /// Imports the text at `path` through gateway 0 as an operator of `organization`, binds
     /// `bindings` and publishes; panics when that fails.
     pub fn publish_in(&self, organization: &str, path: &Path, bindings: &[(&str, &str)]) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentprocess"));
-        command
-            .args(["process", "import"])
-            .arg(path)
-            .args(["--server", self.gateway_url(0), "--publish"])
-            .env(
-                "AGENTPROCESS_TOKEN",
-                self.token_in(organization, &Who::Operator("ops@acme.test", &["ops"])),
-            );
-        for (role, group) in bindings {
-            command.arg("--bind").arg(format!("{role}={group}"));
-        }
-        let output = command.output().unwrap();
-        assert!(
-            output.status.success(),
-            "import of {} failed:\n{}\n{}",
-            path.display(),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let (code, out, err) = self.import_in(0, organization, path, bindings, true);
+        assert_eq!(code, 0, "import of {} failed:\n{out}\n{err}", path.display());
     }
 
     /// Publishes the conformance fixture `name` in `organization`, each role bound to the group
     /// of the same name.
     pub fn publish_fixture_in(&self, organization: &str, name: &str) {
-        let path = agentprocess_testkit::fixtures_dir().join(name).join("PROCESS.md");
-        let source = std::fs::read(&path).unwrap();
-        let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
-        let roles: Vec<String> = loaded
-            .process
-            .role_names()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let bindings: Vec<(&str, &str)> = roles.iter().map(|r| (r.as_str(), r.as_str())).collect();
-        self.publish_in(organization, &path, &bindings);
+        publish_fixture_with(name, |path, bindings| {
+            self.import_in(0, organization, path, bindings, true)
+        })
+    }
+
+    /// Moves the cluster's clock forward through `gateway` as an operator of `organization`;
+    /// returns the gateway's time after every role applied the move.
+    pub async fn advance(&self, gateway: usize, organization: &str, seconds: u64) -> Timestamp {
+        let token = self.token_in(organization, &Who::Operator("ops@acme.test", &["ops"]));
+        advance_clock(self.gateway_url(gateway), &token, seconds).await
+    }
+
+    pub fn gateways(&self) -> usize {
+        self.gateway_urls.len()
     }
 
     /// `kill -9` the process; it stays down until [`Cluster::restart`].
@@ -443,10 +453,69 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for process in &mut self.processes {
             if let Some(mut child) = process.child.take() {
-                // A stopped process must be continued to die of SIGKILL promptly everywhere.
                 let _ = child.kill();
                 let _ = child.wait();
             }
         }
+    }
+}
+
+/// A cluster seen from one organization, as a [`Deployment`] for the fixture walks: its calls
+/// take turns between the gateways, so every walk goes through all of them.
+pub struct ClusterOrg {
+    cluster: Arc<Cluster>,
+    organization: String,
+    turn: AtomicUsize,
+}
+
+impl ClusterOrg {
+    pub fn new(cluster: Arc<Cluster>, organization: &str) -> ClusterOrg {
+        ClusterOrg {
+            cluster,
+            organization: organization.to_owned(),
+            turn: AtomicUsize::new(0),
+        }
+    }
+
+    /// The gateway whose turn it is.
+    fn next_gateway(&self) -> usize {
+        self.turn.fetch_add(1, Ordering::Relaxed) % self.cluster.gateways()
+    }
+}
+
+impl Deployment for ClusterOrg {
+    fn organization(&self) -> &str {
+        &self.organization
+    }
+
+    fn mcp_url(&self) -> String {
+        self.cluster.mcp_url(self.next_gateway())
+    }
+
+    fn token_in(&self, organization: &str, who: &Who) -> String {
+        self.cluster.token_in(organization, who)
+    }
+
+    async fn client_in(&self, organization: &str, who: &Who) -> Mcp {
+        self.cluster
+            .client_in(self.next_gateway(), organization, who)
+            .await
+    }
+
+    fn import_in(
+        &self,
+        organization: &str,
+        path: &Path,
+        bindings: &[(&str, &str)],
+        publish: bool,
+    ) -> (i32, String, String) {
+        self.cluster
+            .import_in(self.next_gateway(), organization, path, bindings, publish)
+    }
+
+    async fn advance(&self, seconds: u64) -> Timestamp {
+        self.cluster
+            .advance(self.next_gateway(), &self.organization, seconds)
+            .await
     }
 }

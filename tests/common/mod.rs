@@ -250,27 +250,8 @@ impl Server {
         bindings: &[(&str, &str)],
         publish: bool,
     ) -> (i32, String, String) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentprocess"));
-        command
-            .args(["process", "import"])
-            .arg(path)
-            .args(["--server", &self.url])
-            .env(
-                "AGENTPROCESS_TOKEN",
-                self.token_in(organization, &Who::Operator("ops@acme.test", &["ops"])),
-            );
-        for (role, group) in bindings {
-            command.arg("--bind").arg(format!("{role}={group}"));
-        }
-        if publish {
-            command.arg("--publish");
-        }
-        let output = command.output().unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
+        let token = self.token_in(organization, &Who::Operator("ops@acme.test", &["ops"]));
+        run_import(&self.url, &token, path, bindings, publish)
     }
 
     /// Imports, binds every role to the group of the same name, and publishes; panics on failure.
@@ -280,36 +261,170 @@ impl Server {
 
     /// As [`Server::publish_fixture`], in `organization`.
     pub fn publish_fixture_in(&self, organization: &str, name: &str) {
-        let path = agentprocess_testkit::fixtures_dir().join(name).join("PROCESS.md");
-        let source = std::fs::read(&path).unwrap();
-        let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
-        let roles: Vec<String> = loaded
-            .process
-            .role_names()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let bindings: Vec<(&str, &str)> = roles.iter().map(|r| (r.as_str(), r.as_str())).collect();
-        let (code, out, err) = self.import_in(organization, &path, &bindings, true);
-        assert_eq!(code, 0, "import of {name} failed:\n{out}\n{err}");
+        publish_fixture_with(name, |path, bindings| {
+            self.import_in(organization, path, bindings, true)
+        })
     }
 
     /// Moves the server's clock forward (testing.clock_control); returns the server's time after
     /// the move (`advance(0)` reads the clock).
     pub async fn advance(&self, seconds: u64) -> Timestamp {
-        let response = reqwest::Client::new()
-            .post(format!("{}/admin/v1/clock", self.url))
-            .bearer_auth(self.token(&Who::Operator("ops@acme.test", &["ops"])))
-            .json(&json!({ "advanceSeconds": seconds }))
-            .send()
-            .await
-            .unwrap();
-        let (status, body) = status_and_json(response).await;
-        assert_eq!(status, 200, "{body}");
-        body["now"]
-            .as_str()
-            .and_then(Timestamp::parse_rfc3339)
-            .unwrap_or_else(|| panic!("the server's time: {body}"))
+        let token = self.token(&Who::Operator("ops@acme.test", &["ops"]));
+        advance_clock(&self.url, &token, seconds).await
+    }
+}
+
+/// Imports the conformance fixture `name` with `import` (path, bindings → exit code, stdout,
+/// stderr), each role bound to the group of the same name; panics when that fails.
+pub fn publish_fixture_with(
+    name: &str,
+    import: impl FnOnce(&Path, &[(&str, &str)]) -> (i32, String, String),
+) {
+    let path = agentprocess_testkit::fixtures_dir().join(name).join("PROCESS.md");
+    let source = std::fs::read(&path).unwrap();
+    let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
+    let roles: Vec<String> = loaded
+        .process
+        .role_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let bindings: Vec<(&str, &str)> = roles.iter().map(|r| (r.as_str(), r.as_str())).collect();
+    let (code, out, err) = import(&path, &bindings);
+    assert_eq!(code, 0, "import of {name} failed:\n{out}\n{err}");
+}
+
+/// Runs `agentprocess process import PATH --server URL --bind ... [--publish]` with `token`;
+/// returns (exit code, stdout, stderr).
+pub fn run_import(
+    server_url: &str,
+    token: &str,
+    path: &Path,
+    bindings: &[(&str, &str)],
+    publish: bool,
+) -> (i32, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentprocess"));
+    command
+        .args(["process", "import"])
+        .arg(path)
+        .args(["--server", server_url])
+        .env("AGENTPROCESS_TOKEN", token);
+    for (role, group) in bindings {
+        command.arg("--bind").arg(format!("{role}={group}"));
+    }
+    if publish {
+        command.arg("--publish");
+    }
+    let output = command.output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Moves the clock of the deployment at `url` forward with an operator's `token`
+/// (`POST /admin/v1/clock`); returns its time after the move.
+pub async fn advance_clock(url: &str, token: &str, seconds: u64) -> Timestamp {
+    let response = reqwest::Client::new()
+        .post(format!("{url}/admin/v1/clock"))
+        .bearer_auth(token)
+        .json(&json!({ "advanceSeconds": seconds }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_and_json(response).await;
+    assert_eq!(status, 200, "{body}");
+    body["now"]
+        .as_str()
+        .and_then(Timestamp::parse_rfc3339)
+        .unwrap_or_else(|| panic!("the server's time: {body}"))
+}
+
+/// Where a walk runs: one `serve` ([`Server`]) or a whole cluster. A walk acts in the
+/// deployment's organization ([`Deployment::organization`]) unless it names another.
+#[allow(async_fn_in_trait)]
+pub trait Deployment {
+    /// The organization the walk acts in.
+    fn organization(&self) -> &str;
+
+    /// The MCP endpoint (one of them, for a cluster).
+    fn mcp_url(&self) -> String;
+
+    /// A dev token of `organization` for `who`.
+    fn token_in(&self, organization: &str, who: &Who) -> String;
+
+    fn token(&self, who: &Who) -> String {
+        self.token_in(self.organization(), who)
+    }
+
+    /// An MCP client of `organization` acting as `who`.
+    async fn client_in(&self, organization: &str, who: &Who) -> Mcp;
+
+    async fn client(&self, who: &Who) -> Mcp {
+        self.client_in(self.organization(), who).await
+    }
+
+    /// `agentprocess process import PATH --bind ... [--publish]` as an operator of
+    /// `organization`; returns (exit code, stdout, stderr).
+    fn import_in(
+        &self,
+        organization: &str,
+        path: &Path,
+        bindings: &[(&str, &str)],
+        publish: bool,
+    ) -> (i32, String, String);
+
+    fn import(&self, path: &Path, bindings: &[(&str, &str)], publish: bool) -> (i32, String, String) {
+        self.import_in(self.organization(), path, bindings, publish)
+    }
+
+    /// Publishes the conformance fixture `name` in `organization`, each role bound to the group
+    /// of the same name; panics on failure.
+    fn publish_fixture_in(&self, organization: &str, name: &str) {
+        publish_fixture_with(name, |path, bindings| {
+            self.import_in(organization, path, bindings, true)
+        })
+    }
+
+    fn publish_fixture(&self, name: &str) {
+        self.publish_fixture_in(self.organization(), name)
+    }
+
+    /// Moves the deployment's clock forward (every process of it); returns its time after the
+    /// move (`advance(0)` reads the clock).
+    async fn advance(&self, seconds: u64) -> Timestamp;
+}
+
+impl Deployment for Server {
+    fn organization(&self) -> &str {
+        ORG
+    }
+
+    fn mcp_url(&self) -> String {
+        Server::mcp_url(self)
+    }
+
+    fn token_in(&self, organization: &str, who: &Who) -> String {
+        Server::token_in(self, organization, who)
+    }
+
+    async fn client_in(&self, organization: &str, who: &Who) -> Mcp {
+        Server::client_in(self, organization, who).await
+    }
+
+    fn import_in(
+        &self,
+        organization: &str,
+        path: &Path,
+        bindings: &[(&str, &str)],
+        publish: bool,
+    ) -> (i32, String, String) {
+        Server::import_in(self, organization, path, bindings, publish)
+    }
+
+    async fn advance(&self, seconds: u64) -> Timestamp {
+        Server::advance(self, seconds).await
     }
 }
 
