@@ -48,7 +48,7 @@ print(f"unexpected errors: {load['unexpectedErrors']}")
 for t in load["tools"]:
     print(f"  {t['tool']:<10} {t['callsPerSecond']:8.1f}/s  p50 {t['p50Ms']:7.2f} ms  p99 {t['p99Ms']:7.2f} ms")
 PY
-    kill -INT "$cluster" 2>/dev/null || true
+    kill -TERM "$cluster" 2>/dev/null || true
     wait "$cluster" 2>/dev/null || true
     rm -rf "$dir"
 done

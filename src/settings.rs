@@ -5,7 +5,7 @@ use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, Gateway
 use agentprocess_run_actor::EvaluatorConfig;
 use agentprocess_run_actor::machine::{Assignment, Limits, Probability};
 use agentprocess_scheduler::SchedulerConfig;
-use agentprocess_store::EmbeddedOptions;
+use agentprocess_store::{EmbeddedOptions, GroupCommitOptions};
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,9 @@ pub struct ClusterSettings {
     pub route_patience_ms: u64,
     /// The gRPC URL other roles reach an actor host at; default `http://<listen>`.
     pub advertise_url: Option<String>,
+    /// Merged transactions an actor host keeps in flight to etcd at once (group commit): fewer
+    /// make bigger batches (fewer etcd requests per write), more make shorter waits.
+    pub group_commit_in_flight: usize,
     /// How often the scheduler leader compacts etcd's history (to the revision of one period
     /// before) and looks at its members' sizes, in seconds.
     pub etcd_upkeep_seconds: u64,
@@ -103,6 +106,7 @@ impl Default for ClusterSettings {
             route_patience_ms: 15_000,
             advertise_url: None,
             etcd_upkeep_seconds: 300,
+            group_commit_in_flight: GroupCommitOptions::default().max_in_flight,
         }
     }
 }
@@ -338,6 +342,9 @@ impl Settings {
         }
         if cluster.leader_lease_seconds < 2 {
             problems.push("cluster.leader_lease_seconds must be at least 2".to_owned());
+        }
+        if cluster.group_commit_in_flight == 0 {
+            problems.push("cluster.group_commit_in_flight must be at least 1".to_owned());
         }
         if cluster.etcd_upkeep_seconds == 0 {
             problems.push("cluster.etcd_upkeep_seconds must be at least 1".to_owned());

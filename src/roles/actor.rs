@@ -151,7 +151,13 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
         .await?;
     }
     // Many runs' writes share one etcd transaction: a round trip per batch, not per write.
-    let grouped: Arc<dyn Store> = Arc::new(GroupCommit::new(store, GroupCommitOptions::default()));
+    let grouped: Arc<dyn Store> = Arc::new(GroupCommit::new(
+        store,
+        GroupCommitOptions {
+            max_in_flight: settings.cluster.group_commit_in_flight,
+            ..GroupCommitOptions::default()
+        },
+    ));
     let runtime = Runtime::new(grouped, blobs, config, clock);
     let service = ShardGuard::new(Arc::new(runtime), membership.clone(), shards);
     let server = run_service_server(Arc::new(service), grpc_message_bytes(&settings));

@@ -18,6 +18,7 @@
 //! committed with the batch.
 
 mod archiving;
+mod claim_leases;
 mod events;
 pub(crate) mod plan;
 mod records;
@@ -37,7 +38,7 @@ use crate::pinned::PinnedProcesses;
 use agentprocess_org::{Archive, Clock};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
-use agentprocess_store::{LeaseId, RangeRequest, StoreError, Txn, TxnOp};
+use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
 use records::ClaimRecord;
 pub(crate) use records::IndexEntries;
 use serde_json::Value;
@@ -84,6 +85,8 @@ pub(crate) struct Host {
     /// Where ended runs go once their time in the hot store is over.
     pub archive: Archive,
     pub actors: Mutex<HashMap<RunAddress, mpsc::Sender<Mail>>>,
+    /// Store leases shared by claims that end in the same window.
+    pub claim_leases: claim_leases::ClaimLeases,
 }
 
 /// Where a run's record was found.
@@ -203,7 +206,6 @@ pub(crate) fn forget(host: &Host, address: &RunAddress, stale: &mpsc::Sender<Mai
 #[derive(Debug, Clone)]
 struct ClaimLease {
     lease: u64,
-    store_lease: LeaseId,
     expires_at: Timestamp,
 }
 
@@ -457,7 +459,6 @@ impl Actor {
                 key.step_id,
                 ClaimLease {
                     lease: record.lease,
-                    store_lease: LeaseId(record.store_lease),
                     expires_at: record.expires_at,
                 },
             );
@@ -534,7 +535,7 @@ impl Actor {
         if plan.ops.len() > MAX_TXN_OPS && batch.len() > 1 {
             return Attempt::TooLarge(batch);
         }
-        let (claim_ops, claims, revoked) = match self.claim_changes(applied.run.as_ref()).await {
+        let (claim_ops, claims) = match self.claim_changes(applied.run.as_ref()).await {
             Ok(changes) => changes,
             Err(e) => {
                 for envelope in batch {
@@ -577,7 +578,7 @@ impl Actor {
                     claims,
                     archived: false,
                 });
-                self.after_commit(revoked, plan.earliest_new_timer, plan.notified, &applied.events);
+                self.after_commit(plan.earliest_new_timer, plan.notified, &applied.events);
                 self.answer(batch, applied.outcomes).await;
                 Attempt::Done
             }
@@ -594,6 +595,13 @@ impl Actor {
             // Over the store's operation count or request size (many claim results, each with
             // its run data, in idempotency records): commit the batch in halves.
             Err(StoreError::TooLarge(_)) if batch.len() > 1 => Attempt::TooLarge(batch),
+            // A shared claim lease the store no longer knows: nothing was written; stop handing
+            // it out and apply the batch again (a new lease is granted).
+            Err(StoreError::LeaseNotFound(lease)) => {
+                self.host.claim_leases.forget(lease).await;
+                self.loaded = None;
+                Attempt::Raced(batch)
+            }
             Err(e) => {
                 // The outcome is unknown: forget what we know and read the store again next time.
                 self.loaded = None;
@@ -714,29 +722,10 @@ impl Actor {
         }
     }
 
-    /// What follows a commit: leases of ended claims revoked, the scheduler told of new timers
-    /// and notifications, the run's events logged.
-    fn after_commit(
-        &self,
-        revoked: Vec<LeaseId>,
-        earliest_new_timer: Option<u64>,
-        notified: bool,
-        events: &[events::RunEvent],
-    ) {
+    /// What follows a commit: the scheduler told of new timers and notifications, the run's
+    /// events logged.
+    fn after_commit(&self, earliest_new_timer: Option<u64>, notified: bool, events: &[events::RunEvent]) {
         let host = &self.host;
-        for lease in revoked {
-            let store = host.store.clone();
-            tokio::spawn(async move {
-                // Already gone is fine: the lease only guarantees cleanup. Anything else is
-                // worth a line: the lease lingers until its TTL runs out.
-                match store.lease_revoke(lease).await {
-                    Ok(()) | Err(StoreError::LeaseNotFound(_)) => {}
-                    Err(error) => {
-                        tracing::warn!(%error, "a claim's store lease could not be revoked; it lapses at its TTL")
-                    }
-                }
-            });
-        }
         if let Some(fire_at) = earliest_new_timer {
             host.config
                 .hints
@@ -748,40 +737,32 @@ impl Actor {
         events::log(&self.address, events);
     }
 
-    /// The claim key operations that bring the store's claims to `work`'s, granting or
-    /// extending store leases as needed; the claims after the commit; leases to revoke then.
+    /// The claim key operations that bring the store's claims to `work`'s, each key attached to
+    /// the shared store lease of its expiry's window (see [`claim_leases`]); the claims after
+    /// the commit.
     async fn claim_changes(
         &self,
         work: Option<&RunState>,
-    ) -> Result<(Vec<TxnOp>, HashMap<StepId, ClaimLease>, Vec<LeaseId>), StoreError> {
+    ) -> Result<(Vec<TxnOp>, HashMap<StepId, ClaimLease>), StoreError> {
         let host = &self.host;
         let loaded = self.loaded.as_ref().expect("loaded");
         let RunAddress { organization, run_id } = &self.address;
-        let ttl = i64::try_from(host.config.limits.lease_seconds).unwrap_or(i64::MAX);
+        let now_ms = records::millis(host.clock.now());
         let mut ops = Vec::new();
         let mut claims = HashMap::new();
-        let mut revoked = Vec::new();
         for step in work.iter().flat_map(|run| &run.steps) {
             let Some(claim) = &step.claim else { continue };
-            let current = loaded.claims.get(&step.id);
-            let store_lease = match current {
-                Some(old) if old.lease == claim.lease && old.expires_at == claim.expires_at => {
-                    claims.insert(step.id.clone(), old.clone());
-                    continue;
-                }
-                Some(old) if old.lease == claim.lease => {
-                    match host.store.lease_keep_alive(old.store_lease).await {
-                        Ok(_) => old.store_lease,
-                        Err(StoreError::LeaseNotFound(_)) => host.store.lease_grant(ttl).await?.id,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some(old) => {
-                    revoked.push(old.store_lease);
-                    host.store.lease_grant(ttl).await?.id
-                }
-                None => host.store.lease_grant(ttl).await?.id,
-            };
+            if let Some(old) = loaded.claims.get(&step.id)
+                && old.lease == claim.lease
+                && old.expires_at == claim.expires_at
+            {
+                claims.insert(step.id.clone(), old.clone());
+                continue;
+            }
+            let store_lease = host
+                .claim_leases
+                .lease_until(host.store.as_ref(), now_ms, records::millis(claim.expires_at))
+                .await?;
             ops.push(TxnOp::put_with_lease(
                 host.keys.claim(organization, run_id, &step.id),
                 ClaimRecord {
@@ -797,18 +778,16 @@ impl Actor {
                 step.id.clone(),
                 ClaimLease {
                     lease: claim.lease,
-                    store_lease,
                     expires_at: claim.expires_at,
                 },
             );
         }
-        for (step, old) in &loaded.claims {
+        for step in loaded.claims.keys() {
             if !claims.contains_key(step) {
                 ops.push(TxnOp::delete(host.keys.claim(organization, run_id, step)));
-                revoked.push(old.store_lease);
             }
         }
-        Ok((ops, claims, revoked))
+        Ok((ops, claims))
     }
 
     /// Replies to a batch after its commit. A refused command whose `requestId` has a record

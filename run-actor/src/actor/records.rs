@@ -276,14 +276,15 @@ impl OutboxEntry {
     }
 }
 
-/// A claim key's value. The key is attached to the store lease `store_lease`, so it disappears
-/// with the lease when the actor host is gone.
+/// A claim key's value. The key is attached to the store lease `store_lease`, so the store
+/// removes it even if no transaction ever deletes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ClaimRecord<'a> {
     /// The claim's number on its step: a lapse fires `ClaimExpired` with it.
     pub lease: u64,
-    /// The store lease: kept alive on `renew`, revoked when the claim ends.
+    /// The store lease the key is attached to: shared by the claims whose expiries fall in one
+    /// window, so it outlives this claim; the key is deleted when the claim ends.
     pub store_lease: i64,
     /// The agent holding the claim.
     pub holder: Cow<'a, str>,

@@ -88,6 +88,7 @@ impl Runtime {
                     stats: Stats::default(),
                     archive: Archive::new(blobs),
                     actors: Mutex::new(HashMap::new()),
+                    claim_leases: Default::default(),
                 }),
             }),
         }
