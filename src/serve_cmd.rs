@@ -113,24 +113,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         None => Arc::new(LocalBlobs::new(data_dir.join("uploads"))),
     };
     let clock = Clock::system();
-    let evaluator: Option<Arc<dyn Evaluator>> = match &settings.evaluator {
-        Some(config) => {
-            Some(Arc::new(OpenAiEvaluator::new(config).map_err(|e| {
-                anyhow::anyhow!("the evaluator cannot be used: {e}")
-            })?))
-        }
-        None => None,
-    };
-    let config = RuntimeConfig {
-        evaluator,
-        limits: settings.limits(),
-        escalate_to: settings.escalate_to(),
-        idempotency_retention: settings.idempotency_retention(),
-        archive_ended_runs_after: settings.archive_ended_runs_after(),
-        max_upload_bytes: usize::try_from(settings.limits.max_upload_bytes).unwrap_or(usize::MAX),
-        ..RuntimeConfig::default()
-    };
-    let runtime = Runtime::new(store.clone(), blobs, config, clock.clone());
+    let runtime = Runtime::new(store.clone(), blobs, runtime_config(&settings)?, clock.clone());
     let transport = Arc::new(HttpTransport::new(Duration::from_secs(
         settings.webhook_timeout_seconds,
     )));
@@ -183,6 +166,28 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     scheduler.stop().await;
     store.close().await;
     Ok(())
+}
+
+/// The runtime's settings from the server's: limits, escalations, retentions, the evaluator.
+/// What an actor host runs with too, beside its cluster parts.
+pub(crate) fn runtime_config(settings: &Settings) -> anyhow::Result<RuntimeConfig> {
+    let evaluator: Option<Arc<dyn Evaluator>> = match &settings.evaluator {
+        Some(config) => {
+            Some(Arc::new(OpenAiEvaluator::new(config).map_err(|e| {
+                anyhow::anyhow!("the evaluator cannot be used: {e}")
+            })?))
+        }
+        None => None,
+    };
+    Ok(RuntimeConfig {
+        evaluator,
+        limits: settings.limits(),
+        escalate_to: settings.escalate_to(),
+        idempotency_retention: settings.idempotency_retention(),
+        archive_ended_runs_after: settings.archive_ended_runs_after(),
+        max_upload_bytes: usize::try_from(settings.limits.max_upload_bytes).unwrap_or(usize::MAX),
+        ..RuntimeConfig::default()
+    })
 }
 
 /// The embedded store in the settings' data folder, opened as `serve` opens it. A store that a

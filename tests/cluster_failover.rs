@@ -269,6 +269,23 @@ async fn under_load(cluster: &mut Cluster, agents: usize, disrupt: impl AsyncFnO
     );
 }
 
+/// Waits until `hosts` live actor hosts hold every shard: a lost host's lease ended and its
+/// shards moved. Panics after the host lease and ten seconds more.
+async fn survivors_hold_every_shard(cluster: &Cluster, hosts: usize) {
+    let deadline = Instant::now() + Duration::from_secs(LEASE_TTL_SECONDS + 10);
+    loop {
+        let (live, held) = cluster.shard_view().await;
+        if live == hosts && held == cluster_support::SHARDS {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the shards did not move: {live} hosts live, {held} shards held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn publish_process(cluster: &Cluster) {
     publish_text(cluster, PROCESS);
 }
@@ -288,18 +305,7 @@ async fn an_actor_host_killed_mid_load_moves_its_shards_and_loses_no_acknowledge
         cluster.kill9(Role::Actor, 0);
         let killed_at = Instant::now();
         // Its shards go to the survivors once its lease ends.
-        let deadline = Instant::now() + Duration::from_secs(LEASE_TTL_SECONDS + 10);
-        loop {
-            let (hosts, shards) = cluster.shard_view().await;
-            if hosts == 2 && shards == cluster_support::SHARDS {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the shards did not move: {hosts} hosts, {shards} shards"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        survivors_hold_every_shard(cluster, 2).await;
         eprintln!("shards moved {:?} after the kill", killed_at.elapsed());
     })
     .await;
@@ -392,18 +398,7 @@ async fn an_actor_host_frozen_past_its_lease_writes_nothing_after_losing_its_sha
     publish_process(&cluster);
     under_load(&mut cluster, 12, async |cluster: &mut Cluster| {
         cluster.signal(Role::Actor, 0, "STOP");
-        let deadline = Instant::now() + Duration::from_secs(LEASE_TTL_SECONDS + 10);
-        loop {
-            let (hosts, shards) = cluster.shard_view().await;
-            if hosts == 2 && shards == cluster_support::SHARDS {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the frozen host's shards did not move: {hosts} hosts, {shards} shards"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        survivors_hold_every_shard(cluster, 2).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         cluster.signal(Role::Actor, 0, "CONT");
         cluster.wait_settled(3).await;

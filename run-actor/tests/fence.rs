@@ -60,6 +60,36 @@ async fn snapshot(store: &Arc<dyn Store>) -> Vec<(Vec<u8>, i64)> {
     found.kvs.into_iter().map(|kv| (kv.key, kv.version)).collect()
 }
 
+/// A runtime in `dir` whose writes carry `fence`'s compare, with one support-escalation run
+/// started; the run.
+async fn fenced_runtime(
+    dir: &std::path::Path,
+    store: &Arc<dyn Store>,
+    fence: Arc<OneShardFence>,
+) -> (Runtime, RunId) {
+    let config = RuntimeConfig {
+        fence: Some(fence),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(
+        store.clone(),
+        Arc::new(LocalBlobs::new(dir.join("blobs"))),
+        config,
+        Clock::starting_at(START),
+    );
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let started = start(
+        &runtime,
+        &agent("starter"),
+        "support-escalation",
+        json!({ "ticketId": "T-1" }),
+        "s-1",
+    )
+    .await;
+    let run = run_id(&started);
+    (runtime, run)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_whose_shard_moved_writes_nothing_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
@@ -70,27 +100,7 @@ async fn a_host_whose_shard_moved_writes_nothing_and_says_so() {
         lease,
         believes_held: AtomicBool::new(true),
     });
-    let config = RuntimeConfig {
-        fence: Some(fence.clone()),
-        ..RuntimeConfig::default()
-    };
-    let runtime = Runtime::new(
-        store.clone(),
-        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
-        config,
-        Clock::starting_at(START),
-    );
-    publish_fixture(&runtime, ORG, "support-escalation").await;
-    let run = run_id(
-        &start(
-            &runtime,
-            &agent("starter"),
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
-            "s-1",
-        )
-        .await,
-    );
+    let (runtime, run) = fenced_runtime(dir.path(), &store, fence.clone()).await;
 
     // Another host takes the shard while this one is frozen: it still believes it holds it.
     store.lease_revoke(lease).await.unwrap();
@@ -130,31 +140,12 @@ async fn writes_pass_while_the_fence_holds() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;
     let lease = hold_shard(&store).await;
-    let config = RuntimeConfig {
-        fence: Some(Arc::new(OneShardFence {
-            store: store.clone(),
-            lease,
-            believes_held: AtomicBool::new(true),
-        })),
-        ..RuntimeConfig::default()
-    };
-    let runtime = Runtime::new(
-        store.clone(),
-        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
-        config,
-        Clock::starting_at(START),
-    );
-    publish_fixture(&runtime, ORG, "support-escalation").await;
-    let run = run_id(
-        &start(
-            &runtime,
-            &agent("starter"),
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
-            "s-1",
-        )
-        .await,
-    );
+    let fence = Arc::new(OneShardFence {
+        store: store.clone(),
+        lease,
+        believes_held: AtomicBool::new(true),
+    });
+    let (runtime, run) = fenced_runtime(dir.path(), &store, fence).await;
     let granted = ok(claim(&runtime, &agent("a1"), &run, "diagnose", "c-1").await);
     assert!(granted["token"].is_string());
 }

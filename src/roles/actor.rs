@@ -7,10 +7,9 @@ use super::{CommonArgs, connect_etcd, grpc_message_bytes, run_role, shared_blobs
 use crate::settings::{ClusterFlags, FlagSettings, Settings};
 use agentprocess_cluster::{ActorMembership, HostRecord, MembershipOptions, ShardGuard, shard_of};
 use agentprocess_proto::run_service_server;
-use agentprocess_run_actor::OpenAiEvaluator;
 use agentprocess_run_actor::RunFence;
 use agentprocess_run_actor::machine::RunId;
-use agentprocess_run_actor::runtime::{Clock, Evaluator, NoHints, Runtime, RuntimeConfig};
+use agentprocess_run_actor::runtime::{Clock, NoHints, Runtime, RuntimeConfig};
 use agentprocess_service::run_routing_key;
 use agentprocess_store::{Compare, GroupCommit, GroupCommitOptions, Store, StoreError};
 use anyhow::Context;
@@ -115,28 +114,14 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
     )
     .await
     .context("cannot join the cluster")?;
-    let evaluator: Option<Arc<dyn Evaluator>> = match &settings.evaluator {
-        Some(config) => {
-            Some(Arc::new(OpenAiEvaluator::new(config).map_err(|e| {
-                anyhow::anyhow!("the evaluator cannot be used: {e}")
-            })?))
-        }
-        None => None,
-    };
     let config = RuntimeConfig {
-        evaluator,
-        limits: settings.limits(),
-        escalate_to: settings.escalate_to(),
-        idempotency_retention: settings.idempotency_retention(),
-        archive_ended_runs_after: settings.archive_ended_runs_after(),
-        max_upload_bytes: usize::try_from(settings.limits.max_upload_bytes).unwrap_or(usize::MAX),
         // The scheduler watches the store: there is no one in this process to tell.
         hints: Arc::new(NoHints),
         fence: Some(Arc::new(ShardFence {
             membership: membership.clone(),
             shards,
         })),
-        ..RuntimeConfig::default()
+        ..crate::serve_cmd::runtime_config(&settings)?
     };
     let clock = Clock::system();
     if settings.testing.clock_control {

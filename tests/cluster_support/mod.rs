@@ -4,8 +4,7 @@
 #![allow(dead_code)]
 
 use crate::common::{Deployment, Mcp, ORG, Who, advance_clock, publish_fixture_with, run_import};
-use agentprocess_gateway::IdentityKind;
-use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
+use agentprocess_gateway::auth::dev::DevKey;
 use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{EtcdOptions, EtcdStore, RangeRequest, Store};
@@ -225,26 +224,9 @@ impl Cluster {
 
     /// A dev token of `organization` for `who`, accepted by every gateway.
     pub fn token_in(&self, organization: &str, who: &Who) -> String {
-        let (kind, operator) = match who {
-            Who::Agent(id) => (IdentityKind::Agent { id: id.to_string() }, false),
-            Who::AgentOperator(id) => (IdentityKind::Agent { id: id.to_string() }, true),
-            Who::Person(email, groups) | Who::Operator(email, groups) => (
-                IdentityKind::Person {
-                    email: email.to_string(),
-                    groups: groups.iter().map(|g| g.to_string()).collect(),
-                },
-                matches!(who, Who::Operator(..)),
-            ),
-        };
-        DevKey::load_or_create_file(&self.dev_key_path()).unwrap().mint(
-            &self.public_url,
-            &DevTokenRequest {
-                organization: organization.to_owned(),
-                kind,
-                operator,
-                ttl: Duration::from_secs(3600),
-            },
-        )
+        DevKey::load_or_create_file(&self.dev_key_path())
+            .unwrap()
+            .mint(&self.public_url, &who.token_request(organization))
     }
 
     /// An MCP client of `ORG` through `gateway`.

@@ -58,6 +58,29 @@ pub enum Who {
     Operator(&'static str, &'static [&'static str]),
 }
 
+impl Who {
+    /// What a dev token for this identity in `organization` says, valid for an hour.
+    pub fn token_request(&self, organization: &str) -> DevTokenRequest {
+        let (kind, operator) = match self {
+            Who::Agent(id) => (IdentityKind::Agent { id: id.to_string() }, false),
+            Who::AgentOperator(id) => (IdentityKind::Agent { id: id.to_string() }, true),
+            Who::Person(email, groups) | Who::Operator(email, groups) => (
+                IdentityKind::Person {
+                    email: email.to_string(),
+                    groups: groups.iter().map(|g| g.to_string()).collect(),
+                },
+                matches!(self, Who::Operator(..)),
+            ),
+        };
+        DevTokenRequest {
+            organization: organization.to_owned(),
+            kind,
+            operator,
+            ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
 impl Server {
     /// Starts `serve` on a free loopback port with its data in `data`, clock control on, and
     /// `args` added.
@@ -205,26 +228,9 @@ impl Server {
     }
 
     pub fn token_in(&self, organization: &str, who: &Who) -> String {
-        let (kind, operator) = match who {
-            Who::Agent(id) => (IdentityKind::Agent { id: id.to_string() }, false),
-            Who::AgentOperator(id) => (IdentityKind::Agent { id: id.to_string() }, true),
-            Who::Person(email, groups) | Who::Operator(email, groups) => (
-                IdentityKind::Person {
-                    email: email.to_string(),
-                    groups: groups.iter().map(|g| g.to_string()).collect(),
-                },
-                matches!(who, Who::Operator(..)),
-            ),
-        };
-        DevKey::load_or_create(&self.data).unwrap().mint(
-            &self.url,
-            &DevTokenRequest {
-                organization: organization.to_owned(),
-                kind,
-                operator,
-                ttl: Duration::from_secs(3600),
-            },
-        )
+        DevKey::load_or_create(&self.data)
+            .unwrap()
+            .mint(&self.url, &who.token_request(organization))
     }
 
     /// An MCP client of `ORG` acting as `who`.
