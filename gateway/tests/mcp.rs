@@ -5,7 +5,7 @@ mod common;
 
 use agentprocess_gateway::{DescribeConfig, IdentityKind, ToolName};
 use agentprocess_testkit::{assert_matches_schema, schemas_dir};
-use common::{TestServer, initialize, post_mcp, start_dev, start_with};
+use common::{TestServer, initialize, post_mcp, post_mcp_with, start_dev, start_with};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
@@ -311,4 +311,41 @@ fn the_embedded_schemas_are_the_published_ones() {
         let published = std::fs::read_to_string(&file).unwrap();
         assert_eq!(tool.arguments_schema_text(), published, "{}", file.display());
     }
+}
+
+/// W3C Trace Context (architecture, "Observability"): a tool call joins the caller's trace when
+/// its request carries a valid `traceparent` (same trace id, the gateway's own span as parent of
+/// what it calls), starts a new one otherwise, and the backend runs inside it.
+#[tokio::test]
+async fn a_tool_call_runs_in_the_callers_trace_or_a_new_one() {
+    let server = start_dev().await;
+    let token = server.agent_token();
+    let call = json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": { "name": "get_run", "arguments": { "runId": "r_1" } }
+    })
+    .to_string();
+    let incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    for revision in ["2025-06-18", "2025-03-26"] {
+        let headers = [("traceparent", incoming), ("mcp-protocol-version", revision)];
+        let answer = post_mcp_with(&server, Some(&token), &headers, call.clone()).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let trace = server.recorder.calls().last().unwrap().trace.expect("a trace");
+        assert_eq!(trace.trace_id(), "0af7651916cd43dd8448eb211c80319c", "{revision}");
+        assert_ne!(
+            trace.to_string(),
+            incoming,
+            "the gateway's span is the parent now"
+        );
+    }
+    let answer = post_mcp_with(&server, Some(&token), &[("traceparent", "garbage")], call.clone()).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let fresh = server
+        .recorder
+        .calls()
+        .last()
+        .unwrap()
+        .trace
+        .expect("a new trace");
+    assert_ne!(fresh.trace_id(), "0af7651916cd43dd8448eb211c80319c");
 }

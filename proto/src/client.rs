@@ -4,7 +4,7 @@ use crate::convert::{self, WireError};
 use crate::wire;
 use crate::wire::run_service_client::RunServiceClient;
 use agentprocess_service::{
-    Caller, GetWork, ListRuns, OrgId, RunId, RunService, ServiceError, ToolOutcome, Upload, Write,
+    Caller, GetWork, ListRuns, OrgId, RunId, RunService, ServiceError, ToolOutcome, Upload, Write, trace,
 };
 use async_trait::async_trait;
 use std::time::Duration;
@@ -80,6 +80,18 @@ fn unavailable(status: tonic::Status) -> ServiceError {
     ))
 }
 
+/// `message` as a request carrying the trace context of the call being served, if any, in
+/// the `traceparent` metadata (W3C Trace Context over gRPC).
+fn traced<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(trace) = trace::current()
+        && let Ok(value) = trace.to_string().parse()
+    {
+        request.metadata_mut().insert(crate::TRACEPARENT, value);
+    }
+    request
+}
+
 fn unreadable(error: WireError) -> ServiceError {
     ServiceError::Unavailable(error.to_string())
 }
@@ -104,7 +116,7 @@ impl RunService for GrpcRunService {
             request_id: request_id.to_string(),
             write: Some(convert::write_to_wire(write)),
         };
-        answer(self.client.clone().execute(request).await)
+        answer(self.client.clone().execute(traced(request)).await)
     }
 
     async fn fire_timer(
@@ -120,7 +132,7 @@ impl RunService for GrpcRunService {
         };
         self.client
             .clone()
-            .fire_timer(request)
+            .fire_timer(traced(request))
             .await
             .map_err(unavailable)?;
         Ok(())
@@ -131,14 +143,14 @@ impl RunService for GrpcRunService {
             caller: Some(convert::caller_to_wire(caller)),
             run_id: run_id.as_str().to_string(),
         };
-        answer(self.client.clone().get_run(request).await)
+        answer(self.client.clone().get_run(traced(request)).await)
     }
 
     async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError> {
         answer(
             self.client
                 .clone()
-                .get_work(convert::get_work_to_wire(caller, request))
+                .get_work(traced(convert::get_work_to_wire(caller, request)))
                 .await,
         )
     }
@@ -147,7 +159,7 @@ impl RunService for GrpcRunService {
         answer(
             self.client
                 .clone()
-                .list_runs(convert::list_runs_to_wire(caller, request))
+                .list_runs(traced(convert::list_runs_to_wire(caller, request)))
                 .await,
         )
     }
@@ -161,7 +173,7 @@ impl RunService for GrpcRunService {
             caller: Some(convert::caller_to_wire(caller)),
             cursor,
         };
-        answer(self.client.clone().list_processes(request).await)
+        answer(self.client.clone().list_processes(traced(request)).await)
     }
 
     async fn upload(
@@ -177,6 +189,6 @@ impl RunService for GrpcRunService {
             content_type: upload.content_type,
             content: upload.bytes,
         };
-        answer(self.client.clone().upload(request).await)
+        answer(self.client.clone().upload(traced(request)).await)
     }
 }

@@ -29,3 +29,6 @@ pub use server::{RunServiceHost, run_service_server};
 /// The largest message either side accepts by default: an upload of the gateway's default
 /// limit (10 MiB) travels in one message, with room to spare.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The gRPC metadata key that carries the caller's W3C trace context.
+pub const TRACEPARENT: &str = "traceparent";

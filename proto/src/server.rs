@@ -3,9 +3,12 @@
 use crate::convert::{self, WireError};
 use crate::wire;
 use crate::wire::run_service_server::{RunService as WireRunService, RunServiceServer};
+use agentprocess_service::trace::TraceParent;
 use agentprocess_service::{OrgId, RunId, RunService, ServiceError, ToolOutcome, Upload};
+use std::future::Future;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 /// The gRPC face of a run service.
 #[derive(Debug, Clone)]
@@ -38,6 +41,30 @@ fn failed(error: ServiceError) -> Status {
     }
 }
 
+/// The caller's W3C trace context, from the request's `traceparent` metadata.
+fn trace_of<T>(request: &Request<T>) -> Option<TraceParent> {
+    request
+        .metadata()
+        .get(crate::TRACEPARENT)?
+        .to_str()
+        .ok()
+        .and_then(TraceParent::parse)
+}
+
+/// Runs `call` in a `run_service` span naming the method and the caller's trace id, with the
+/// caller's trace context as the current one, so this host's log lines of the call carry the
+/// trace id the gateway's do.
+async fn in_trace<F: Future>(method: &'static str, trace: Option<TraceParent>, call: F) -> F::Output {
+    let span = tracing::info_span!("run_service", method, traceId = tracing::field::Empty);
+    match trace {
+        Some(trace) => {
+            span.record("traceId", trace.trace_id());
+            agentprocess_service::trace::scope(trace, call.instrument(span)).await
+        }
+        None => call.instrument(span).await,
+    }
+}
+
 fn answered(result: Result<ToolOutcome, ServiceError>) -> Result<Response<wire::ToolAnswer>, Status> {
     result
         .map(|outcome| Response::new(convert::answer_to_wire(outcome)))
@@ -50,25 +77,30 @@ impl WireRunService for RunServiceHost {
         &self,
         request: Request<wire::ExecuteRequest>,
     ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
         let request = request.into_inner();
         let caller = convert::caller_of(request.caller).map_err(malformed)?;
         let write = convert::write_of(request.write).map_err(malformed)?;
-        answered(self.service.execute(&caller, write, &request.request_id).await)
+        answered(
+            in_trace(
+                "execute",
+                trace,
+                self.service.execute(&caller, write, &request.request_id),
+            )
+            .await,
+        )
     }
 
     async fn fire_timer(
         &self,
         request: Request<wire::FireTimerRequest>,
     ) -> Result<Response<wire::FireTimerResponse>, Status> {
+        let trace = trace_of(&request);
         let request = request.into_inner();
-        self.service
-            .fire_timer(
-                &OrgId::from(request.organization),
-                &RunId::from(request.run_id),
-                &request.timer_id,
-            )
-            .await
-            .map_err(failed)?;
+        let organization = OrgId::from(request.organization);
+        let run_id = RunId::from(request.run_id);
+        let fired = self.service.fire_timer(&organization, &run_id, &request.timer_id);
+        in_trace("fire_timer", trace, fired).await.map_err(failed)?;
         Ok(Response::new(wire::FireTimerResponse {}))
     }
 
@@ -76,40 +108,59 @@ impl WireRunService for RunServiceHost {
         &self,
         request: Request<wire::GetRunRequest>,
     ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
         let request = request.into_inner();
         let caller = convert::caller_of(request.caller).map_err(malformed)?;
-        answered(self.service.get_run(&caller, &RunId::from(request.run_id)).await)
+        answered(
+            in_trace(
+                "get_run",
+                trace,
+                self.service.get_run(&caller, &RunId::from(request.run_id)),
+            )
+            .await,
+        )
     }
 
     async fn get_work(
         &self,
         request: Request<wire::GetWorkRequest>,
     ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
         let (caller, request) = convert::get_work_of(request.into_inner()).map_err(malformed)?;
-        answered(self.service.get_work(&caller, request).await)
+        answered(in_trace("get_work", trace, self.service.get_work(&caller, request)).await)
     }
 
     async fn list_runs(
         &self,
         request: Request<wire::ListRunsRequest>,
     ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
         let (caller, request) = convert::list_runs_of(request.into_inner()).map_err(malformed)?;
-        answered(self.service.list_runs(&caller, request).await)
+        answered(in_trace("list_runs", trace, self.service.list_runs(&caller, request)).await)
     }
 
     async fn list_processes(
         &self,
         request: Request<wire::ListProcessesRequest>,
     ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
         let request = request.into_inner();
         let caller = convert::caller_of(request.caller).map_err(malformed)?;
-        answered(self.service.list_processes(&caller, request.cursor).await)
+        answered(
+            in_trace(
+                "list_processes",
+                trace,
+                self.service.list_processes(&caller, request.cursor),
+            )
+            .await,
+        )
     }
 
     async fn upload(
         &self,
         request: Request<wire::UploadRequest>,
     ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
         let request = request.into_inner();
         let caller = convert::caller_of(request.caller).map_err(malformed)?;
         let upload = Upload {
@@ -117,6 +168,13 @@ impl WireRunService for RunServiceHost {
             content_type: request.content_type,
             bytes: request.content,
         };
-        answered(self.service.upload(&caller, upload, &request.request_id).await)
+        answered(
+            in_trace(
+                "upload",
+                trace,
+                self.service.upload(&caller, upload, &request.request_id),
+            )
+            .await,
+        )
     }
 }

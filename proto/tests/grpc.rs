@@ -7,6 +7,7 @@ use agentprocess_proto::{
     ClientOptions, DEFAULT_MAX_MESSAGE_BYTES, GrpcRunService, run_service_server, wire,
 };
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
+use agentprocess_service::trace::{self, TraceParent};
 use agentprocess_service::{
     Caller, CallerKind, Decision, ErrorCode, EvidenceItem, GetWork, ListRuns, Mode, OrgId, RunId, RunService,
     ServiceError, StepId, Submission, ToolOutcome, ToolRefusal, Upload, Write,
@@ -34,6 +35,8 @@ enum Seen {
 #[derive(Debug)]
 struct Recorder {
     seen: Mutex<Vec<Seen>>,
+    /// The trace context each call ran in on the server's side.
+    traces: Mutex<Vec<Option<TraceParent>>>,
     answer: Result<ToolOutcome, ServiceError>,
 }
 
@@ -41,12 +44,14 @@ impl Recorder {
     fn answering(answer: Result<ToolOutcome, ServiceError>) -> Arc<Self> {
         Arc::new(Recorder {
             seen: Mutex::new(Vec::new()),
+            traces: Mutex::new(Vec::new()),
             answer,
         })
     }
 
     fn record(&self, seen: Seen) -> Result<ToolOutcome, ServiceError> {
         self.seen.lock().unwrap().push(seen);
+        self.traces.lock().unwrap().push(trace::current());
         self.answer.clone()
     }
 
@@ -535,4 +540,25 @@ async fn a_run_walks_through_the_real_runtime_over_grpc_and_replays_exactly() {
         panic!("an unknown run must be refused")
     };
     assert_eq!(not_found.code, ErrorCode::NotFound);
+}
+
+/// W3C Trace Context over gRPC (architecture, "Observability"): a call made while serving a
+/// traced call carries its `traceparent`, and the host runs the call in that trace; a call
+/// made outside any trace carries none.
+#[tokio::test]
+async fn the_callers_trace_context_reaches_the_host() {
+    let recorder = Recorder::answering(Ok(ToolOutcome::Ok(json!({}))));
+    let service = client(&serve(recorder.clone()).await);
+    let traced = TraceParent::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
+    trace::scope(traced, service.get_run(&agent(), &"r_1".into()))
+        .await
+        .unwrap();
+    trace::scope(traced, service.fire_timer(&"acme".into(), &"r_1".into(), "t"))
+        .await
+        .unwrap();
+    service.get_run(&agent(), &"r_2".into()).await.unwrap();
+    assert_eq!(
+        *recorder.traces.lock().unwrap(),
+        vec![Some(traced), Some(traced), None]
+    );
 }

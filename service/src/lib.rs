@@ -6,6 +6,7 @@
 //! ```text
 //! run.rs     RunService: protocol writes, fired timers, reads, uploads; their arguments and outcomes
 //! hints.rs   Hints: "look sooner" from writers to the scheduler, in memory or from a store watch
+//! trace.rs   the W3C trace context of the call being served, carried between roles
 //! ```
 //!
 //! Two values are the protocol's own vocabulary and come from the machine unchanged: the error
@@ -14,6 +15,7 @@
 
 mod hints;
 mod run;
+pub mod trace;
 
 pub use agentprocess_ids::{OrgId, RunId, StepId};
 pub use agentprocess_machine::{ErrorCode, Timestamp, run_routing_key, start_routing_key};

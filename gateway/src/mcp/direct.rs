@@ -72,8 +72,10 @@ impl<B: ToolBackend> DirectCalls<B> {
         let ToolsCall { id, tool, arguments } = call;
         // Like rmcp, which runs each handler in a task of its own: a call, once started, runs to
         // its end (and is counted) even if the client goes away.
-        let call =
-            tokio::spawn(async move { server.answer(&identity, tool, arguments).await }.in_current_span());
+        let trace = super::server::trace_of_call(&parts.headers);
+        let call = tokio::spawn(
+            async move { server.answer(&identity, tool, arguments, trace).await }.in_current_span(),
+        );
         let response = match call.await {
             Ok(result) => json_response(StatusCode::OK, respond::tool_call_response(&id, result)),
             Err(failure) => {

@@ -6,6 +6,8 @@ use super::tools::ToolName;
 use crate::auth::Identity;
 use crate::metrics::GatewayMetrics;
 use crate::respond;
+use agentprocess_service::trace::{self, TraceParent};
+use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
@@ -100,27 +102,32 @@ impl<B: ToolBackend> ProtocolServer<B> {
 
 impl<B: ToolBackend> ProtocolServer<B> {
     /// Runs one tool call of the MCP endpoint: [`ProtocolServer::call`] in a `tool_call` span
-    /// naming the tool, the organization and the run, with a refusal logged at debug level.
-    /// Both ways a `tools/call` is answered (rmcp's handler and the direct path) go through here.
+    /// naming the tool, the organization, the run and the trace, with a refusal logged at debug
+    /// level, in `trace` ([`trace_of_call`]: the caller's W3C trace when its request carried a
+    /// valid `traceparent` header, else a new one), which the roles it calls get over gRPC. Both ways a
+    /// `tools/call` is answered (rmcp's handler and the direct path) go through here.
     pub(crate) async fn answer(
         &self,
         identity: &Identity,
         tool: ToolName,
         arguments: Option<Map<String, Value>>,
+        trace: TraceParent,
     ) -> ToolResult {
         let span = tracing::info_span!(
             "tool_call",
             tool = tool.as_str(),
             organization = identity.organization.as_str(),
             runId = tracing::field::Empty,
+            traceId = trace.trace_id(),
         );
         if let Some(run_id) = run_id_of_call(arguments.as_ref()) {
             span.record("runId", run_id);
         }
-        let result = self
-            .call(identity, tool, arguments)
-            .instrument(span.clone())
-            .await;
+        let result = trace::scope(
+            trace,
+            self.call(identity, tool, arguments).instrument(span.clone()),
+        )
+        .await;
         // A refusal is the caller's answer, not the server's trouble: debug level, by code.
         if let Err(refusal) = &result {
             span.in_scope(|| {
@@ -135,6 +142,28 @@ impl<B: ToolBackend> ProtocolServer<B> {
         result
     }
 }
+
+/// The trace a call runs in: the caller's (`traceparent`), with a span of this gateway's as the
+/// parent of what it calls, or a new one.
+pub(crate) fn trace_of_call(headers: &HeaderMap) -> TraceParent {
+    let mut random = [0u8; 24];
+    getrandom::fill(&mut random).expect("the operating system's random source works");
+    let incoming = headers
+        .get(TRACEPARENT)
+        .and_then(|value| value.to_str().ok())
+        .and_then(TraceParent::parse);
+    match incoming {
+        Some(trace) => {
+            let mut span_id = [0u8; 8];
+            span_id.copy_from_slice(&random[16..]);
+            trace.child(span_id)
+        }
+        None => TraceParent::new(random),
+    }
+}
+
+/// The header (and gRPC metadata key) of W3C Trace Context.
+const TRACEPARENT: &str = "traceparent";
 
 /// The run a call is about: its `runId`, or the run a claim token names (`submit`, `renew`,
 /// `escalate` carry only the token).
@@ -200,7 +229,11 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
             .ok_or_else(|| {
                 McpError::internal_error("the call reached the tools without an identity", None)
             })?;
-        let result = self.answer(&identity, tool, request.arguments).await;
+        let trace = match context.extensions.get::<Parts>() {
+            Some(parts) => trace_of_call(&parts.headers),
+            None => trace_of_call(&HeaderMap::new()),
+        };
+        let result = self.answer(&identity, tool, request.arguments, trace).await;
         Ok(respond::tool_result(result).into())
     }
 }

@@ -6,6 +6,7 @@ use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_gateway::{
     AuthConfig, DescribeConfig, GatewayConfig, Identity, IdentityKind, ToolBackend, ToolName, ToolResult,
 };
+use agentprocess_service::trace::TraceParent;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +17,8 @@ pub struct Call {
     pub identity: Identity,
     pub tool: ToolName,
     pub arguments: Value,
+    /// The trace context the call reached the backend in.
+    pub trace: Option<TraceParent>,
 }
 
 /// Answers every call with `{ "tool": <name> }` and remembers it.
@@ -36,6 +39,7 @@ impl ToolBackend for Recorder {
             identity: identity.clone(),
             tool,
             arguments,
+            trace: agentprocess_service::trace::current(),
         });
         Ok(json!({ "tool": tool.as_str() }))
     }
@@ -126,6 +130,16 @@ impl Answer {
 
 /// POSTs `body` to `/mcp` as a Streamable HTTP client would, with an optional bearer token.
 pub async fn post_mcp(server: &TestServer, token: Option<&str>, body: impl Into<reqwest::Body>) -> Answer {
+    post_mcp_with(server, token, &[], body).await
+}
+
+/// [`post_mcp`] with more headers.
+pub async fn post_mcp_with(
+    server: &TestServer,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> Answer {
     let mut request = reqwest::Client::new()
         .post(server.mcp_url())
         .header("content-type", "application/json")
@@ -133,6 +147,9 @@ pub async fn post_mcp(server: &TestServer, token: Option<&str>, body: impl Into<
         .body(body);
     if let Some(token) = token {
         request = request.bearer_auth(token);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
     let response = request.send().await.unwrap();
     Answer {

@@ -1,0 +1,166 @@
+//! W3C trace context between roles: the `traceparent` of the tool call being served, carried
+//! from the gateway over gRPC to the actor host it calls, so the log lines of one call carry one
+//! trace id in every process (W3C Trace Context, level 1).
+
+use std::fmt;
+use std::future::Future;
+
+tokio::task_local! {
+    static CURRENT: TraceParent;
+}
+
+/// A `traceparent`: the trace this call belongs to, the span that called, and whether the trace
+/// is sampled. Only version `00` is written; a later version is read by its first four fields,
+/// as the W3C text says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceParent {
+    trace_id: [u8; 16],
+    parent_id: [u8; 8],
+    sampled: bool,
+}
+
+impl TraceParent {
+    /// Reads a `traceparent` header; `None` when it is not a valid one (then a new trace
+    /// starts, as the W3C text says).
+    pub fn parse(text: &str) -> Option<TraceParent> {
+        let mut parts = text.trim().split('-');
+        let version = parts.next()?;
+        let trace_id = parts.next()?;
+        let parent_id = parts.next()?;
+        let flags = parts.next()?;
+        let extra = parts.next();
+        if version.len() != 2 || version.eq_ignore_ascii_case("ff") || (version == "00" && extra.is_some()) {
+            return None;
+        }
+        u8::from_str_radix(version, 16).ok()?;
+        let trace_id: [u8; 16] = unhex(trace_id)?;
+        let parent_id: [u8; 8] = unhex(parent_id)?;
+        let [flags]: [u8; 1] = unhex(flags)?;
+        if trace_id == [0; 16] || parent_id == [0; 8] {
+            return None;
+        }
+        Some(TraceParent {
+            trace_id,
+            parent_id,
+            sampled: flags & 1 == 1,
+        })
+    }
+
+    /// A new trace, sampled, whose first span is `random[16..]`.
+    pub fn new(random: [u8; 24]) -> TraceParent {
+        let mut trace_id = [0u8; 16];
+        let mut parent_id = [0u8; 8];
+        trace_id.copy_from_slice(&random[..16]);
+        parent_id.copy_from_slice(&random[16..]);
+        // All-zero ids are invalid; random ones are all zero once in 2^64.
+        trace_id[15] |= u8::from(trace_id == [0; 16]);
+        parent_id[7] |= u8::from(parent_id == [0; 8]);
+        TraceParent {
+            trace_id,
+            parent_id,
+            sampled: true,
+        }
+    }
+
+    /// The same trace, with `span_id` as the calling span: what this role passes on.
+    pub fn child(&self, span_id: [u8; 8]) -> TraceParent {
+        TraceParent {
+            parent_id: if span_id == [0; 8] {
+                self.parent_id
+            } else {
+                span_id
+            },
+            ..*self
+        }
+    }
+
+    /// The trace id in hex, as log lines carry it.
+    pub fn trace_id(&self) -> String {
+        hex(&self.trace_id)
+    }
+}
+
+impl fmt::Display for TraceParent {
+    /// The header value: `00-<trace id>-<parent id>-<flags>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "00-{}-{}-{:02x}",
+            hex(&self.trace_id),
+            hex(&self.parent_id),
+            u8::from(self.sampled)
+        )
+    }
+}
+
+/// The trace context of the call this task serves, if one was set.
+pub fn current() -> Option<TraceParent> {
+    CURRENT.try_with(|trace| *trace).ok()
+}
+
+/// Runs `call` with `trace` as its trace context ([`current`] inside it).
+pub async fn scope<F: Future>(trace: TraceParent, call: F) -> F::Output {
+    CURRENT.scope(trace, call).await
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != 2 * N || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    #[test]
+    fn the_w3c_example_reads_and_writes_back() {
+        let trace = TraceParent::parse(EXAMPLE).unwrap();
+        assert_eq!(trace.trace_id(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(trace.to_string(), EXAMPLE);
+        let child = trace.child([1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            child.to_string(),
+            "00-0af7651916cd43dd8448eb211c80319c-0102030405060708-01"
+        );
+    }
+
+    #[test]
+    fn invalid_headers_are_refused() {
+        for bad in [
+            "",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+            "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",
+            "0-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ] {
+            assert_eq!(TraceParent::parse(bad), None, "{bad:?}");
+        }
+        // A later version with more fields is read by its first four.
+        let later = "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00-more";
+        assert!(TraceParent::parse(later).is_some());
+    }
+
+    #[tokio::test]
+    async fn the_current_trace_is_the_one_in_scope() {
+        assert_eq!(current(), None);
+        let trace = TraceParent::new([7; 24]);
+        let seen = scope(trace, async { current() }).await;
+        assert_eq!(seen, Some(trace));
+        assert_eq!(current(), None);
+    }
+}
