@@ -96,7 +96,12 @@ where
 /// The cluster's etcd, and its key layout.
 async fn connect_etcd(settings: &Settings) -> anyhow::Result<(Arc<dyn Store>, Keys)> {
     let store = connect_etcd_store(settings).await?;
-    Ok((Arc::new(store), Keys::new(&RuntimeConfig::default().cluster)))
+    Ok((Arc::new(store), cluster_keys()))
+}
+
+/// The key layout every role of the cluster writes and reads.
+fn cluster_keys() -> Keys {
+    Keys::new(&RuntimeConfig::default().cluster)
 }
 
 /// The cluster's etcd as itself, for what only etcd does (its upkeep).

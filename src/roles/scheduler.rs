@@ -4,11 +4,12 @@
 //! defragmentation), woken by watches on the store; a standby takes over when the leader's
 //! lease ends.
 
-use super::{CommonArgs, connect_etcd, routing_options, run_role};
+use super::{CommonArgs, routing_options, run_role};
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_cluster::{Election, RoutedRunService, ShardMap};
 use agentprocess_run_actor::runtime::Clock;
 use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerParts, StoreWatchHints};
+use agentprocess_store::Store;
 use anyhow::Context;
 use clap::Args;
 use std::process::ExitCode;
@@ -33,7 +34,8 @@ pub fn run(args: SchedulerArgs) -> ExitCode {
 
 async fn scheduler(settings: Settings) -> anyhow::Result<()> {
     let etcd = super::connect_etcd_store(&settings).await?;
-    let (store, keys) = connect_etcd(&settings).await?;
+    let store: Arc<dyn Store> = Arc::new(etcd.clone());
+    let keys = super::cluster_keys();
     let map = ShardMap::watch(store.clone(), keys.clone(), settings.cluster.shards)
         .await
         .context("cannot read the cluster's shard map")?;
