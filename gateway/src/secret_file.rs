@@ -4,8 +4,10 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// Reads the secret at `path`, or creates the folder and a new secret of `bytes` random bytes
-/// (mode 0600) when there is none. Two processes racing to create it end up sharing one. `what`
-/// names the secret in errors ("a dev signing key").
+/// (mode 0600) when there is none. Two processes racing to create it end up sharing one, and
+/// neither ever reads it half written: the secret is written whole to a file of this writer's
+/// own, then linked into place only if nothing is there yet. `what` names the secret in errors
+/// ("a dev signing key").
 pub(crate) fn load_or_create(path: &Path, bytes: usize, what: &str) -> io::Result<Vec<u8>> {
     if let Some(secret) = load(path, bytes, what)? {
         return Ok(secret);
@@ -16,18 +18,31 @@ pub(crate) fn load_or_create(path: &Path, bytes: usize, what: &str) -> io::Resul
     }
     let mut secret = vec![0u8; bytes];
     getrandom::fill(&mut secret).map_err(io::Error::other)?;
-    match create_private_file(path) {
-        Ok(mut file) => {
-            file.write_all(format!("{}\n", hex(&secret)).as_bytes())?;
-            file.sync_all()?;
-            Ok(secret)
-        }
-        // Another process created it first: use theirs.
+    // A name of this writer's own: this process, and random bits for its threads.
+    let mut unique = [0u8; 8];
+    getrandom::fill(&mut unique).map_err(io::Error::other)?;
+    let mut partial_name = path.file_name().unwrap_or_default().to_owned();
+    partial_name.push(format!(".partial-{}-{}", std::process::id(), hex(&unique)));
+    let partial = path.with_file_name(partial_name);
+    let at = |e: io::Error, place: &Path| io::Error::new(e.kind(), format!("{}: {e}", place.display()));
+    let written = create_private_file(&partial).and_then(|mut file| {
+        file.write_all(format!("{}\n", hex(&secret)).as_bytes())?;
+        file.sync_all()
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&partial);
+        return Err(at(e, &partial));
+    }
+    let linked = std::fs::hard_link(&partial, path);
+    let _ = std::fs::remove_file(&partial);
+    match linked {
+        Ok(()) => Ok(secret),
+        // Another process linked its secret first: use theirs, which is whole.
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            let text = std::fs::read_to_string(path)?;
+            let text = std::fs::read_to_string(path).map_err(|e| at(e, path))?;
             parse(path, &text, bytes, what)
         }
-        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        Err(e) => Err(at(e, path)),
     }
 }
 
@@ -116,5 +131,26 @@ mod tests {
         assert_eq!(parse_hex("00ff10", 4), None);
         assert_eq!(parse_hex("00ff1", 2), None);
         assert_eq!(parse_hex("zz", 1), None);
+    }
+
+    /// Many creators racing on one path all get the same whole secret; none sees a part.
+    #[test]
+    fn racing_creators_share_one_whole_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys").join("shared-key");
+        let secrets: Vec<Vec<u8>> = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..16)
+                .map(|_| scope.spawn(|| load_or_create(&path, 32, "a test key").unwrap()))
+                .collect();
+            racers.into_iter().map(|racer| racer.join().unwrap()).collect()
+        });
+        assert!(
+            secrets
+                .iter()
+                .all(|secret| secret == &secrets[0] && secret.len() == 32)
+        );
+        assert_eq!(load(&path, 32, "a test key").unwrap(), Some(secrets[0].clone()));
+        let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no partial file is left behind");
     }
 }
