@@ -72,8 +72,28 @@ pub struct Settings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSettings {
-    /// etcd's client URLs (`http://host:2379`); every role needs at least one.
+    /// etcd's client URLs (`http://host:2379`, or `https://host:2379` with TLS); every role
+    /// needs at least one.
     pub etcd: Vec<String>,
+    /// TLS to etcd: the PEM file of the certificate authority that signed the members'
+    /// certificates. Setting it (or any `etcd_*` TLS setting, or an `https://` endpoint) turns
+    /// TLS on; with no CA named, the platform's trusted roots are used.
+    pub etcd_ca_file: Option<PathBuf>,
+    /// TLS to etcd: this process's client certificate (PEM), for members started with
+    /// `--client-cert-auth`. Needs `etcd_key_file`.
+    pub etcd_cert_file: Option<PathBuf>,
+    /// TLS to etcd: the private key (PEM) of `etcd_cert_file`.
+    pub etcd_key_file: Option<PathBuf>,
+    /// TLS to etcd: the name the members' certificates carry, when it is not the endpoints' host.
+    pub etcd_server_name: Option<String>,
+    /// The etcd user to authenticate as, on a cluster with authentication enabled.
+    pub etcd_user: Option<String>,
+    /// The password of `etcd_user` (better given as `AGENTPROCESS_CLUSTER__ETCD_PASSWORD` or
+    /// through `etcd_password_file` than written in a settings file).
+    pub etcd_password: Option<String>,
+    /// A file holding the password of `etcd_user` (a mounted secret); one trailing newline is
+    /// ignored.
+    pub etcd_password_file: Option<PathBuf>,
     /// Virtual shards runs are spread over: fixed when the cluster is created (changing it
     /// moves runs between shards, so every role of a cluster must agree).
     pub shards: u32,
@@ -100,6 +120,13 @@ impl Default for ClusterSettings {
     fn default() -> Self {
         ClusterSettings {
             etcd: Vec::new(),
+            etcd_ca_file: None,
+            etcd_cert_file: None,
+            etcd_key_file: None,
+            etcd_server_name: None,
+            etcd_user: None,
+            etcd_password: None,
+            etcd_password_file: None,
             shards: agentprocess_cluster::DEFAULT_SHARDS,
             host_lease_seconds: 5,
             leader_lease_seconds: 5,
@@ -108,6 +135,46 @@ impl Default for ClusterSettings {
             etcd_upkeep_seconds: 300,
             group_commit_in_flight: GroupCommitOptions::default().max_in_flight,
         }
+    }
+}
+
+impl ClusterSettings {
+    /// Whether the roles reach etcd over TLS: any TLS setting, or an `https://` endpoint.
+    pub fn etcd_tls(&self) -> bool {
+        self.etcd_ca_file.is_some()
+            || self.etcd_cert_file.is_some()
+            || self.etcd_key_file.is_some()
+            || self.etcd_server_name.is_some()
+            || self
+                .etcd
+                .iter()
+                .any(|endpoint| endpoint.trim().starts_with("https://"))
+    }
+
+    fn etcd_security_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        match (&self.etcd_cert_file, &self.etcd_key_file) {
+            (Some(_), None) => problems.push("cluster.etcd_cert_file needs cluster.etcd_key_file".to_owned()),
+            (None, Some(_)) => problems.push("cluster.etcd_key_file needs cluster.etcd_cert_file".to_owned()),
+            _ => {}
+        }
+        let password = self.etcd_password.is_some() || self.etcd_password_file.is_some();
+        if self.etcd_password.is_some() && self.etcd_password_file.is_some() {
+            problems.push(
+                "cluster.etcd_password and cluster.etcd_password_file are both set; give one".to_owned(),
+            );
+        }
+        match (&self.etcd_user, password) {
+            (Some(user), _) if user.trim().is_empty() => {
+                problems.push("cluster.etcd_user must not be empty".to_owned());
+            }
+            (Some(_), false) => problems.push(
+                "cluster.etcd_user needs cluster.etcd_password or cluster.etcd_password_file".to_owned(),
+            ),
+            (None, true) => problems.push("an etcd password is set but cluster.etcd_user is not".to_owned()),
+            _ => {}
+        }
+        problems
     }
 }
 
@@ -352,6 +419,7 @@ impl Settings {
         if cluster.route_patience_ms == 0 {
             problems.push("cluster.route_patience_ms must be at least 1".to_owned());
         }
+        problems.extend(cluster.etcd_security_problems());
         let notifications = &self.notifications;
         if notifications.max_attempts == 0 {
             problems.push("notifications.max_attempts must be at least 1".to_owned());
@@ -511,6 +579,33 @@ mod tests {
             FlagSettings::default(),
         );
         assert!(missing.unwrap_err().to_string().contains("does not exist"));
+    }
+
+    #[test]
+    fn etcd_tls_and_user_settings_are_checked_together() {
+        let incomplete = file(
+            "[cluster]\netcd = [\"https://etcd:2379\"]\netcd_cert_file = \"client.pem\"\n\
+             etcd_user = \"agentprocess\"\n",
+        );
+        let error = Settings::load(Some(incomplete.path()), FlagSettings::default()).unwrap_err();
+        for expected in ["cluster.etcd_key_file", "cluster.etcd_password"] {
+            assert!(error.to_string().contains(expected), "{expected} in {error}");
+        }
+        let both = file("[cluster]\netcd_user = \"a\"\netcd_password = \"p\"\netcd_password_file = \"f\"\n");
+        let error = Settings::load(Some(both.path()), FlagSettings::default()).unwrap_err();
+        assert!(error.to_string().contains("both set"), "{error}");
+        let no_user = file("[cluster]\netcd_password = \"p\"\n");
+        let error = Settings::load(Some(no_user.path()), FlagSettings::default()).unwrap_err();
+        assert!(error.to_string().contains("cluster.etcd_user is not"), "{error}");
+
+        let plain = Settings::load(None, FlagSettings::default()).unwrap();
+        assert!(!plain.cluster.etcd_tls());
+        let https_only = file("[cluster]\netcd = [\"https://etcd:2379\"]\n");
+        let https_only = Settings::load(Some(https_only.path()), FlagSettings::default()).unwrap();
+        assert!(
+            https_only.cluster.etcd_tls(),
+            "an https endpoint turns TLS on, with the platform's roots"
+        );
     }
 
     #[test]

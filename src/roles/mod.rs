@@ -15,15 +15,15 @@ pub mod gateway;
 pub mod scheduler;
 mod test_clock;
 
-use crate::settings::{ClusterFlags, FlagSettings, Settings};
+use crate::settings::{ClusterFlags, ClusterSettings, FlagSettings, Settings};
 use agentprocess_cluster::RoutingOptions;
 use agentprocess_proto::ClientOptions;
 use agentprocess_run_actor::runtime::{BlobStore, RuntimeConfig, blob_store_from_url};
 use agentprocess_store::keys::Keys;
-use agentprocess_store::{EtcdOptions, EtcdStore, Store};
+use agentprocess_store::{EtcdOptions, EtcdStore, EtcdTls, EtcdUser, Store};
 use anyhow::Context;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,9 +106,61 @@ fn cluster_keys() -> Keys {
 
 /// The cluster's etcd as itself, for what only etcd does (its upkeep).
 async fn connect_etcd_store(settings: &Settings) -> anyhow::Result<EtcdStore> {
-    EtcdStore::connect(&settings.cluster.etcd, EtcdOptions::default())
+    EtcdStore::connect(&settings.cluster.etcd, etcd_options(&settings.cluster)?)
         .await
         .with_context(|| format!("cannot reach etcd at {}", settings.cluster.etcd.join(",")))
+}
+
+/// How the roles connect to etcd: TLS and the user from the settings, files read now so a
+/// missing or unreadable one stops the role at start with its name.
+pub(crate) fn etcd_options(cluster: &ClusterSettings) -> anyhow::Result<EtcdOptions> {
+    let read = |setting: &str, path: &Path| {
+        std::fs::read(path).with_context(|| format!("cluster.{setting}: cannot read {}", path.display()))
+    };
+    let tls = if cluster.etcd_tls() {
+        let ca_pem = cluster
+            .etcd_ca_file
+            .as_deref()
+            .map(|path| read("etcd_ca_file", path))
+            .transpose()?;
+        let client_identity = match (&cluster.etcd_cert_file, &cluster.etcd_key_file) {
+            (Some(cert), Some(key)) => Some((read("etcd_cert_file", cert)?, read("etcd_key_file", key)?)),
+            _ => None,
+        };
+        Some(EtcdTls {
+            ca_pem,
+            client_identity,
+            server_name: cluster.etcd_server_name.clone(),
+        })
+    } else {
+        None
+    };
+    let user = match &cluster.etcd_user {
+        Some(name) => {
+            let password = match (&cluster.etcd_password, &cluster.etcd_password_file) {
+                (Some(password), _) => password.clone(),
+                (None, Some(path)) => {
+                    let bytes = read("etcd_password_file", path)?;
+                    let text = String::from_utf8(bytes).with_context(|| {
+                        format!("cluster.etcd_password_file: {} is not UTF-8", path.display())
+                    })?;
+                    let text = text.strip_suffix('\n').unwrap_or(&text);
+                    text.strip_suffix('\r').unwrap_or(text).to_owned()
+                }
+                (None, None) => anyhow::bail!("cluster.etcd_user needs a password"),
+            };
+            Some(EtcdUser {
+                name: name.clone(),
+                password,
+            })
+        }
+        None => None,
+    };
+    Ok(EtcdOptions {
+        tls,
+        user,
+        ..EtcdOptions::default()
+    })
 }
 
 /// The blob store every role shares: uploads and the run archive. A cluster has no data folder

@@ -34,7 +34,7 @@ mod types;
 
 pub use embedded::{EmbeddedOptions, EmbeddedStats, EmbeddedStore, LegacyImport, RecoveryReport};
 pub use error::StoreError;
-pub use etcd::{EtcdOptions, EtcdStore, MemberStatus, parse_endpoint_list};
+pub use etcd::{EtcdOptions, EtcdStore, EtcdTls, EtcdUser, MemberStatus, parse_endpoint_list};
 pub use group_commit::{GroupCommit, GroupCommitOptions};
 pub use store::Store;
 pub use types::{

@@ -1,6 +1,7 @@
 //! Test helpers shared by the workspace: the protocol's JSON Schemas and conformance fixtures,
 //! a fake `check-1` evaluator ([`fake_evaluator`]), readers of run views ([`run_view`]) and a
-//! real etcd cluster on loopback ([`etcd_cluster`]).
+//! real etcd cluster on loopback ([`etcd_cluster`]) and a member that serves TLS
+//! ([`secured_etcd`]).
 //!
 //! The schemas and fixtures are the protocol's published copies, kept beside the repository in
 //! `shared/agentprocess/`. `AGENTPROCESS_SCHEMAS` and `AGENTPROCESS_FIXTURES` override where they
@@ -9,9 +10,11 @@
 pub mod etcd_cluster;
 pub mod fake_evaluator;
 pub mod run_view;
+pub mod secured_etcd;
 
 pub use etcd_cluster::{EtcdCluster, free_loopback_ports};
 pub use fake_evaluator::FakeEvaluator;
+pub use secured_etcd::{ClientCerts, SecuredEtcd, TestPki};
 
 use jsonschema::{Retrieve, Uri, Validator};
 use serde_json::Value;

@@ -98,7 +98,8 @@ fn classify_status(code: Code, message: &str) -> Failure {
             })
         }
         Code::Unauthenticated | Code::PermissionDenied => Failure::Final(StoreError::Config(failure(
-            "etcd refused the store's credentials (the store connects without authentication)",
+            "etcd refused the request: the cluster has authentication on and the store has no user \
+             (cluster.etcd_user), or that user's role does not grant these keys",
         ))),
         _ => Failure::Unknown(format!("{code:?}: {message}")),
     }

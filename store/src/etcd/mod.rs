@@ -28,7 +28,7 @@ pub use maintenance::MemberStatus;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -55,6 +55,11 @@ const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// How an [`EtcdStore`] connects and how long it waits.
 #[derive(Debug, Clone)]
 pub struct EtcdOptions {
+    /// TLS to the members: required by `https://` endpoints, refused with `http://` ones.
+    pub tls: Option<EtcdTls>,
+    /// The etcd user to authenticate as, when the cluster has authentication enabled. The
+    /// token etcd issues is refreshed when it expires.
+    pub user: Option<EtcdUser>,
     /// How long making a connection to one member may take before the attempt fails (and the
     /// next member is tried). [`EtcdStore::connect`] also waits this long, at most, for the
     /// first member to answer.
@@ -78,6 +83,8 @@ pub struct EtcdOptions {
 impl Default for EtcdOptions {
     fn default() -> Self {
         EtcdOptions {
+            tls: None,
+            user: None,
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(10),
             keep_alive_interval: Duration::from_secs(10),
@@ -85,6 +92,65 @@ impl Default for EtcdOptions {
             max_txn_ops: Limits::ETCD_DEFAULTS.max_txn_ops,
             max_request_bytes: Limits::ETCD_DEFAULTS.max_request_bytes,
         }
+    }
+}
+
+/// TLS to etcd's members, from PEM files' contents.
+#[derive(Clone, Default)]
+pub struct EtcdTls {
+    /// The certificate authority that signed the members' certificates (PEM). `None`: the
+    /// platform's trusted roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// This client's certificate and private key (PEM), for members that require client
+    /// certificates (`--client-cert-auth`).
+    pub client_identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name the members' certificates must carry, when it is not the endpoint's host.
+    pub server_name: Option<String>,
+}
+
+impl fmt::Debug for EtcdTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdTls")
+            .field("ca_pem", &self.ca_pem.as_ref().map(|_| "PEM"))
+            .field(
+                "client_identity",
+                &self.client_identity.as_ref().map(|_| "PEM, redacted"),
+            )
+            .field("server_name", &self.server_name)
+            .finish()
+    }
+}
+
+/// An etcd user name and password.
+#[derive(Clone)]
+pub struct EtcdUser {
+    pub name: String,
+    pub password: String,
+}
+
+impl fmt::Debug for EtcdUser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdUser")
+            .field("name", &self.name)
+            .field("password", &"redacted")
+            .finish()
+    }
+}
+
+impl EtcdTls {
+    fn tonic_config(&self) -> etcd::TlsOptions {
+        let mut config = etcd::TlsOptions::new();
+        config = match &self.ca_pem {
+            Some(pem) => config.ca_certificate(etcd::Certificate::from_pem(pem)),
+            None => config.with_native_roots(),
+        };
+        if let Some((cert, key)) = &self.client_identity {
+            config = config.identity(etcd::Identity::from_pem(cert, key));
+        }
+        if let Some(name) = &self.server_name {
+            config = config.domain_name(name.clone());
+        }
+        config
     }
 }
 
@@ -107,11 +173,57 @@ struct Inner {
 struct Member {
     /// The member's place in [`Inner::members`].
     index: usize,
+    /// Logging in as the configured user, when there is one.
+    login: Option<Arc<MemberLogin>>,
     endpoint: String,
     kv: etcd::KvClient,
     lease: etcd::LeaseClient,
     watch: etcd::WatchClient,
     maintenance: etcd::MaintenanceClient,
+}
+
+/// Logging in to one member as the configured etcd user.
+///
+/// A connection is logged in on its first use, not when the store is made: a member that is
+/// down at start is kept (the store turns to it when the others fail) and logs in once it
+/// answers. After that etcd-client renews the token whenever etcd refuses it as expired.
+struct MemberLogin {
+    client: etcd::Client,
+    user: EtcdUser,
+    done: AtomicBool,
+    /// One login at a time per member.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl MemberLogin {
+    /// Logs in unless that is done. A failure is the member's: nothing was sent for the caller.
+    async fn ensure(&self) -> Result<(), String> {
+        if self.done.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _turn = self.turn.lock().await;
+        if self.done.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let credentials = (self.user.name.clone(), self.user.password.clone());
+        self.client
+            .clone()
+            .update_user(Some(credentials))
+            .await
+            .map_err(|error| format!("logging in as etcd user {:?}: {error}", self.user.name))?;
+        self.done.store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Member {
+    /// Logs in to the member if the store has a user and it has not yet.
+    async fn log_in(&self) -> Result<(), String> {
+        match &self.login {
+            Some(login) => login.ensure().await,
+            None => Ok(()),
+        }
+    }
 }
 
 impl fmt::Debug for EtcdStore {
@@ -168,29 +280,43 @@ pub fn parse_endpoint_list(list: &str) -> Result<Vec<String>, StoreError> {
     Ok(endpoints)
 }
 
-/// Checks one endpoint and spells it as a URL: `http://host:port` or `host:port`.
-fn endpoint_url(endpoint: &str) -> Result<String, StoreError> {
+/// Checks one endpoint and spells it as a URL: `http://host:port`, `https://host:port` or
+/// `host:port` (`https://` when `tls` is set, `http://` otherwise). An `https://` endpoint needs
+/// TLS settings and an `http://` one refuses them, so a secured cluster is never reached in
+/// plain text by mistake.
+fn endpoint_url(endpoint: &str, tls: bool) -> Result<String, StoreError> {
     let bad = |why: &str| Err(StoreError::Config(format!("etcd endpoint {endpoint:?}: {why}")));
+    let scheme = if tls { "https" } else { "http" };
     let authority = match endpoint.split_once("://") {
-        Some(("http", rest)) => rest,
-        Some(("https", _)) => return bad("TLS (https) endpoints are not supported; use http://"),
+        Some(("http", _)) if tls => {
+            return bad("TLS to etcd is configured, so endpoints must be https://host:port");
+        }
+        Some(("https", _)) if !tls => {
+            return bad(
+                "an https:// endpoint needs TLS settings (at least the CA that signed the \
+                 members' certificates, or the platform's roots); or use http://",
+            );
+        }
+        Some(("http" | "https", rest)) => rest,
         Some((scheme, _)) => return bad(&format!("unknown scheme {scheme:?}; use http://host:port")),
         None => endpoint,
     };
     let authority = authority.strip_suffix('/').unwrap_or(authority);
     if authority.contains('/') {
-        return bad("an endpoint has no path; use http://host:port");
+        return bad(&format!("an endpoint has no path; use {scheme}://host:port"));
     }
     let Some((host, port)) = authority.rsplit_once(':') else {
-        return bad("no port (etcd serves clients on 2379 by default); use http://host:port");
+        return bad(&format!(
+            "no port (etcd serves clients on 2379 by default); use {scheme}://host:port"
+        ));
     };
     if host.is_empty() || host.contains(char::is_whitespace) {
-        return bad("no host; use http://host:port");
+        return bad(&format!("no host; use {scheme}://host:port"));
     }
     if port.parse::<u16>().is_err() {
         return bad(&format!("{port:?} is not a port number"));
     }
-    Ok(format!("http://{authority}"))
+    Ok(format!("{scheme}://{authority}"))
 }
 
 impl EtcdStore {
@@ -217,27 +343,42 @@ impl EtcdStore {
         }
         let mut urls: Vec<String> = Vec::with_capacity(endpoints.len());
         for endpoint in endpoints {
-            let url = endpoint_url(endpoint.trim())?;
+            let url = endpoint_url(endpoint.trim(), options.tls.is_some())?;
             if urls.contains(&url) {
                 return Err(StoreError::Config(format!("etcd endpoint {url} is listed twice")));
             }
             urls.push(url);
         }
-        let connect_options = etcd::ConnectOptions::new()
+        let mut connect_options = etcd::ConnectOptions::new()
             .with_connect_timeout(options.connect_timeout)
             .with_keep_alive(options.keep_alive_interval, options.keep_alive_timeout)
             // etcd closes connections that ping while no stream is open (its keep-alive policy
             // does not permit pings without streams), so only busy connections ping.
             .with_keep_alive_while_idle(false)
-            .with_require_leader(true);
+            .with_require_leader(true)
+            // Once logged in, a token etcd no longer accepts (it expired) is renewed and the
+            // request sent again.
+            .with_auto_token_refresh(true);
+        if let Some(tls) = &options.tls {
+            connect_options = connect_options.with_tls(tls.tonic_config());
+        }
         let mut members = Vec::with_capacity(urls.len());
         for (index, url) in urls.into_iter().enumerate() {
             // Connections are made on first use; this only builds the client.
             let client = etcd::Client::connect([url.as_str()], Some(connect_options.clone()))
                 .await
                 .map_err(|error| StoreError::Config(format!("etcd endpoint {url}: {error}")))?;
+            let login = options.user.clone().map(|user| {
+                Arc::new(MemberLogin {
+                    client: client.clone(),
+                    user,
+                    done: AtomicBool::new(false),
+                    turn: tokio::sync::Mutex::new(()),
+                })
+            });
             members.push(Member {
                 index,
+                login,
                 kv: client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES),
                 lease: client.lease_client(),
                 watch: client
@@ -279,11 +420,20 @@ impl EtcdStore {
 async fn first_answering_member(members: &[Member], connect_timeout: Duration) -> Result<usize, StoreError> {
     let mut asks = tokio::task::JoinSet::new();
     for (index, member) in members.iter().enumerate() {
-        let mut maintenance = member.maintenance.clone();
+        let member = member.clone();
         asks.spawn(async move {
-            let answer = match tokio::time::timeout(connect_timeout, maintenance.status()).await {
-                Ok(Ok(status)) => Ok(status.header().map_or(0, |header| header.cluster_id())),
-                Ok(Err(error)) => Err(error.to_string()),
+            let ask = async {
+                member.log_in().await?;
+                let status = member
+                    .maintenance
+                    .clone()
+                    .status()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(status.header().map_or(0, |header| header.cluster_id()))
+            };
+            let answer = match tokio::time::timeout(connect_timeout, ask).await {
+                Ok(answer) => answer,
                 Err(_) => Err(format!("no answer within {connect_timeout:?}")),
             };
             (index, answer)
@@ -334,7 +484,12 @@ impl Inner {
         loop {
             let index = self.preferred.load(Ordering::Relaxed);
             let member = &self.members[index];
-            let outcome = tokio::time::timeout_at(deadline, attempt(member.clone())).await;
+            let outcome = tokio::time::timeout_at(deadline, async {
+                // Not logged in: nothing was sent, so any request may go to the next member.
+                member.log_in().await.map_err(Failure::NotSent)?;
+                attempt(member.clone()).await
+            })
+            .await;
             attempts += 1;
             let reason = match outcome {
                 Ok(Ok(value)) => return Ok(value),
@@ -599,9 +754,23 @@ mod tests {
 
     #[test]
     fn endpoints_are_checked_and_spelled_as_urls() {
-        assert_eq!(endpoint_url("127.0.0.1:2379").unwrap(), "http://127.0.0.1:2379");
-        assert_eq!(endpoint_url("http://etcd-0:2379/").unwrap(), "http://etcd-0:2379");
-        assert_eq!(endpoint_url("http://[::1]:2379").unwrap(), "http://[::1]:2379");
+        assert_eq!(
+            endpoint_url("127.0.0.1:2379", false).unwrap(),
+            "http://127.0.0.1:2379"
+        );
+        assert_eq!(
+            endpoint_url("http://etcd-0:2379/", false).unwrap(),
+            "http://etcd-0:2379"
+        );
+        assert_eq!(
+            endpoint_url("http://[::1]:2379", false).unwrap(),
+            "http://[::1]:2379"
+        );
+        assert_eq!(endpoint_url("etcd-0:2379", true).unwrap(), "https://etcd-0:2379");
+        assert_eq!(
+            endpoint_url("https://etcd-0:2379", true).unwrap(),
+            "https://etcd-0:2379"
+        );
         for bad in [
             "etcd-0",
             "http://etcd-0",
@@ -612,7 +781,17 @@ mod tests {
             "http://etcd-0:2379/v3",
             "http://etcd-0:99999",
         ] {
-            assert!(matches!(endpoint_url(bad), Err(StoreError::Config(_))), "{bad}");
+            assert!(
+                matches!(endpoint_url(bad, false), Err(StoreError::Config(_))),
+                "{bad}"
+            );
+        }
+        // With TLS configured, a plain-text endpoint is a mistake, not a fallback.
+        for bad in ["http://etcd-0:2379", "https://etcd-0", "https://etcd-0:2379/v3"] {
+            assert!(
+                matches!(endpoint_url(bad, true), Err(StoreError::Config(_))),
+                "{bad}"
+            );
         }
     }
 
