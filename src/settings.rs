@@ -609,6 +609,18 @@ mod tests {
     }
 
     #[test]
+    fn the_kubernetes_settings_file_loads_as_every_role_loads_it() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/settings.toml");
+        let settings = Settings::load(Some(&path), FlagSettings::default()).unwrap();
+        assert_eq!(settings.cluster.etcd.len(), 3);
+        assert!(
+            settings.auth.provider.is_some(),
+            "a shared cluster does not run in dev mode"
+        );
+        assert!(settings.uploads.is_some(), "every role reaches one blob store");
+    }
+
+    #[test]
     fn notification_retries_reach_the_scheduler_and_are_checked() {
         let defaults = Settings::load(None, FlagSettings::default()).unwrap().scheduler();
         assert_eq!(defaults.max_attempts, SchedulerConfig::default().max_attempts);
