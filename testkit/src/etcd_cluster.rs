@@ -197,9 +197,8 @@ fn spawn_member(
     log: &Path,
 ) -> Child {
     let client_url = format!("http://{client}");
-    let log_file = std::fs::File::create(log).expect("etcd log file");
-    let stderr = log_file.try_clone().expect("etcd log file");
-    Command::new("etcd")
+    let mut command = Command::new("etcd");
+    command
         .arg("--name")
         .arg(name)
         .arg("--data-dir")
@@ -212,7 +211,16 @@ fn spawn_member(
         .args(["--initial-cluster-token", token])
         .args(["--initial-cluster-state", "new"])
         .args(["--heartbeat-interval", "200", "--election-timeout", "2000"])
-        .args(["--logger", "zap", "--log-level", "warn"])
+        .args(["--logger", "zap", "--log-level", "warn"]);
+    spawn_etcd(&mut command, log)
+}
+
+/// Runs an `etcd` command with its output going to `log`. Panics, saying how to install etcd,
+/// when it cannot run.
+pub(crate) fn spawn_etcd(command: &mut Command, log: &Path) -> Child {
+    let log_file = std::fs::File::create(log).expect("etcd log file");
+    let stderr = log_file.try_clone().expect("etcd log file");
+    command
         .stdin(Stdio::null())
         .stdout(log_file)
         .stderr(stderr)

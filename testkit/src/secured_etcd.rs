@@ -10,7 +10,7 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use rcgen::{
@@ -18,6 +18,7 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
+use crate::etcd_cluster::spawn_etcd;
 use crate::free_loopback_ports;
 
 /// How long the member may take to listen before the start is a failure.
@@ -126,8 +127,6 @@ impl SecuredEtcd {
         let client_url = format!("https://{client}");
         let peer_url = format!("http://127.0.0.1:{}", ports[1]);
         let log = dir.path().join("etcd.log");
-        let log_file = std::fs::File::create(&log).expect("etcd log file");
-        let stderr = log_file.try_clone().expect("etcd log file");
         let mut command = Command::new("etcd");
         command
             .args(["--name", "secured"])
@@ -153,14 +152,7 @@ impl SecuredEtcd {
                 .arg("--trusted-ca-file")
                 .arg(&pki.ca_cert);
         }
-        let process = command
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|error| {
-                panic!("cannot run etcd ({error}): install etcd 3.4 (Debian's etcd-server; scripts/install-deps.sh does)")
-            });
+        let process = spawn_etcd(&mut command, &log);
         let mut member = SecuredEtcd {
             client,
             client_certs,
