@@ -4,7 +4,7 @@ use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
-use agentprocess_gateway::{AdminParts, ExtraRoutes, Identity, RuntimeBackend, admin_routes};
+use agentprocess_gateway::{AdminParts, ExtraRoutes, Identity, RuntimeBackend, admin_routes, trust_routes};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::OpenAiEvaluator;
 use agentprocess_run_actor::runtime::{
@@ -144,11 +144,14 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         FileUrlSigner::from_config(&settings.files, &data_dir)
             .map_err(|e| anyhow::anyhow!("signed file URLs cannot be set up: {e}"))?,
     );
-    let backend = RuntimeBackend::new(Arc::new(runtime.clone())).with_decoration(Arc::new(SignedFileUrls {
-        signer: signer.clone(),
-        public_url: gateway.resource(),
-        clock: clock.clone(),
-    }));
+    let backend = Arc::new(
+        RuntimeBackend::new(Arc::new(runtime.clone())).with_decoration(Arc::new(SignedFileUrls {
+            signer: signer.clone(),
+            public_url: gateway.resource(),
+            clock: clock.clone(),
+        })),
+    );
+    let authenticated = authenticated.merge(trust_routes(backend.clone(), runtime.catalog().clone()));
     let extra = ExtraRoutes {
         authenticated,
         public: file_routes(runtime.uploads().clone(), clock.clone(), signer)

@@ -5,7 +5,7 @@
 mod common;
 
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, KeyRange, RangeRequest, Store};
-use common::{Mcp, Server, Who, request_id};
+use common::{Mcp, Server, Who, archived_runs, request_id};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -89,34 +89,6 @@ async fn list_all(agent: &Mcp, page: u64) -> Vec<Value> {
             return items;
         }
     }
-}
-
-/// How many run records the archive holds under `data`.
-fn archived_runs(data: &Path) -> usize {
-    fn count(dir: &Path) -> usize {
-        std::fs::read_dir(dir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .map(|entry| {
-                        let path = entry.path();
-                        if path.is_dir() {
-                            count(&path)
-                        } else {
-                            usize::from(!path.to_string_lossy().ends_with(".partial"))
-                        }
-                    })
-                    .sum()
-            })
-            .unwrap_or(0)
-    }
-    let Ok(organizations) = std::fs::read_dir(data.join("uploads/archive")) else {
-        return 0;
-    };
-    organizations
-        .flatten()
-        .map(|org| count(&org.path().join("run")))
-        .sum()
 }
 
 async fn wait_for_archived(data: &Path, wanted: usize) {

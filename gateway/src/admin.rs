@@ -15,7 +15,11 @@
 //! GET  /admin/v1/dead-letters?limit=N       → { items: [{ id, notification, attempts, error }] }, oldest first
 //! POST /admin/v1/dead-letters/{id}/redeliver → 202 { id, redelivered: true }: back in the outbox
 //! DELETE /admin/v1/dead-letters/{id}        → 204
+//! GET  /admin/v1/trust?process=NAME&limit=N → the trust report of NAME's checked steps
 //! ```
+//!
+//! The trust report ([`crate::trust`]) reads runs through the tool backend, as the operator who
+//! asks, so [`trust_routes`] is mounted beside [`admin_routes`] by whoever holds the backend.
 //!
 //! A dead letter's `id` is opaque (see [`DeadLetterId`]) and names it within the caller's
 //! organization only: another organization's id is simply not found (404), a malformed one is
@@ -31,7 +35,9 @@
 
 use crate::Identity;
 use crate::auth::IdentityKind;
+use crate::mcp::{ErrorCode, ToolBackend};
 use crate::respond::HttpFailure;
+use crate::trust::{self, DEFAULT_TRUST_RUNS, MAX_TRUST_RUNS, TrustError};
 use agentprocess_org::{
     Catalog, CatalogError, CatalogRefusal, DeadLetterId, Draft, OrgError, Redelivery, WebhookView,
     configure_webhook, dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook,
@@ -108,6 +114,63 @@ pub fn admin_routes(parts: AdminParts, offer: Offer) -> Router {
         .with_state(admin)
 }
 
+/// `GET /admin/v1/trust`: the trust report's route, operators only, behind the same bearer
+/// layer as [`admin_routes`]. It reads runs through `backend` as the operator who asks.
+pub fn trust_routes<B: ToolBackend>(backend: Arc<B>, catalog: Catalog) -> Router {
+    Router::new()
+        .route("/admin/v1/trust", get(trust_report::<B>))
+        .route_layer(from_fn(require_operator))
+        .with_state(Arc::new(TrustParts { backend, catalog }))
+}
+
+/// What the trust report's route reads through.
+struct TrustParts<B> {
+    backend: Arc<B>,
+    catalog: Catalog,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrustQuery {
+    process: String,
+    limit: Option<usize>,
+}
+
+/// `GET /admin/v1/trust?process=NAME&limit=N`: up to `limit` runs (default
+/// [`DEFAULT_TRUST_RUNS`], at most [`MAX_TRUST_RUNS`]) in start order.
+async fn trust_report<B: ToolBackend>(
+    State(parts): State<Arc<TrustParts<B>>>,
+    Extension(identity): Extension<Identity>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, AdminError> {
+    let query: TrustQuery = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+        .map_err(|e| AdminError::Malformed(format!("the query must be ?process=NAME[&limit=N]: {e}")))?;
+    let limit = query.limit.unwrap_or(DEFAULT_TRUST_RUNS);
+    if limit == 0 || limit > MAX_TRUST_RUNS {
+        return Err(AdminError::Malformed(format!(
+            "limit must be from 1 to {MAX_TRUST_RUNS}"
+        )));
+    }
+    if parts
+        .catalog
+        .process(&identity.organization, &query.process)
+        .await?
+        .is_none()
+    {
+        return Err(AdminError::NoProcess(query.process));
+    }
+    let report = trust::collect(
+        parts.backend.as_ref(),
+        &parts.catalog,
+        &identity,
+        &query.process,
+        limit,
+    )
+    .await
+    .map_err(AdminError::Trust)?;
+    Ok(Json(json!(report)))
+}
+
 /// Lets only operators through.
 async fn require_operator(request: Request, next: Next) -> Response {
     match request.extensions().get::<Identity>() {
@@ -138,6 +201,8 @@ enum AdminError {
     UnreadableDeadLetter(String),
     /// The store failed: nothing is known to have changed; retry.
     Unavailable(OrgError),
+    /// The trust report could not read the runs: a tool refused, or something did not read.
+    Trust(TrustError),
 }
 
 impl From<CatalogError> for AdminError {
@@ -217,6 +282,20 @@ impl From<AdminError> for HttpFailure {
             AdminError::Unavailable(error) => {
                 tracing::error!(%error, "admin request failed");
                 HttpFailure::Unavailable(format!("{error}; try again"))
+            }
+            AdminError::Trust(TrustError::Refused { tool, error }) => {
+                let message = format!("{tool}: {}", error.message);
+                match error.code {
+                    ErrorCode::NotFound => HttpFailure::NotFound(message),
+                    ErrorCode::Forbidden => HttpFailure::Forbidden(message),
+                    ErrorCode::Invalid => HttpFailure::Malformed(message),
+                    _ => HttpFailure::Unavailable(format!("{message}; try again")),
+                }
+            }
+            AdminError::Trust(TrustError::Catalog(error)) => AdminError::Unavailable(error).into(),
+            AdminError::Trust(error @ TrustError::Corrupt(_)) => {
+                tracing::error!(%error, "trust report failed");
+                HttpFailure::Unavailable(error.to_string())
             }
         }
     }

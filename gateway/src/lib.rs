@@ -23,8 +23,9 @@ pub mod metrics;
 pub mod respond;
 pub mod runtime_backend;
 mod secret_file;
+pub mod trust;
 
-pub use admin::{AdminParts, admin_routes};
+pub use admin::{AdminParts, admin_routes, trust_routes};
 pub use auth::{AuthConfig, Authenticator, Identity, IdentityKind};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};

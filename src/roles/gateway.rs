@@ -9,7 +9,7 @@ use agentprocess_cluster::{RoutedRunService, ShardMap};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
 use agentprocess_gateway::{
-    AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, admin_routes,
+    AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, admin_routes, trust_routes,
 };
 use agentprocess_run_actor::runtime::{Catalog, Clock, NoHints, Uploads};
 use agentprocess_store::Store;
@@ -105,13 +105,17 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         FileUrlSigner::from_config(&settings.files, &link_key_dir)
             .map_err(|e| anyhow::anyhow!("signed file URLs cannot be set up: {e}"))?,
     );
-    let backend = RuntimeBackend::new(runs).with_decoration(Arc::new(SignedFileUrls {
-        signer: signer.clone(),
-        public_url: gateway.resource(),
-        clock: clock.clone(),
-    }));
+    let backend = Arc::new(
+        RuntimeBackend::new(runs).with_decoration(Arc::new(SignedFileUrls {
+            signer: signer.clone(),
+            public_url: gateway.resource(),
+            clock: clock.clone(),
+        })),
+    );
+    let catalog = Catalog::new(store.clone(), keys.clone(), clock.clone());
+    let trust = trust_routes(backend.clone(), catalog.clone());
     let admin = AdminParts {
-        catalog: Catalog::new(store.clone(), keys.clone(), clock.clone()),
+        catalog,
         store: store.clone(),
         keys: keys.clone(),
         // The scheduler watches the outbox in the store.
@@ -127,7 +131,7 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(state));
     }
     let extra = ExtraRoutes {
-        authenticated,
+        authenticated: authenticated.merge(trust),
         public: file_routes(Uploads::new(store, keys, blobs), clock, signer).merge(health_routes(map)),
     };
     let app =
