@@ -9,6 +9,8 @@
 //! POST /admin/v1/processes/{name}/publish   → 201 { name, version, contentHash, publishedAt, roles }
 //! GET  /admin/v1/processes                  → { processes: [entry] }, by name
 //! GET  /admin/v1/processes/{name}           → entry
+//! GET  /admin/v1/processes/{name}/diff?from=V&to=W → what changed from version V to W (either
+//!                                             may be `draft`): { from, to, diff }
 //! PUT  /admin/v1/webhooks/{id}              { url, secret } → 200 { id, url }
 //! GET  /admin/v1/webhooks                   → { webhooks: [{ id, url }] }, by id
 //! DELETE /admin/v1/webhooks/{id}            → 204
@@ -36,6 +38,7 @@
 use crate::Identity;
 use crate::auth::IdentityKind;
 use crate::mcp::{ErrorCode, ToolBackend};
+use crate::process_diff::source_diff;
 use crate::respond::HttpFailure;
 use crate::trust::{self, DEFAULT_TRUST_RUNS, MAX_TRUST_RUNS, TrustError};
 use agentprocess_org::{
@@ -104,6 +107,7 @@ pub fn admin_routes(parts: AdminParts, offer: Offer) -> Router {
         .route("/admin/v1/processes/{name}", get(show))
         .route("/admin/v1/processes/{name}/bindings", put(bind))
         .route("/admin/v1/processes/{name}/publish", post(publish))
+        .route("/admin/v1/processes/{name}/diff", get(diff))
         .route("/admin/v1/webhooks", get(list_webhooks))
         .route("/admin/v1/webhooks/{id}", put(put_webhook).delete(delete_webhook))
         .route("/admin/v1/dead-letters", get(list_dead_letters))
@@ -193,6 +197,11 @@ enum AdminError {
     /// The catalog said no.
     Refused(CatalogRefusal),
     NoProcess(String),
+    /// A diff named a version (or the draft) the process does not have.
+    NoVersion {
+        name: String,
+        version: String,
+    },
     /// A webhook an operator asked to store breaks a rule: every issue found (422).
     InvalidWebhook(Vec<String>),
     NoWebhook(String),
@@ -266,6 +275,10 @@ impl From<AdminError> for HttpFailure {
             AdminError::NoProcess(name) => {
                 HttpFailure::NotFound(format!("there is no process {name:?} in this organization"))
             }
+            AdminError::NoVersion { name, version } => HttpFailure::NotFound(match version.as_str() {
+                "draft" => format!("process {name:?} has no draft"),
+                _ => format!("process {name:?} has no version {version}"),
+            }),
             AdminError::InvalidWebhook(issues) => HttpFailure::Refused {
                 message: format!("{} issue(s) found; nothing was changed", issues.len()),
                 issues,
@@ -411,6 +424,90 @@ async fn show(
         Some(entry) => Ok(Json(json!(entry))),
         None => Err(AdminError::NoProcess(name)),
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiffQuery {
+    from: String,
+    to: String,
+}
+
+/// One side of a diff: a published version or the draft.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiffSide {
+    Version(u64),
+    Draft,
+}
+
+impl DiffSide {
+    fn parse(text: &str) -> Option<DiffSide> {
+        match text {
+            "draft" => Some(DiffSide::Draft),
+            _ => text.parse().ok().filter(|v| *v > 0).map(DiffSide::Version),
+        }
+    }
+}
+
+/// `GET /admin/v1/processes/{name}/diff?from=V&to=W`: the line diff of the two texts as
+/// imported, each side named with its content hash.
+async fn diff(
+    State(admin): State<Arc<Admin>>,
+    Extension(identity): Extension<Identity>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, AdminError> {
+    let bad = || {
+        AdminError::Malformed(
+            "the query must be ?from=V&to=W, each a published version number or draft".to_owned(),
+        )
+    };
+    let query: DiffQuery = serde_urlencoded::from_str(query.as_deref().unwrap_or("")).map_err(|_| bad())?;
+    let (Some(from), Some(to)) = (DiffSide::parse(&query.from), DiffSide::parse(&query.to)) else {
+        return Err(bad());
+    };
+    let catalog = &admin.parts.catalog;
+    if catalog.process(&identity.organization, &name).await?.is_none() {
+        return Err(AdminError::NoProcess(name));
+    }
+    let mut sides = Vec::with_capacity(2);
+    for (side, text) in [(from, &query.from), (to, &query.to)] {
+        let (source, described) = match side {
+            DiffSide::Version(version) => {
+                let record = catalog
+                    .published_record(&identity.organization, &name, version)
+                    .await?
+                    .ok_or_else(|| AdminError::NoVersion {
+                        name: name.clone(),
+                        version: text.clone(),
+                    })?;
+                let described = json!({ "version": version, "contentHash": record.content_hash,
+                                        "publishedAt": record.published_at });
+                (record.source, described)
+            }
+            DiffSide::Draft => {
+                let draft = catalog
+                    .draft(&identity.organization, &name)
+                    .await?
+                    .ok_or_else(|| AdminError::NoVersion {
+                        name: name.clone(),
+                        version: "draft".to_owned(),
+                    })?;
+                let described = json!({ "draft": true, "contentHash": draft.content_hash,
+                                        "importedAt": draft.imported_at });
+                (draft.source, described)
+            }
+        };
+        sides.push((source, described));
+    }
+    let label = |side: DiffSide| match side {
+        DiffSide::Version(version) => format!("{name} v{version}"),
+        DiffSide::Draft => format!("{name} draft"),
+    };
+    let diff = source_diff(&sides[0].0, &sides[1].0, &label(from), &label(to));
+    Ok(Json(
+        json!({ "name": name, "from": sides[0].1, "to": sides[1].1, "diff": diff }),
+    ))
 }
 
 /// `PUT /admin/v1/webhooks/{id}`: adds or replaces a webhook; answers it without its secret.

@@ -20,6 +20,7 @@ pub mod auth;
 pub mod files;
 pub mod mcp;
 pub mod metrics;
+pub mod process_diff;
 pub mod respond;
 pub mod runtime_backend;
 mod secret_file;

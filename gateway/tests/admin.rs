@@ -1180,3 +1180,108 @@ async fn another_organization_can_neither_redeliver_nor_delete_a_dead_letter() {
     let letters = server.get("/admin/v1/dead-letters", &acme).await;
     assert_eq!(letters.expect(200, None)["items"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn two_versions_and_the_draft_are_diffed_line_by_line() {
+    let server = start(NO_CHECK).await;
+    let token = server.operator("acme");
+    let first = fixture("invoice-approval");
+    let draft = server.import(&token, first.clone()).await.expect(201, None)["draft"].clone();
+    server
+        .bind(&token, "invoice-approval", bind_all(&draft))
+        .await
+        .expect(200, None);
+    server.publish(&token, "invoice-approval").await.expect(201, None);
+    let text = String::from_utf8(first).unwrap();
+    let body_line = text
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap()
+        .to_owned();
+    let second = text.replace(&body_line, "A changed last line of the body.");
+    server.import(&token, second.clone()).await.expect(201, None);
+    server.publish(&token, "invoice-approval").await.expect(201, None);
+    let third = second.replace("A changed last line of the body.", "The draft's own last line.");
+    server.import(&token, third).await.expect(201, None);
+
+    let answer = server
+        .get("/admin/v1/processes/invoice-approval/diff?from=1&to=2", &token)
+        .await;
+    let body = answer.expect(200, None);
+    assert_eq!(body["from"]["version"], 1);
+    assert_eq!(body["to"]["version"], 2);
+    assert_ne!(body["from"]["contentHash"], body["to"]["contentHash"]);
+    let diff = &body["diff"];
+    assert_eq!(
+        (
+            diff["identical"].as_bool(),
+            diff["added"].as_u64(),
+            diff["removed"].as_u64()
+        ),
+        (Some(false), Some(1), Some(1))
+    );
+    let changed: Vec<(&str, &str)> = diff["hunks"][0]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|line| line["op"] != "equal")
+        .map(|line| (line["op"].as_str().unwrap(), line["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            ("delete", body_line.as_str()),
+            ("insert", "A changed last line of the body.")
+        ]
+    );
+    assert!(
+        diff["unified"]
+            .as_str()
+            .unwrap()
+            .starts_with("--- invoice-approval v1\n+++ invoice-approval v2\n")
+    );
+
+    let to_draft = server
+        .get(
+            "/admin/v1/processes/invoice-approval/diff?from=2&to=draft",
+            &token,
+        )
+        .await;
+    let body = to_draft.expect(200, None);
+    assert_eq!(body["to"]["draft"], true);
+    assert!(
+        body["diff"]["unified"]
+            .as_str()
+            .unwrap()
+            .contains("+The draft's own last line.")
+    );
+    let same = server
+        .get("/admin/v1/processes/invoice-approval/diff?from=2&to=2", &token)
+        .await;
+    assert_eq!(same.expect(200, None)["diff"]["identical"], true);
+
+    for (query, status, code) in [
+        ("?from=1&to=9", 404, "not_found"),
+        ("?from=1", 400, "invalid"),
+        ("?from=0&to=1", 400, "invalid"),
+        ("?from=one&to=2", 400, "invalid"),
+    ] {
+        server
+            .get(
+                &format!("/admin/v1/processes/invoice-approval/diff{query}"),
+                &token,
+            )
+            .await
+            .expect(status, Some(code));
+    }
+    server
+        .get("/admin/v1/processes/nothing-here/diff?from=1&to=2", &token)
+        .await
+        .expect(404, Some("not_found"));
+    let other = server.operator("globex");
+    server
+        .get("/admin/v1/processes/invoice-approval/diff?from=1&to=2", &other)
+        .await
+        .expect(404, Some("not_found"));
+}

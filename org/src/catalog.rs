@@ -459,6 +459,11 @@ impl Catalog {
             .collect()
     }
 
+    /// The draft of `name`, if one was imported and not yet published.
+    pub async fn draft(&self, organization: &OrgId, name: &str) -> Result<Option<Draft>, OrgError> {
+        Ok(self.read_draft(organization, name).await?.0)
+    }
+
     async fn read_draft(&self, organization: &OrgId, name: &str) -> Result<(Option<Draft>, i64), OrgError> {
         let (found, _) = self.store.get(&self.keys.draft(organization, name)).await?;
         match found {
