@@ -5,6 +5,7 @@ mod health;
 mod load_cmd;
 mod process_admin;
 mod process_cmd;
+mod process_map;
 mod roles;
 mod serve_cmd;
 mod settings;
@@ -29,7 +30,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Work with PROCESS.md files: check and hash them; import, publish and list them on a server.
+    /// Work with PROCESS.md files: check, hash and map them; import, publish and list them on a server.
     #[command(subcommand)]
     Process(process_cmd::ProcessCommand),
     /// Run the server: MCP endpoint, admin API, run actors and scheduler in one process.

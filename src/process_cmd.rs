@@ -1,19 +1,20 @@
-//! `agentprocess process ...`: check and hash PROCESS.md files on disk; import and list them on
-//! a server ([`crate::process_admin`]).
+//! `agentprocess process ...`: check, hash and map PROCESS.md files on disk ([`crate::process_map`]
+//! for the map); import and list them on a server ([`crate::process_admin`]).
 
 use crate::process_admin::{self, ImportArgs, ListArgs};
-use agentprocess_process::{Issue, Offer, parse_document, validate, warnings};
+use crate::process_map::{self, MapArgs};
+use agentprocess_process::{Issue, Offer, Process, parse_document, validate, warnings};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Exit code when every input is valid.
-const EXIT_VALID: u8 = 0;
+pub(crate) const EXIT_VALID: u8 = 0;
 /// Exit code when at least one input is refused.
-const EXIT_REFUSED: u8 = 1;
+pub(crate) const EXIT_REFUSED: u8 = 1;
 /// Exit code for a usage error: bad arguments, or a path that holds no PROCESS.md.
-const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, Subcommand)]
 pub enum ProcessCommand {
@@ -27,6 +28,12 @@ pub enum ProcessCommand {
         /// A PROCESS.md file, or a folder holding one.
         path: PathBuf,
     },
+    /// Draw the process map of a PROCESS.md as SVG, as a server shows it beside a published
+    /// version: lanes per performer, a card per step, routes, approvals, joins and ends.
+    ///
+    /// A document that does not pass the publication rules gets no map: its issues go to
+    /// stderr. Exit status: 0 with a map, 1 when refused, 2 on a usage error.
+    Map(MapArgs),
     Import(ImportArgs),
     List(ListArgs),
 }
@@ -39,6 +46,13 @@ pub struct CheckArgs {
     /// Print one JSON object per input: {"path", "name", "hash", "valid", "issues"}.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    offer: OfferArgs,
+}
+
+/// What the publishing server offers, for checking as that server would.
+#[derive(Debug, Args)]
+pub struct OfferArgs {
     /// Profiles the server offers (repeatable). Default: every profile this server implements.
     #[arg(long = "profile", value_enum)]
     profiles: Vec<Profile>,
@@ -61,8 +75,8 @@ enum Profile {
     Check,
 }
 
-impl CheckArgs {
-    fn offer(&self) -> Offer {
+impl OfferArgs {
+    pub(crate) fn offer(&self) -> Offer {
         let all_profiles = self.profiles.is_empty() && !self.no_profiles;
         Offer {
             parallel: all_profiles || self.profiles.contains(&Profile::Parallel),
@@ -77,6 +91,7 @@ pub fn run(command: ProcessCommand) -> ExitCode {
     match command {
         ProcessCommand::Check(args) => check(&args),
         ProcessCommand::Hash { path } => hash(&path),
+        ProcessCommand::Map(args) => process_map::map(&args),
         ProcessCommand::Import(args) => process_admin::import(args),
         ProcessCommand::List(args) => process_admin::list(args),
     }
@@ -109,17 +124,27 @@ pub(crate) fn read_input(path: &Path) -> Result<Input, String> {
 }
 
 /// What checking one input found.
-struct Checked {
+pub(crate) struct Checked {
     name: Option<String>,
     hash: Option<String>,
-    issues: Vec<Issue>,
+    pub issues: Vec<Issue>,
     /// What a valid process allows but probably does not mean.
-    warnings: Vec<Issue>,
-    /// `requires.systems` of a valid process (spec §2.1).
-    required_systems: Vec<String>,
+    pub warnings: Vec<Issue>,
+    /// The process, when it passes validation; `issues` may still hold the folder name rule.
+    pub process: Option<Process>,
 }
 
-fn check_one(input: &Input, offer: &Offer) -> Checked {
+impl Checked {
+    /// `requires.systems` of a valid process (spec §2.1).
+    fn required_systems(&self) -> &[String] {
+        self.process
+            .as_ref()
+            .map_or(&[], |p| p.required_systems.as_slice())
+    }
+}
+
+/// Checks one input against every publication rule for `offer`, and its folder name.
+pub(crate) fn check_one(input: &Input, offer: &Offer) -> Checked {
     let document = match parse_document(&input.bytes) {
         Ok(document) => document,
         Err(issues) => {
@@ -128,7 +153,7 @@ fn check_one(input: &Input, offer: &Offer) -> Checked {
                 hash: None,
                 issues,
                 warnings: Vec::new(),
-                required_systems: Vec::new(),
+                process: None,
             };
         }
     };
@@ -138,9 +163,9 @@ fn check_one(input: &Input, offer: &Offer) -> Checked {
         .and_then(|n| n.as_str())
         .map(str::to_string);
     let hash = agentprocess_process::content_hash(&document.frontmatter, &document.body).to_hex();
-    let (mut issues, warnings, required_systems) = match validate(&document.frontmatter, offer) {
-        Ok(process) => (Vec::new(), warnings(&process), process.required_systems),
-        Err(issues) => (issues, Vec::new(), Vec::new()),
+    let (mut issues, warnings, process) = match validate(&document.frontmatter, offer) {
+        Ok(process) => (Vec::new(), warnings(&process), Some(process)),
+        Err(issues) => (issues, Vec::new(), None),
     };
     if let (Some(folder), Some(name)) = (&input.folder_name, &name)
         && folder != name
@@ -155,12 +180,12 @@ fn check_one(input: &Input, offer: &Offer) -> Checked {
         hash: Some(hash),
         issues,
         warnings,
-        required_systems,
+        process,
     }
 }
 
 fn check(args: &CheckArgs) -> ExitCode {
-    let offer = args.offer();
+    let offer = args.offer.offer();
     let mut inputs = Vec::new();
     let mut unreadable = Vec::new();
     for path in &args.paths {
@@ -183,8 +208,8 @@ fn check(args: &CheckArgs) -> ExitCode {
         if args.json {
             let issues: Vec<String> = checked.issues.iter().map(Issue::to_string).collect();
             let warnings: Vec<String> = checked.warnings.iter().map(Issue::to_string).collect();
-            let requires = (!checked.required_systems.is_empty())
-                .then(|| json!({ "systems": checked.required_systems }));
+            let requires = (!checked.required_systems().is_empty())
+                .then(|| json!({ "systems": checked.required_systems() }));
             let line = json!({
                 "path": input.shown_path,
                 "name": checked.name,
@@ -199,10 +224,10 @@ fn check(args: &CheckArgs) -> ExitCode {
             println!(
                 "{}: valid ({})",
                 input.shown_path,
-                checked.hash.unwrap_or_default()
+                checked.hash.as_deref().unwrap_or_default()
             );
-            if !checked.required_systems.is_empty() {
-                println!("  requires systems: {}", checked.required_systems.join(", "));
+            if !checked.required_systems().is_empty() {
+                println!("  requires systems: {}", checked.required_systems().join(", "));
             }
             for warning in &checked.warnings {
                 println!("  warning: {warning}");

@@ -219,3 +219,88 @@ fn hash_prints_the_content_hash_of_spec_6_5() {
     let object: Value = serde_json::from_str(stdout(&check).trim()).unwrap();
     assert_eq!(object["hash"], expected.as_str());
 }
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("utf-8 stderr")
+}
+
+#[test]
+fn map_prints_the_process_map_as_svg_and_exits_0() {
+    let output = agentprocess(&["process", "map", &fixture_folder("vendor-check")]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let svg = stdout(&output);
+    assert!(svg.starts_with("<?xml"), "{svg}");
+    assert!(svg.trim_end().ends_with("</svg>"));
+    for expected in [
+        r#"data-process="vendor-check""#,
+        r#"data-step="check_vendor" data-kind="agent""#,
+        r#"data-kind="rejected" data-from="approve" data-to="check_vendor""#,
+        r#"data-marker="end" data-step="done" data-kind="finish""#,
+    ] {
+        assert!(svg.contains(expected), "missing {expected}");
+    }
+    let file = Path::new(&fixture_folder("vendor-check")).join("PROCESS.md");
+    let from_file = agentprocess(&["process", "map", file.to_str().unwrap()]);
+    assert_eq!(stdout(&from_file), svg, "a file and its folder give the same map");
+}
+
+#[test]
+fn map_of_a_refused_document_prints_its_issues_and_no_map_and_exits_1() {
+    let temp = tempfile::tempdir().unwrap();
+    let file = temp.path().join("PROCESS.md");
+    std::fs::write(
+        &file,
+        "---\nname: broken\ndescription: One problem.\nsteps:\n  - id: work\n    agent: Do it.\n    next: aprove\n  - id: done\n    finish: ok\n---\nBody.\n",
+    )
+    .unwrap();
+    let output = agentprocess(&["process", "map", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stdout(&output), "", "no map for what would not be published");
+    let issues = stderr(&output);
+    assert!(issues.contains("refused, 1 issue(s)"), "{issues}");
+    assert!(
+        issues.contains(r#"steps[0].next: unknown step "aprove""#),
+        "{issues}"
+    );
+
+    // Refused as the offering server would: parallel-1 not offered.
+    let output = agentprocess(&[
+        "process",
+        "map",
+        "--no-profiles",
+        &fixture_folder("major-incident"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("needs the parallel-1 profile"),
+        "{}",
+        stderr(&output)
+    );
+
+    // §2.1: a folder whose name differs from the process name is refused too.
+    let (_temp, folder) = copy_into_folder("invoice-approval", "invoices");
+    let output = agentprocess(&["process", "map", &folder]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("does not equal the folder name"));
+}
+
+#[test]
+fn map_output_writes_the_svg_to_a_file() {
+    let temp = tempfile::tempdir().unwrap();
+    let file = temp.path().join("map.svg");
+    let folder = fixture_folder("major-incident");
+    let output = agentprocess(&["process", "map", &folder, "--output", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).contains("map written to"), "{}", stdout(&output));
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(written, stdout(&agentprocess(&["process", "map", &folder])));
+    assert!(written.contains(r#"data-join="respond""#));
+}
+
+#[test]
+fn map_usage_errors_exit_2() {
+    assert_eq!(agentprocess(&["process", "map"]).status.code(), Some(2));
+    let output = agentprocess(&["process", "map", "/nonexistent/PROCESS.md"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot read"));
+}
