@@ -2,8 +2,10 @@
 # Installs what a fresh machine lacks to build and test agentprocess: the protobuf compiler
 # (gRPC code generation), etcd 3.4 (the etcd store's tests start a real cluster), the Rust
 # components the checks use, cargo-fuzz, a Python venv at target/py-venv with
-# tests/python/requirements.txt (the official MCP Python SDK the tests drive), and Node with the
-# MCP Inspector the README's recipe names, in npx's cache.
+# tests/python/requirements.txt (the official MCP Python SDK the tests drive, and Playwright),
+# Debian's chromium for Playwright to drive (it cannot download browsers of its own here), axe-core
+# at target/ui-test-deps (the accessibility check of the web UI's tests), and Node with the MCP
+# Inspector the README's recipe names, in npx's cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +17,8 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # The README's MCP Inspector recipe is tested as written, through npx.
 command -v npx >/dev/null 2>&1 || need_apt+=(nodejs npm)
+# The web UI's browser tests launch this one (tests/python/ui_browser.py).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # `python3 -m venv` needs Debian's python3-venv (ensurepip) on some systems.
 if [ ! -x "$venv/bin/python" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     need_apt+=(python3-venv)
@@ -42,6 +46,12 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/tests/python/requirements.txt"
+
+# axe-core, injected into the web UI's pages by tests/python/ui_browser.py.
+axe="$root/target/ui-test-deps/node_modules/axe-core/axe.min.js"
+if [ ! -f "$axe" ]; then
+    npm install --prefix "$root/target/ui-test-deps" --no-audit --no-fund --silent axe-core@4.14.1
+fi
 
 # The Inspector version the README pins, fetched once so the test that runs the recipe does not.
 npm exec --yes --package=@modelcontextprotocol/inspector@2.12.0 -- node -e 0
