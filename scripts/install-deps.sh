@@ -4,8 +4,9 @@
 # components the checks use, cargo-fuzz, a Python venv at target/py-venv with
 # tests/python/requirements.txt (the official MCP Python SDK the tests drive, and Playwright),
 # Debian's chromium for Playwright to drive (it cannot download browsers of its own here), axe-core
-# at target/ui-test-deps (the accessibility check of the web UI's tests), and Node with the MCP
-# Inspector the README's recipe names, in npx's cache.
+# and oidc-provider at target/ui-test-deps (the web UI's tests: accessibility, and an OpenID
+# provider to sign in with), and Node with the MCP Inspector the README's recipe names, in npx's
+# cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,10 +48,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/tests/python/requirements.txt"
 
-# axe-core, injected into the web UI's pages by tests/python/ui_browser.py.
-axe="$root/target/ui-test-deps/node_modules/axe-core/axe.min.js"
-if [ ! -f "$axe" ]; then
-    npm install --prefix "$root/target/ui-test-deps" --no-audit --no-fund --silent axe-core@4.14.1
+# The web UI tests' Node packages: axe-core, injected into the pages by tests/python/ui_browser.py,
+# and oidc-provider, the OpenID provider tests/oidc/provider.mjs runs on loopback.
+ui_deps="$root/target/ui-test-deps"
+if [ ! -f "$ui_deps/node_modules/axe-core/axe.min.js" ] || [ ! -d "$ui_deps/node_modules/oidc-provider" ]; then
+    npm install --prefix "$ui_deps" --no-audit --no-fund --silent axe-core@4.14.1 oidc-provider@9.13.3
 fi
 
 # The Inspector version the README pins, fetched once so the test that runs the recipe does not.

@@ -682,12 +682,9 @@ async fn sessions_clients_and_codes_work_on_every_gateway_sharing_the_keys() {
     client.close().await;
 }
 
-/// The pages in a real browser at 375 px, and an MCP client that signs in through them with no
-/// token pasted by hand: the Python SDK's OAuth client discovers, registers, sends the browser
-/// to sign in and allow it, takes the code at its loopback redirect URI, and then calls tools
-/// as Mira. No console errors, no serious or critical axe-core violation, no sideways scroll.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
+/// What the browser tests need from `scripts/install-deps.sh`: the venv's Python with
+/// Playwright and the MCP SDK, axe-core, Debian's chromium.
+fn browser_prerequisites() -> (PathBuf, PathBuf) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let python = root.join("target/py-venv/bin/python");
     let axe = root.join("target/ui-test-deps/node_modules/axe-core/axe.min.js");
@@ -712,22 +709,25 @@ async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
         "Playwright or the MCP SDK is not in target/py-venv: run scripts/install-deps.sh\n{}",
         String::from_utf8_lossy(&playwright.stderr)
     );
+    (python, axe)
+}
 
-    let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
-    let agent = server.client(&AGENT).await;
-    let mira_run = run_waiting_for(&agent, MIRA).await;
-    let other_run = run_waiting_for(&agent, "other@acme.test").await;
-    agent.close().await;
-
+/// Runs `tests/python/ui_browser.py MODE` against `server`, screenshots to
+/// `target/ui-screenshots/`; returns the summary it prints, after checking that every page it
+/// names has its screenshot.
+async fn drive_browser(server: &Server, mode: &str) -> Value {
+    let (python, axe) = browser_prerequisites();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let screenshots = root.join("target/ui-screenshots");
     let driven = tokio::task::spawn_blocking({
         let url = server.url.clone();
         let script = root.join("tests/python/ui_browser.py");
+        let mode = mode.to_owned();
+        let screenshots = screenshots.clone();
         move || {
             Command::new(&python)
                 .arg(script)
+                .arg(mode)
                 .arg(url)
                 .arg(&screenshots)
                 .arg(&axe)
@@ -741,12 +741,35 @@ async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
     let stderr = String::from_utf8_lossy(&driven.stderr);
     assert!(
         driven.status.success(),
-        "ui_browser.py failed ({}):\n{stdout}\n{stderr}\nserver:\n{}",
+        "ui_browser.py {mode} failed ({}):\n{stdout}\n{stderr}\nserver:\n{}",
         driven.status,
         server.stderr()
     );
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("ui_browser.py printed {stdout}: {e}"));
+    for page in summary["pages"].as_array().unwrap() {
+        let shot = screenshots.join(format!("{}.png", page.as_str().unwrap()));
+        assert!(shot.exists(), "{}", shot.display());
+    }
+    summary
+}
+
+/// The pages in a real browser at 375 px, and an MCP client that signs in through them with no
+/// token pasted by hand: the Python SDK's OAuth client discovers, registers, sends the browser
+/// to sign in and allow it, takes the code at its loopback redirect URI, and then calls tools
+/// as Mira. No console errors, no serious or critical axe-core violation, no sideways scroll.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
+    browser_prerequisites();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    server.publish_fixture("invoice-approval");
+    let agent = server.client(&AGENT).await;
+    let mira_run = run_waiting_for(&agent, MIRA).await;
+    let other_run = run_waiting_for(&agent, "other@acme.test").await;
+    agent.close().await;
+
+    let summary = drive_browser(&server, "dev").await;
     assert_eq!(
         summary["pages"],
         json!([
@@ -758,10 +781,6 @@ async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
         ]),
         "{summary}"
     );
-    for page in summary["pages"].as_array().unwrap() {
-        let shot = root.join(format!("target/ui-screenshots/{}.png", page.as_str().unwrap()));
-        assert!(shot.exists(), "{}", shot.display());
-    }
     assert_eq!(summary["describe"]["protocol"], "agentprocess", "{summary}");
     let runs: Vec<&str> = summary["workRuns"]
         .as_array()
@@ -776,5 +795,142 @@ async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
     assert!(
         !runs.contains(&other_run.as_str()),
         "another manager's is not: {summary}"
+    );
+}
+
+/// panva's oidc-provider (a certified OpenID provider) on a loopback port, killed when dropped.
+struct OpenIdProvider {
+    child: std::process::Child,
+    issuer: String,
+}
+
+impl OpenIdProvider {
+    /// Starts `tests/oidc/provider.mjs` with the web UI's client redirecting to `redirect_uri`.
+    fn start(redirect_uri: &str, client_secret: &str) -> OpenIdProvider {
+        use std::io::BufRead;
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let deps = root.join("target/ui-test-deps");
+        assert!(
+            deps.join("node_modules/oidc-provider").exists(),
+            "oidc-provider is not in target/ui-test-deps: run scripts/install-deps.sh"
+        );
+        let mut child = Command::new("node")
+            .arg(root.join("tests/oidc/provider.mjs"))
+            .arg(&deps)
+            .arg(redirect_uri)
+            .arg(client_secret)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("node starts");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let issuer = line
+            .trim()
+            .strip_prefix("issuer ")
+            .unwrap_or_else(|| panic!("the provider printed {line:?}"))
+            .to_owned();
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        OpenIdProvider { child, issuer }
+    }
+}
+
+impl Drop for OpenIdProvider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// With `[auth.provider]` naming a client, sign-in is OpenID Connect's authorization code flow
+/// with PKCE against the provider (discovered from its issuer), the state kept in a signed
+/// cookie; the provider's access token, verified as MCP bearer tokens are, is the session. The
+/// dev sign-in and the dev authorization server are not served.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_signs_in_through_an_openid_provider() {
+    browser_prerequisites();
+    let listen: std::net::SocketAddr = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap()
+    };
+    let secret = "provider-client-secret";
+    let provider = OpenIdProvider::start(&format!("http://{listen}/ui/sign-in/callback"), secret);
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("agentprocess.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth.provider]\nissuer = \"{issuer}\"\njwks_url = \"{issuer}/jwks\"\n\
+             client_id = \"agentprocess-ui\"\nclient_secret = \"{secret}\"\n\
+             sign_in_scopes = [\"openid\", \"agentprocess\"]\n",
+            issuer = provider.issuer
+        ),
+    )
+    .unwrap();
+    let server = Server::start_listening(
+        &data.path().join("data"),
+        listen,
+        &["--config", config.to_str().unwrap()],
+    );
+    let base = server.url.as_str();
+
+    let resource: Value = reqwest::get(format!("{base}/.well-known/oauth-protected-resource"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resource["authorization_servers"], json!([provider.issuer]));
+    for (method, path) in [
+        ("GET", "/.well-known/oauth-authorization-server"),
+        ("POST", "/oauth/register"),
+    ] {
+        let response = http()
+            .request(method.parse().unwrap(), format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{method} {path}: not in provider mode");
+    }
+    let dev_sign_in = http()
+        .post(format!("{base}/ui/sign-in"))
+        .form(&PERSON_MIRA)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dev_sign_in.status(), 404, "no dev sign-in with a provider");
+
+    // The way to the provider: PKCE S256, this server as the resource, state in a signed cookie.
+    let start = http()
+        .get(format!("{base}/ui/sign-in/provider?next=/ui"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(start.status(), 303);
+    let to = location(&start);
+    assert!(to.starts_with(&format!("{}/auth?", provider.issuer)), "{to}");
+    assert_eq!(param(&to, "code_challenge_method").as_deref(), Some("S256"));
+    assert_eq!(param(&to, "resource").as_deref(), Some(base));
+    assert_eq!(param(&to, "client_id").as_deref(), Some("agentprocess-ui"));
+    let state = param(&to, "state").unwrap();
+    let cookie = cookie_pair(&set_cookie(&start, "ap_sign_in").expect("the sign-in cookie"));
+    // An answer that does not carry the state of this browser's sign-in is refused.
+    for (cookie, answer_state) in [(cookie.as_str(), "another-state"), ("", state.as_str())] {
+        let refused = http()
+            .get(format!("{base}/ui/sign-in/callback?code=x&state={answer_state}"))
+            .header(COOKIE, cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "cookie {cookie:?}");
+        assert!(set_cookie(&refused, "ap_session").is_none());
+    }
+
+    let summary = drive_browser(&server, "provider").await;
+    assert_eq!(
+        summary["pages"],
+        json!(["provider-sign-in", "provider-home"]),
+        "{summary}"
     );
 }

@@ -89,6 +89,8 @@ pub enum ConfigError {
     PublicUrl(String),
     #[error(transparent)]
     Auth(#[from] auth::AuthConfigError),
+    #[error("the identity provider sign-in cannot be set up: {0}")]
+    ProviderSignIn(String),
 }
 
 impl GatewayConfig {
@@ -207,9 +209,15 @@ pub(crate) fn build_router<B: ToolBackend>(
         )
         .with_state(authenticator.clone());
     let dev_mode = authenticator.is_dev();
+    let provider_sign_in = match &config.auth.provider {
+        Some(provider) => ui::provider::ProviderSignIn::from_config(provider, &resource)
+            .map_err(ConfigError::ProviderSignIn)?,
+        None => None,
+    };
     let ui = Arc::new(ui::UiState::new(
         authenticator,
         extra.ui_key.unwrap_or_else(UiKey::random),
+        provider_sign_in,
     ));
     let mut app = app
         .merge(metadata)

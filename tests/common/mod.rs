@@ -89,6 +89,12 @@ impl Server {
         Server::start_at(Data::Flag(data), "127.0.0.1:0".parse().unwrap(), args, &[])
     }
 
+    /// As [`Server::start`], listening on `listen` (for a URL that must be known before the
+    /// server starts).
+    pub fn start_listening(data: &Path, listen: SocketAddr, args: &[&str]) -> Server {
+        Server::start_at(Data::Flag(data), listen, args, &[])
+    }
+
     /// Starts `serve` in `folder` without `--data`, as a newcomer types it: its data is
     /// `.agentprocess` in `folder`. On a free loopback port, with `args` added.
     pub fn start_in_folder(folder: &Path, args: &[&str]) -> Server {

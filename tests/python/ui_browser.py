@@ -1,7 +1,9 @@
 """Drives agentprocess serve's web UI with a real browser (Chromium through Playwright), and an
 MCP client through the dev-mode OAuth flow with the official MCP Python SDK.
 
-Usage: ui_browser.py <server_url> <screenshots_dir> <axe.min.js>
+Usage: ui_browser.py dev|provider <server_url> <screenshots_dir> <axe.min.js>
+
+dev (a server in dev mode):
 
 1. A person signs in on the dev sign-in page (after a try with errors), sees who they are, is
    refused a POST without the CSRF token, signs out; /ui then sends them to sign in again.
@@ -10,7 +12,11 @@ Usage: ui_browser.py <server_url> <screenshots_dir> <axe.min.js>
    in as mira@acme.test and allows the client; the code comes back to a loopback redirect URI;
    then the client calls describe and get_work.
 
-On every page visited: no console errors, no serious or critical axe-core violation, no
+provider (a server whose [auth.provider] is tests/oidc/provider.mjs): a person goes from /ui to
+the sign-in page, on to the identity provider, signs in there as mira@acme.test, and comes back
+to /ui signed in as the provider's token says.
+
+On every page of the server visited: no console errors, no serious or critical axe-core violation, no
 horizontal scroll at 375 px, and a screenshot. Prints one JSON line the Rust test reads:
 {"pages": [...], "workRuns": [...], "describe": {...}}. Exits non-zero on the first check that
 fails, saying what differed.
@@ -45,17 +51,22 @@ def check(condition, message):
 
 
 class PageChecks:
-    """Console errors of a page, and the checks every page visited passes."""
+    """Console errors of the server's pages (not of other sites the browser passes through), and
+    the checks every page visited passes."""
 
-    def __init__(self, page, screenshots, axe_source):
+    def __init__(self, page, base, screenshots, axe_source):
         self.page = page
         self.screenshots = screenshots
         self.axe_source = axe_source
         self.console_errors = []
         self.visited = []
-        page.on("console", lambda message: message.type == "error" and self.console_errors.append(
-            f"{page.url}: {message.text}"))
-        page.on("pageerror", lambda error: self.console_errors.append(f"{page.url}: {error}"))
+
+        def record(text):
+            if page.url.startswith(base):
+                self.console_errors.append(f"{page.url}: {text}")
+
+        page.on("console", lambda message: message.type == "error" and record(message.text))
+        page.on("pageerror", lambda error: record(str(error)))
 
     async def visited_page(self, name):
         """The checks of one page: accessibility, width, console; then its screenshot."""
@@ -244,24 +255,57 @@ async def mcp_client_signs_in(browser, base, checks_for):
     return checks.visited, described["data"], [item["runId"] for item in work["data"]["items"]]
 
 
+async def person_signs_in_with_provider(browser, base, checks_for):
+    context = await browser.new_context(viewport=PHONE)
+    page = await context.new_page()
+    checks = checks_for(page)
+    await page.goto(f"{base}/ui")
+    check(page.url == f"{base}/ui/sign-in", f"/ui without a session went to {page.url}")
+    await checks.visited_page("provider-sign-in")
+    await page.click("a:has-text('Sign in with the identity provider')")
+    await page.wait_for_load_state("load")
+    check(not page.url.startswith(base), f"the browser stayed at {page.url}")
+    # The provider's own pages: its login form, then its consent.
+    await page.fill("input[name=login]", "mira@acme.test")
+    await page.fill("input[name=password]", "any password")
+    await page.click("button[type=submit]")
+    await page.wait_for_load_state("load")
+    if not page.url.startswith(base):
+        await page.click("button[type=submit]")
+    await page.wait_for_url(f"{base}/ui")
+    shown = await text_of(page)
+    for expected in ["mira@acme.test", "acme", "staff"]:
+        check(expected in shown, f"the home page does not show {expected!r}: {shown!r}")
+    await checks.visited_page("provider-home")
+    await page.click("main button:has-text('Sign out')")
+    await page.wait_for_load_state("load")
+    check(page.url == f"{base}/ui/sign-in", f"after sign-out the browser is at {page.url}")
+    await context.close()
+    return checks.visited
+
+
 def envelope(result):
     return json.loads(result.content[0].text)
 
 
-async def main(base, screenshots, axe_path):
+async def main(mode, base, screenshots, axe_path):
     screenshots.mkdir(parents=True, exist_ok=True)
     axe_source = Path(axe_path).read_text()
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
         def checks_for(page):
-            return PageChecks(page, screenshots, axe_source)
+            return PageChecks(page, base, screenshots, axe_source)
 
-        pages = await person_signs_in_and_out(browser, base, checks_for)
-        oauth_pages, described, work_runs = await mcp_client_signs_in(browser, base, checks_for)
+        if mode == "provider":
+            summary = {"pages": await person_signs_in_with_provider(browser, base, checks_for)}
+        else:
+            pages = await person_signs_in_and_out(browser, base, checks_for)
+            oauth_pages, described, work_runs = await mcp_client_signs_in(browser, base, checks_for)
+            summary = {"pages": pages + oauth_pages, "describe": described, "workRuns": work_runs}
         await browser.close()
-    print(json.dumps({"pages": pages + oauth_pages, "describe": described, "workRuns": work_runs}))
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1].rstrip("/"), Path(sys.argv[2]), sys.argv[3]))
+    asyncio.run(main(sys.argv[1], sys.argv[2].rstrip("/"), Path(sys.argv[3]), sys.argv[4]))

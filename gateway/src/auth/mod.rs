@@ -61,6 +61,19 @@ pub struct ProviderConfig {
     /// Scopes listed in the protected resource metadata. None are required by the gateway.
     #[serde(default)]
     pub scopes_supported: Vec<String>,
+    /// The web UI's client at the provider: with it, people sign in to `/ui` through the
+    /// provider (OpenID Connect, authorization code with PKCE). Without it, only bearer tokens.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// The client's secret, for a confidential client; none for a public one.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// The redirect URI registered with the provider. Default `{public_url}/ui/sign-in/callback`.
+    #[serde(default)]
+    pub redirect_url: Option<String>,
+    /// The scopes the sign-in asks for. Default `openid`.
+    #[serde(default)]
+    pub sign_in_scopes: Vec<String>,
 }
 
 /// A PEM public key and the one algorithm it verifies.

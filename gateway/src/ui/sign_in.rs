@@ -198,6 +198,9 @@ pub async fn sign_in_page(
         Ok(signed_in) => signed_in,
         Err(page) => return page,
     };
+    if let Some(provider) = &state.provider {
+        return super::provider::sign_in_page(provider, &next, signed_in.as_ref());
+    }
     if !state.auth.is_dev() {
         return provider_sign_in_not_configured(signed_in.as_ref());
     }
