@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod ui;
+
 use agentprocess_gateway::IdentityKind;
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_run_actor::machine::Timestamp;
