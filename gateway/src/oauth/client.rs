@@ -16,6 +16,9 @@ const MAX_REDIRECT_URIS: usize = 10;
 const MAX_REDIRECT_URI_BYTES: usize = 2000;
 /// The longest client name kept.
 const MAX_CLIENT_NAME_CHARS: usize = 100;
+/// The most bytes a registration may take, so that its client id (about 4/3 of it) keeps the
+/// authorization URL, and the sign-in that comes back to it, a few kilobytes long.
+const MAX_REGISTRATION_BYTES: usize = 1536;
 
 /// A registered client, as its client id carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,12 +191,22 @@ pub fn register(metadata: &Value, now_seconds: u64) -> Result<RegisteredClient, 
         Some(Value::String(name)) => Some(name.chars().take(MAX_CLIENT_NAME_CHARS).collect()),
         Some(_) => return Err(invalid_metadata("client_name must be a string".into())),
     };
-    Ok(RegisteredClient {
+    let client = RegisteredClient {
         redirect_uris,
         name,
         issued_at: now_seconds,
         nonce: random_text(12),
-    })
+    };
+    if serde_json::to_vec(&client)
+        .expect("a registration serializes")
+        .len()
+        > MAX_REGISTRATION_BYTES
+    {
+        return Err(invalid_metadata(format!(
+            "the redirect URIs and name take more than {MAX_REGISTRATION_BYTES} bytes: register fewer or shorter ones"
+        )));
+    }
+    Ok(client)
 }
 
 /// The RFC 7591 §3.2.1 answer to a registration: the client id and the metadata as registered.
@@ -286,6 +299,13 @@ mod tests {
             "invalid_client_metadata"
         );
         assert_eq!(error(json!(["not an object"])), "invalid_client_metadata");
+        let long_uris: Vec<String> = (0..5)
+            .map(|i| format!("https://app.example.test/{i}/{}", "x".repeat(400)))
+            .collect();
+        assert_eq!(
+            error(json!({ "redirect_uris": long_uris })),
+            "invalid_client_metadata"
+        );
     }
 
     /// RFC 8252 §7.3: a loopback IP redirect URI matches on any port; nothing else moves.

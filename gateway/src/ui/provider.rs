@@ -14,7 +14,9 @@
 
 use super::UiState;
 use super::layout::{Page, message_page};
-use super::session::{SIGN_IN_COOKIE_SECONDS, SIGN_IN_PATH, SignedIn, read_cookie, safe_next};
+use super::session::{
+    MAX_SESSION_TOKEN_BYTES, SIGN_IN_COOKIE_SECONDS, SIGN_IN_PATH, SignedIn, read_cookie, safe_next,
+};
 use super::signing::random_text;
 use crate::auth::{AuthError, ProviderConfig};
 use axum::extract::{Query, State};
@@ -374,6 +376,21 @@ pub async fn callback(
             &format!(
                 "The identity provider signed you in, but its token does not give an identity \
                  this server accepts: {error}."
+            ),
+            None,
+        );
+    }
+    if access_token.len() > MAX_SESSION_TOKEN_BYTES {
+        tracing::warn!(
+            bytes = access_token.len(),
+            "provider sign-in: the access token is too large for a cookie"
+        );
+        return message_page(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Signed in, but the session cannot be kept",
+            &format!(
+                "The identity provider's access token takes {} bytes, more than a browser keeps                  in a cookie ({MAX_SESSION_TOKEN_BYTES}). Its operator can make the token smaller                  (fewer groups or claims in it).",
+                access_token.len()
             ),
             None,
         );

@@ -34,8 +34,12 @@ pub const HOME_PATH: &str = "/ui";
 pub const CSRF_FIELD: &str = "csrf";
 /// The largest form body a page takes.
 const MAX_FORM_BYTES: usize = 64 * 1024;
-/// The longest `next` kept: longer ones go to the home page instead.
-const MAX_NEXT_BYTES: usize = 4096;
+/// The longest `next` kept: longer ones go to the home page instead. Room for an authorization
+/// request, whose client id alone may take two kilobytes.
+const MAX_NEXT_BYTES: usize = 8192;
+/// The longest token a session cookie holds: browsers keep cookies of about 4 KiB, name and
+/// attributes included.
+pub const MAX_SESSION_TOKEN_BYTES: usize = 3900;
 /// How long the sign-in cookie (CSRF nonce, provider sign-in state) lives: ten minutes.
 pub const SIGN_IN_COOKIE_SECONDS: u64 = 600;
 

@@ -303,6 +303,9 @@ fn dev_form(
         @if let Some(signed_in) = signed_in {
             p { "You are signed in as " strong { (signed_in.identity_label()) } ". Signing in again replaces that session." }
         }
+        @if fields.next.as_deref().is_some_and(|next| next.starts_with(crate::oauth::authorize::AUTHORIZE_PATH)) {
+            p { "An application asked to act as you. After you sign in, you decide whether it may." }
+        }
         @if !errors.is_empty() {
             div class="errors" role="alert" aria-labelledby="error-summary" {
                 h2 id="error-summary" { "Check these fields" }
