@@ -9,6 +9,7 @@ use super::{OAuthState, now_seconds, same_resource};
 use crate::ui::UiKey;
 use crate::ui::layout::{Page, message_page};
 use crate::ui::session::{SignedForm, SignedIn, to_sign_in};
+use crate::ui::sign_in::DEV_SESSION_TTL;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -257,7 +258,7 @@ fn consent_page(
             dt { "Answer goes to" }
             dd { code { (destination) } }
             dt { "Access lasts" }
-            dd { "12 hours" }
+            dd { (DEV_SESSION_TTL.as_secs() / 3600) " hours" }
         }
         p { "Allow it only if you started this sign-in from an application you trust." }
         form method="post" action=(AUTHORIZE_PATH) {
