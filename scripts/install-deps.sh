@@ -2,8 +2,11 @@
 # Installs what a fresh machine lacks to build and test agentprocess: the protobuf compiler
 # (gRPC code generation), etcd 3.4 (the etcd store's tests start a real cluster), the Rust
 # components the checks use, cargo-fuzz, a Python venv at target/py-venv with
-# tests/python/requirements.txt (the official MCP Python SDK the tests drive), and Node with the
-# MCP Inspector the README's recipe names, in npx's cache.
+# tests/python/requirements.txt (the official MCP Python SDK the tests drive, and Playwright),
+# Debian's chromium for Playwright to drive (it cannot download browsers of its own here), axe-core
+# and oidc-provider at target/ui-test-deps (the web UI's tests: accessibility, and an OpenID
+# provider to sign in with), and Node with the MCP Inspector the README's recipe names, in npx's
+# cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +18,8 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # The README's MCP Inspector recipe is tested as written, through npx.
 command -v npx >/dev/null 2>&1 || need_apt+=(nodejs npm)
+# The web UI's browser tests launch this one (tests/python/ui_browser.py).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # `python3 -m venv` needs Debian's python3-venv (ensurepip) on some systems.
 if [ ! -x "$venv/bin/python" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     need_apt+=(python3-venv)
@@ -42,6 +47,13 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/tests/python/requirements.txt"
+
+# The web UI tests' Node packages: axe-core, injected into the pages by tests/python/ui_browser.py,
+# and oidc-provider, the OpenID provider tests/oidc/provider.mjs runs on loopback.
+ui_deps="$root/target/ui-test-deps"
+if [ ! -f "$ui_deps/node_modules/axe-core/axe.min.js" ] || [ ! -d "$ui_deps/node_modules/oidc-provider" ]; then
+    npm install --prefix "$ui_deps" --no-audit --no-fund --silent axe-core@4.14.1 oidc-provider@9.13.3
+fi
 
 # The Inspector version the README pins, fetched once so the test that runs the recipe does not.
 npm exec --yes --package=@modelcontextprotocol/inspector@2.12.0 -- node -e 0

@@ -4,7 +4,9 @@ use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
-use agentprocess_gateway::{AdminParts, ExtraRoutes, Identity, RuntimeBackend, admin_routes, trust_routes};
+use agentprocess_gateway::{
+    AdminParts, ExtraRoutes, Identity, RuntimeBackend, UiKey, admin_routes, trust_routes,
+};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::OpenAiEvaluator;
 use agentprocess_run_actor::runtime::{
@@ -154,6 +156,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let authenticated = authenticated.merge(trust_routes(backend.clone(), runtime.catalog().clone()));
     let extra = ExtraRoutes {
         authenticated,
+        ui_key: Some(UiKey::new(signer.derive_key(UI_KEY_PURPOSE))),
         public: file_routes(runtime.uploads().clone(), clock.clone(), signer)
             .merge(health_routes(store.clone(), scheduler.liveness())),
     };
@@ -170,6 +173,10 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     store.close().await;
     Ok(())
 }
+
+/// What the web UI's key is derived from the file URL key for: every gateway that shares the
+/// one shares the other.
+pub(crate) const UI_KEY_PURPOSE: &str = "web ui";
 
 /// The runtime's settings from the server's: limits, escalations, retentions, the evaluator.
 /// What an actor host runs with too, beside its cluster parts.

@@ -159,6 +159,16 @@ impl FileUrlSigner {
         }
     }
 
+    /// A key for another use, derived from this signer's key (HMAC-SHA256 of `purpose`), so that
+    /// the gateways sharing the file URL key share it too without a second secret to hand out.
+    /// Nothing signed with it passes as a file link, nor the other way round.
+    pub fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key).expect("HMAC takes any key");
+        mac.update(b"agentprocess derived key\0");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     /// How long a URL signed now works.
     pub fn ttl(&self) -> Duration {
         Duration::from_secs(self.ttl_seconds)

@@ -10,6 +10,9 @@
 //! - `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata clients discover the
 //!   authorization server from.
 //!
+//! - `/ui/...` and `/`: the web UI ([`ui`]); in dev mode also the OAuth authorization server that
+//!   signs MCP clients in through it ([`oauth`]).
+//!
 //! [`router_with`] mounts more routes: [`admin_routes`], the operators' admin API
 //! (`/admin/v1/...`: import, bind, publish, list; webhooks, dead letters) behind the same bearer layer, and
 //! [`files::file_routes`] (`GET /files/{link}`: the short-lived signed URLs of file evidence),
@@ -20,16 +23,19 @@ pub mod auth;
 pub mod files;
 pub mod mcp;
 pub mod metrics;
+pub mod oauth;
 pub mod process_diff;
 pub mod respond;
 pub mod runtime_backend;
 mod secret_file;
 pub mod trust;
+pub mod ui;
 
 pub use admin::{AdminParts, admin_routes, trust_routes};
 pub use auth::{AuthConfig, Authenticator, Identity, IdentityKind};
 pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};
+pub use ui::UiKey;
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
@@ -85,6 +91,8 @@ pub enum ConfigError {
     PublicUrl(String),
     #[error(transparent)]
     Auth(#[from] auth::AuthConfigError),
+    #[error("the identity provider sign-in cannot be set up: {0}")]
+    ProviderSignIn(String),
 }
 
 impl GatewayConfig {
@@ -143,6 +151,9 @@ pub struct ExtraRoutes {
     pub authenticated: Router,
     /// Served without a bearer token: they check their own credentials (signed file URLs).
     pub public: Router,
+    /// The key the web UI signs sessions' CSRF tokens, OAuth client ids and codes with. Every
+    /// gateway of a deployment needs the same one; `None` makes one for this process alone.
+    pub ui_key: Option<UiKey>,
 }
 
 /// [`router`] with more routes: see [`ExtraRoutes`].
@@ -198,8 +209,26 @@ pub(crate) fn build_router<B: ToolBackend>(
             &auth::metadata_path(&resource),
             get(auth::protected_resource_metadata),
         )
-        .with_state(authenticator);
-    Ok(app.merge(metadata).merge(extra.public))
+        .with_state(authenticator.clone());
+    let dev_mode = authenticator.is_dev();
+    let provider_sign_in = match &config.auth.provider {
+        Some(provider) => ui::provider::ProviderSignIn::from_config(provider, &resource)
+            .map_err(ConfigError::ProviderSignIn)?,
+        None => None,
+    };
+    let ui = Arc::new(ui::UiState::new(
+        authenticator,
+        extra.ui_key.unwrap_or_else(UiKey::random),
+        provider_sign_in,
+    ));
+    let mut app = app
+        .merge(metadata)
+        .merge(extra.public)
+        .merge(ui::ui_routes(ui.clone()));
+    if dev_mode {
+        app = app.merge(oauth::oauth_routes(ui));
+    }
+    Ok(app)
 }
 
 pub use agentprocess_service::error_chain;

@@ -47,6 +47,10 @@ fn provider_with_key_files() -> AuthConfig {
                 file("ed-public.pem", "EdDSA", "ed"),
             ],
             scopes_supported: vec!["agentprocess".into()],
+            client_id: None,
+            client_secret: None,
+            redirect_url: None,
+            sign_in_scopes: Vec::new(),
         }),
         ..AuthConfig::default()
     }
@@ -402,6 +406,10 @@ async fn keys_are_fetched_from_a_jwks_url() {
             jwks: None,
             key_files: Vec::new(),
             scopes_supported: Vec::new(),
+            client_id: None,
+            client_secret: None,
+            redirect_url: None,
+            sign_in_scopes: Vec::new(),
         }),
         ..AuthConfig::default()
     };
@@ -465,6 +473,10 @@ async fn unreachable_provider_keys_are_a_503_not_a_refusal() {
             jwks: None,
             key_files: Vec::new(),
             scopes_supported: Vec::new(),
+            client_id: None,
+            client_secret: None,
+            redirect_url: None,
+            sign_in_scopes: Vec::new(),
         }),
         ..AuthConfig::default()
     };

@@ -9,7 +9,7 @@ use agentprocess_cluster::{RoutedRunService, ShardMap};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
 use agentprocess_gateway::{
-    AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, admin_routes, trust_routes,
+    AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, UiKey, admin_routes, trust_routes,
 };
 use agentprocess_run_actor::runtime::{Catalog, Clock, NoHints, Uploads};
 use agentprocess_store::Store;
@@ -132,6 +132,7 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
     }
     let extra = ExtraRoutes {
         authenticated: authenticated.merge(trust),
+        ui_key: Some(UiKey::new(signer.derive_key(crate::serve_cmd::UI_KEY_PURPOSE))),
         public: file_routes(Uploads::new(store, keys, blobs), clock, signer).merge(health_routes(map)),
     };
     let app =

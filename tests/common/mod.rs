@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod ui;
+
 use agentprocess_gateway::IdentityKind;
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_run_actor::machine::Timestamp;
@@ -28,6 +30,7 @@ pub struct Server {
     child: Option<Child>,
     /// `http://127.0.0.1:<port>`: the public URL, issuer and audience of dev tokens.
     pub url: String,
+    /// The address it listens on (the public URL's, unless `--public-url` named another).
     pub listen: SocketAddr,
     pub data: PathBuf,
     /// The folder `serve` runs in when it was started without `--data` (its data is then the
@@ -88,6 +91,12 @@ impl Server {
         Server::start_at(Data::Flag(data), "127.0.0.1:0".parse().unwrap(), args, &[])
     }
 
+    /// As [`Server::start`], listening on `listen` (for a URL that must be known before the
+    /// server starts).
+    pub fn start_listening(data: &Path, listen: SocketAddr, args: &[&str]) -> Server {
+        Server::start_at(Data::Flag(data), listen, args, &[])
+    }
+
     /// Starts `serve` in `folder` without `--data`, as a newcomer types it: its data is
     /// `.agentprocess` in `folder`. On a free loopback port, with `args` added.
     pub fn start_in_folder(folder: &Path, args: &[&str]) -> Server {
@@ -144,6 +153,7 @@ impl Server {
         }
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut url = None;
+        let mut local = None;
         let mut line = String::new();
         while url.is_none() {
             line.clear();
@@ -157,14 +167,14 @@ impl Server {
             if let Some(endpoint) = line.trim().strip_prefix("MCP endpoint: ") {
                 url = Some(endpoint.trim_end_matches("/mcp").to_owned());
             }
+            if let Some((_, address)) = line.trim().split_once(" listening on ") {
+                local = address.parse().ok();
+            }
         }
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let url = url.unwrap();
-        let listen = url
-            .trim_start_matches("http://")
-            .parse()
-            .expect("a socket address");
+        let listen = local.expect("serve prints the address it listens on");
         Server {
             child: Some(child),
             url,

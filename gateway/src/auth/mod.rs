@@ -15,7 +15,7 @@ pub use http::{metadata_document, metadata_path, metadata_url, protected_resourc
 pub use identity::{ClaimError, ClaimNames, Identity, IdentityKind, KindClaim};
 
 pub use dev::DevKeyLocation;
-use dev::{DEV_KEY_ID, DevKey};
+use dev::{DEV_KEY_ID, DevKey, DevTokenRequest};
 use jsonwebtoken::{Algorithm, Validation};
 use keys::{JwksCache, KeyError, VerifyKey};
 use serde::Deserialize;
@@ -61,6 +61,19 @@ pub struct ProviderConfig {
     /// Scopes listed in the protected resource metadata. None are required by the gateway.
     #[serde(default)]
     pub scopes_supported: Vec<String>,
+    /// The web UI's client at the provider: with it, people sign in to `/ui` through the
+    /// provider (OpenID Connect, authorization code with PKCE). Without it, only bearer tokens.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// The client's secret, for a confidential client; none for a public one.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// The redirect URI registered with the provider. Default `{public_url}/ui/sign-in/callback`.
+    #[serde(default)]
+    pub redirect_url: Option<String>,
+    /// The scopes the sign-in asks for. Default `openid`.
+    #[serde(default)]
+    pub sign_in_scopes: Vec<String>,
 }
 
 /// A PEM public key and the one algorithm it verifies.
@@ -127,6 +140,8 @@ pub struct Authenticator {
     /// Dev mode: where the key that signs the accepted tokens lives, named in refusals so the
     /// caller knows which `agentprocess token` command mints a token this server takes.
     dev_key: Option<DevKeyLocation>,
+    /// Dev mode: the key itself, which mints the tokens of dev sign-in.
+    dev_minter: Option<DevKey>,
     /// Tokens verified before, with their identities, until they stop being valid.
     verified: VerifiedTokens,
 }
@@ -152,22 +167,22 @@ impl Authenticator {
                     DevKey::load_or_create_file(path).map_err(AuthConfigError::DevKey)?
                 }
             };
-            let dev_key_location = dev_key;
-            let dev_key = key;
-            let key = VerifyKey {
+            let verify = VerifyKey {
                 kid: Some(DEV_KEY_ID.to_owned()),
                 algorithm: Algorithm::HS256,
-                key: dev_key.decoding_key(),
+                key: key.decoding_key(),
             };
+            // In dev mode the server is its own authorization server (the dev sign-in).
             return Ok(Authenticator {
                 resource: resource.to_owned(),
                 issuer: resource.to_owned(),
-                authorization_servers: Vec::new(),
+                authorization_servers: vec![resource.to_owned()],
                 scopes_supported: Vec::new(),
-                keys: Keys::Fixed(vec![key]),
+                keys: Keys::Fixed(vec![verify]),
                 claims: config.claims.clone(),
                 leeway_seconds,
-                dev_key: Some(dev_key_location.clone()),
+                dev_key: Some(dev_key.clone()),
+                dev_minter: Some(key),
                 verified: VerifiedTokens::new(MAX_VERIFIED_TOKENS),
             });
         };
@@ -217,6 +232,7 @@ impl Authenticator {
             claims: config.claims.clone(),
             leeway_seconds,
             dev_key: None,
+            dev_minter: None,
             verified: VerifiedTokens::new(MAX_VERIFIED_TOKENS),
         })
     }
@@ -224,6 +240,25 @@ impl Authenticator {
     /// This server's resource URI: the audience tokens must name.
     pub fn resource(&self) -> &str {
         &self.resource
+    }
+
+    /// The issuer whose tokens this server accepts: the identity provider, or in dev mode this
+    /// server itself.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// Whether this is dev mode: no identity provider, tokens signed with the dev key.
+    pub fn is_dev(&self) -> bool {
+        self.dev_minter.is_some()
+    }
+
+    /// In dev mode, a token for `request` that this server (and every gateway sharing its dev
+    /// key and public URL) accepts; `None` with an identity provider.
+    pub fn mint_dev(&self, request: &DevTokenRequest) -> Option<String> {
+        self.dev_minter
+            .as_ref()
+            .map(|key| key.mint(&self.resource, request))
     }
 
     /// Verifies `token` and reads the caller's identity from it. A token verified before gives

@@ -1,0 +1,102 @@
+//! The web UI and dev mode's authorization server across the gateways of a cluster (etcd, an
+//! actor host, a scheduler, two gateways, each its own process): the gateways share the dev key
+//! and the file link key beside it, not memory, so a session started on one is good on the
+//! other, and one OAuth flow may touch both (architecture, "Gateway": a gateway is stateless).
+
+mod cluster_support;
+mod common;
+
+use cluster_support::{Cluster, Shape};
+use common::ui::*;
+use common::{Mcp, Who, request_id};
+use reqwest::header::COOKIE;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_and_an_oauth_flow_span_the_gateways_of_a_cluster() {
+    let cluster = Cluster::start(Shape {
+        actors: 1,
+        schedulers: 1,
+        gateways: 2,
+        env: Vec::new(),
+    })
+    .await;
+    let (first, second) = (cluster.gateway_url(0), cluster.gateway_url(1));
+
+    // Signed in on the first gateway, the person is signed in on the second.
+    let session = cookie_pair(&dev_sign_in(first, ("ap_sign_in", "ap_session"), "/ui", PERSON_MIRA).await);
+    let page = http()
+        .get(format!("{second}/ui"))
+        .header(COOKIE, &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains(MIRA));
+
+    // Registered on the second, allowed on the first, exchanged on the second.
+    let client_id = register(second, REDIRECT_URI).await;
+    let answer = allow(first, &session, &client_id, "st-c").await;
+    assert_eq!(
+        param(&answer, "iss").as_deref(),
+        Some(cluster.public_url.as_str())
+    );
+    let code = param(&answer, "code").expect("a code");
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", REDIRECT_URI),
+        ("client_id", client_id.as_str()),
+        ("code_verifier", VERIFIER),
+    ];
+    let (status, body, _) = token_request(second, &form).await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["access_token"].as_str().unwrap().to_owned();
+    // The same gateway refuses the code a second time.
+    let (status, again, _) = token_request(second, &form).await;
+    assert_eq!((status, again["error"].as_str()), (400, Some("invalid_grant")));
+
+    // The token acts as Mira on either gateway: a run that waits on her is in her work.
+    cluster.publish_fixture_in(common::ORG, "invoice-approval");
+    let agent = cluster.client(0, &Who::Agent("a_ap")).await;
+    let started = agent
+        .ok(
+            "start_run",
+            json!({
+                "process": "invoice-approval",
+                "inputs": { "invoiceId": "INV-C", "invoiceDocument": "https://docs.test/inv-c", "manager": MIRA },
+                "requestId": request_id(),
+            }),
+        )
+        .await;
+    let run_id = started["run"]["id"].as_str().unwrap().to_owned();
+    let claim = agent
+        .ok(
+            "claim",
+            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+        )
+        .await;
+    agent
+        .ok(
+            "submit",
+            json!({
+                "token": claim["token"], "requestId": request_id(),
+                "output": { "totalUsd": 90.0, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
+                "evidence": [{ "kind": "link", "ref": "https://erp.test/match/c" }],
+                "summary": "Matched", "next": "manager_review", "reason": "90 USD is under 10000",
+            }),
+        )
+        .await;
+    agent.close().await;
+    let mira = Mcp::connect(&cluster.mcp_url(0), &token).await;
+    let work = mira.ok("get_work", json!({})).await;
+    assert!(
+        work["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|item| item["runId"] == run_id.as_str()),
+        "{work}"
+    );
+    mira.close().await;
+}
