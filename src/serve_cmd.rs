@@ -4,6 +4,7 @@ use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
+use agentprocess_gateway::ui::UiAdmin;
 use agentprocess_gateway::{
     AdminParts, ExtraRoutes, Identity, RuntimeBackend, UiKey, admin_routes, trust_routes,
 };
@@ -137,6 +138,10 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         keys: runtime.keys().clone(),
         hints: runtime.hints().clone(),
     };
+    let ui_admin = UiAdmin {
+        parts: admin.clone(),
+        offer,
+    };
     let mut authenticated = admin_routes(admin, offer);
     if settings.testing.clock_control {
         tracing::warn!("testing.clock_control is on: operators can move the server's clock");
@@ -157,6 +162,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let extra = ExtraRoutes {
         authenticated,
         ui_key: Some(UiKey::new(signer.derive_key(UI_KEY_PURPOSE))),
+        ui_admin: Some(ui_admin),
         public: file_routes(runtime.uploads().clone(), clock.clone(), signer)
             .merge(health_routes(store.clone(), scheduler.liveness())),
     };

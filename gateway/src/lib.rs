@@ -154,6 +154,8 @@ pub struct ExtraRoutes {
     /// The key the web UI signs sessions' CSRF tokens, OAuth client ids and codes with. Every
     /// gateway of a deployment needs the same one; `None` makes one for this process alone.
     pub ui_key: Option<UiKey>,
+    /// The operators' pages of the web UI: the admin API's parts. `None`: no operator pages.
+    pub ui_admin: Option<ui::UiAdmin>,
 }
 
 /// [`router`] with more routes: see [`ExtraRoutes`].
@@ -189,7 +191,8 @@ pub(crate) fn build_router<B: ToolBackend>(
             "no identity provider configured: dev mode, accepting tokens from `agentprocess token`"
         );
     }
-    let server = mcp::ProtocolServer::new(backend, config.describe.result());
+    let backend = Arc::new(backend);
+    let server = mcp::ProtocolServer::new(backend.clone(), config.describe.result());
     let mut app = mcp::mcp_router_with(
         server,
         config.max_request_bytes(),
@@ -216,11 +219,14 @@ pub(crate) fn build_router<B: ToolBackend>(
             .map_err(ConfigError::ProviderSignIn)?,
         None => None,
     };
-    let ui = Arc::new(ui::UiState::new(
-        authenticator,
-        extra.ui_key.unwrap_or_else(UiKey::random),
-        provider_sign_in,
-    ));
+    let ui = Arc::new(ui::UiState::new(ui::UiParts {
+        auth: authenticator,
+        key: extra.ui_key.unwrap_or_else(UiKey::random),
+        provider: provider_sign_in,
+        runs: backend,
+        describe: config.describe.result(),
+        admin: extra.ui_admin,
+    }));
     let mut app = app
         .merge(metadata)
         .merge(extra.public)

@@ -8,6 +8,7 @@ use crate::settings::{FlagSettings, Settings};
 use agentprocess_cluster::{RoutedRunService, ShardMap};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
+use agentprocess_gateway::ui::UiAdmin;
 use agentprocess_gateway::{
     AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, UiKey, admin_routes, trust_routes,
 };
@@ -121,7 +122,12 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         // The scheduler watches the outbox in the store.
         hints: Arc::new(NoHints),
     };
-    let mut authenticated = admin_routes(admin, crate::serve_cmd::offer(&settings));
+    let offer = crate::serve_cmd::offer(&settings);
+    let ui_admin = UiAdmin {
+        parts: admin.clone(),
+        offer,
+    };
+    let mut authenticated = admin_routes(admin, offer);
     if settings.testing.clock_control {
         let state = ClusterClock {
             store: store.clone(),
@@ -133,6 +139,7 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
     let extra = ExtraRoutes {
         authenticated: authenticated.merge(trust),
         ui_key: Some(UiKey::new(signer.derive_key(crate::serve_cmd::UI_KEY_PURPOSE))),
+        ui_admin: Some(ui_admin),
         public: file_routes(Uploads::new(store, keys, blobs), clock, signer).merge(health_routes(map)),
     };
     let app =

@@ -10,23 +10,28 @@
 mod home;
 pub mod layout;
 pub mod provider;
+pub mod runs;
 pub mod session;
 pub mod sign_in;
 pub mod signing;
 
+pub use runs::UiRuns;
 pub use session::{SignedForm, SignedIn};
 pub use signing::UiKey;
 
+use crate::AdminParts;
 use crate::auth::Authenticator;
+use agentprocess_process::Offer;
 use axum::Router;
 use axum::response::Redirect;
 use axum::routing::get;
 use provider::ProviderSignIn;
+use serde_json::Value;
 use session::Cookies;
 use std::sync::Arc;
 
-/// What the pages share: the authenticator that checks sessions, the key that signs, and where
-/// this server is.
+/// What the pages share: the authenticator that checks sessions, the key that signs, where this
+/// server is, the tools (as the signed-in caller) and the operators' admin parts.
 #[derive(Debug)]
 pub struct UiState {
     pub auth: Arc<Authenticator>,
@@ -34,18 +39,47 @@ pub struct UiState {
     pub cookies: Cookies,
     /// Sign-in with the identity provider, when `[auth.provider]` names a client for it.
     pub provider: Option<ProviderSignIn>,
+    /// Every tool but `describe`, called as the signed-in identity through `/mcp`'s backend.
+    pub runs: Arc<dyn UiRuns>,
+    /// What `describe` answers (limits, profiles, tools).
+    pub describe: Value,
+    /// The catalog, webhooks and dead letters, and what publications are checked against; `None`
+    /// where the server mounts no admin API.
+    pub admin: Option<UiAdmin>,
+}
+
+/// The operators' parts of the UI: the admin API's parts and the server's offer.
+#[derive(Debug, Clone)]
+pub struct UiAdmin {
+    pub parts: AdminParts,
+    /// What imports and publications are validated against (as the admin API does).
+    pub offer: Offer,
+}
+
+/// Everything [`UiState::new`] takes.
+#[derive(Debug)]
+pub struct UiParts {
+    pub auth: Arc<Authenticator>,
+    pub key: UiKey,
+    pub provider: Option<ProviderSignIn>,
+    pub runs: Arc<dyn UiRuns>,
+    pub describe: Value,
+    pub admin: Option<UiAdmin>,
 }
 
 impl UiState {
     /// The state of a server whose resource URI is the authenticator's; cookies are `Secure` when
     /// that is https.
-    pub fn new(auth: Arc<Authenticator>, key: UiKey, provider: Option<ProviderSignIn>) -> UiState {
-        let secure = auth.resource().starts_with("https://");
+    pub fn new(parts: UiParts) -> UiState {
+        let secure = parts.auth.resource().starts_with("https://");
         UiState {
-            auth,
-            key,
+            auth: parts.auth,
+            key: parts.key,
             cookies: Cookies::new(secure),
-            provider,
+            provider: parts.provider,
+            runs: parts.runs,
+            describe: parts.describe,
+            admin: parts.admin,
         }
     }
 

@@ -1,0 +1,30 @@
+//! The pages' way to the run services: any tool called as the signed-in identity, through the
+//! same backend as `/mcp`, so every protocol rule holds for a page as for an MCP client.
+
+use crate::Identity;
+use crate::mcp::{ToolBackend, ToolName, ToolResult};
+use serde_json::Value;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A tool call's answer, boxed so the pages need not know the backend's type.
+pub type ToolCall<'a> = Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>>;
+
+/// Calls tools for the pages. Every [`ToolBackend`] is one. `describe` is not a backend tool:
+/// the pages read [`super::UiState::describe`] instead.
+pub trait UiRuns: Send + Sync + 'static {
+    fn run_tool<'a>(&'a self, identity: &'a Identity, tool: ToolName, arguments: Value) -> ToolCall<'a>;
+}
+
+impl<B: ToolBackend> UiRuns for B {
+    fn run_tool<'a>(&'a self, identity: &'a Identity, tool: ToolName, arguments: Value) -> ToolCall<'a> {
+        Box::pin(self.call(identity, tool, arguments))
+    }
+}
+
+impl fmt::Debug for dyn UiRuns {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UiRuns")
+    }
+}
