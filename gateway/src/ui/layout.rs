@@ -6,12 +6,17 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
-/// The stylesheet, embedded in the binary.
-pub const STYLESHEET: &str = include_str!("assets/style.css");
+/// The stylesheet, embedded in the binary: the frame's rules, then each area's.
+pub const STYLESHEET: &str = concat!(
+    include_str!("assets/style.css"),
+    include_str!("assets/work.css"),
+    include_str!("assets/runs.css"),
+    include_str!("assets/processes.css"),
+);
 /// The icon, embedded in the binary.
 pub const ICON: &str = include_str!("assets/icon.svg");
 /// Where the stylesheet is served. The name carries a version, so it can be cached for good.
-pub const STYLESHEET_PATH: &str = "/ui/assets/style-1.css";
+pub const STYLESHEET_PATH: &str = "/ui/assets/style-2.css";
 /// Where the icon is served.
 pub const ICON_PATH: &str = "/ui/assets/icon-1.svg";
 
@@ -55,6 +60,15 @@ impl Page<'_> {
                             }
                         }
                     }
+                    @if let Some(signed_in) = self.signed_in {
+                        nav class="site-nav" aria-label="Main" {
+                            ul {
+                                @for (label, href) in nav_links(signed_in) {
+                                    li { a href=(href) { (label) } }
+                                }
+                            }
+                        }
+                    }
                     main id="main" tabindex="-1" {
                         (self.main)
                     }
@@ -66,6 +80,20 @@ impl Page<'_> {
         };
         html_response(status, markup.into_string())
     }
+}
+
+/// The main navigation: everyone's pages, then the operators'.
+fn nav_links(signed_in: &SignedIn) -> Vec<(&'static str, &'static str)> {
+    let mut links = vec![("Inbox", "/ui"), ("Runs", "/ui/runs")];
+    if signed_in.identity.operator {
+        links.extend([
+            ("Escalations", "/ui/escalations"),
+            ("Processes", "/ui/processes"),
+            ("Trust", "/ui/trust"),
+            ("Webhooks", "/ui/webhooks"),
+        ]);
+    }
+    links
 }
 
 /// HTML with the headers every page carries: the content security policy, no caching (pages

@@ -20,6 +20,8 @@ pub use session::{SignedForm, SignedIn};
 pub use signing::UiKey;
 
 use crate::AdminParts;
+use crate::Identity;
+use crate::mcp::{ToolError, ToolName, ToolResult};
 use crate::auth::Authenticator;
 use agentprocess_process::Offer;
 use axum::Router;
@@ -86,6 +88,19 @@ impl UiState {
     /// This server's public URL, without a trailing slash.
     pub fn public_url(&self) -> &str {
         self.auth.resource()
+    }
+
+    /// Calls `tool` as `identity`, as `/mcp` does: the arguments are checked against the tool's
+    /// schema first, `describe` answers from [`UiState::describe`], every other tool goes to the
+    /// run services. A page shows a refusal's `issues` next to the fields they name.
+    pub async fn call(&self, identity: &Identity, tool: ToolName, arguments: Value) -> ToolResult {
+        if let Err(issues) = tool.validate_arguments(&arguments) {
+            return Err(ToolError::invalid_arguments(issues));
+        }
+        match tool {
+            ToolName::Describe => Ok(self.describe.clone()),
+            _ => self.runs.run_tool(identity, tool, arguments).await,
+        }
     }
 }
 
