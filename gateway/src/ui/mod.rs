@@ -21,8 +21,8 @@ pub use signing::UiKey;
 
 use crate::AdminParts;
 use crate::Identity;
-use crate::mcp::{ToolError, ToolName, ToolResult};
 use crate::auth::Authenticator;
+use crate::mcp::{ToolError, ToolName, ToolResult};
 use agentprocess_process::Offer;
 use axum::Router;
 use axum::response::Redirect;
