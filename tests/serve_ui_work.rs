@@ -538,3 +538,38 @@ async fn invoice_waiting_for_mira_escalated(agent: &Mcp) -> String {
         .await;
     run_id
 }
+
+/// An agent signed in sees its ready steps the same way (tools.md `get_work` for an agent:
+/// `readySince`, `due`, `overdue`, mode), and a step's page tells it to claim through the tools,
+/// with no form: `decide` is for people.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_sees_its_ready_steps_in_the_inbox() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let base = server.url.as_str();
+    server.publish_fixture("invoice-approval");
+    let agent = server.client(&AGENT).await;
+    let run_id = start(
+        &agent,
+        "invoice-approval",
+        json!({ "invoiceId": "INV-A", "invoiceDocument": "https://docs.test/a", "manager": MIRA }),
+        "test",
+    )
+    .await;
+    agent.close().await;
+    let fields = [("organization", "acme"), ("kind", "agent"), ("agent_id", "a_ap")];
+    let session = cookie_pair(&dev_sign_in(base, ("ap_sign_in", "ap_session"), "/ui", &fields).await);
+    let (status, inbox) = get_page(base, "/ui", &session).await;
+    assert_eq!(status, 200);
+    let path = format!("/ui/work/{run_id}/validate");
+    assert!(inbox.contains(&format!("href=\"{path}\"")), "{inbox}");
+    assert!(
+        inbox.contains("Agent step: validate") && inbox.contains("Test run"),
+        "{inbox}"
+    );
+    assert!(inbox.contains("Open since"), "{inbox}");
+    let (status, page) = get_page(base, &path, &session).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Agents claim and submit it"), "{page}");
+    assert!(!page.contains("<form class=\"work-form\""), "{page}");
+}

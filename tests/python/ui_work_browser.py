@@ -19,7 +19,8 @@ script changes the incident run over MCP while Mira's page is open.
    note (first without one).
 
 Every page visited passes the checks of ui_browser.py (axe-core, 375 px, console) and is
-screenshotted. Prints one JSON line: {"pages": [...]}.
+screenshotted (the approval page also at 1100 px wide: work-approval-wide.png). Prints one JSON
+line: {"pages": [...]}.
 """
 
 import asyncio
@@ -35,6 +36,7 @@ from playwright.async_api import async_playwright
 
 from ui_browser import CHROMIUM, CHROMIUM_ARGS, PHONE, PageChecks, check, envelope, sign_in_as_person, text_of
 
+WIDE = {"width": 1100, "height": 1000}
 UPLOADED_TEXT = b"Contract C-7, revision 2: liability cap 2M USD.\n"
 
 
@@ -116,6 +118,10 @@ async def approves_and_rejects_with_a_note(page, base, plan, checks):
     buttons = await page.locator("main form button").all_inner_texts()
     check(buttons == ["Approve", "Reject", "Fail the run"], f"an approval's decisions: {buttons}")
     await checks.visited_page("work-approval")
+    # The same page on a wide screen, for the README.
+    await page.set_viewport_size(WIDE)
+    await page.screenshot(path=str(checks.screenshots / "work-approval-wide.png"))
+    await page.set_viewport_size(PHONE)
     await page.click("button:has-text('Approve')")
     await page.wait_for_load_state("load")
     await back_in_inbox(page, base, "you approved legal_review")
