@@ -573,3 +573,131 @@ async fn an_agent_sees_its_ready_steps_in_the_inbox() {
     assert!(page.contains("Agents claim and submit it"), "{page}");
     assert!(!page.contains("<form class=\"work-form\""), "{page}");
 }
+
+/// Opens the page of `step` of `run_id` as `session` and sends its completion form with
+/// `fields` added to the hidden ones the page carries.
+async fn send_completion(
+    base: &str,
+    session: &str,
+    run_id: &str,
+    step: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    let path = format!("/ui/work/{run_id}/{step}");
+    let (status, page) = get_page(base, &path, session).await;
+    assert_eq!(status, 200, "{page}");
+    let hidden_fields: Vec<(&str, String)> = ["csrf", "workItemId", "snapshot", "requestId"]
+        .into_iter()
+        .map(|name| (name, hidden(&page, name)))
+        .collect();
+    let mut form: Vec<(&str, &str)> = hidden_fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    form.push(("decision", "completed"));
+    form.extend_from_slice(fields);
+    post_form(base, &path, session, &form, None).await
+}
+
+/// The form's inputs follow the step's declared output fields (spec §3.4 field types): `one_of`
+/// as radio buttons whose choice arrives as the declared value, a list one value per line, a
+/// value outside the choices refused next to its field with the rest kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn typed_fields_reach_the_run_as_their_declared_types() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let base = server.url.as_str();
+    server.publish_fixture("support-escalation");
+    server.publish_fixture("employee-onboarding");
+    let agent = server.client(&AGENT).await;
+    let session = session_of(base, MIRA, "tier1-lead, hr-operations").await;
+
+    let ticket = start(&agent, "support-escalation", json!({ "ticketId": "T-1" }), "live").await;
+    claim_and_submit(
+        &agent,
+        &ticket,
+        "diagnose",
+        json!({
+            "output": { "diagnosis": "Login loop", "attemptedFixes": "Cache cleared" },
+            "evidence": [{ "kind": "link", "ref": "https://support.test/t-1" }],
+            "summary": "Not fixed", "next": "tier1_handoff", "reason": "The runbook fix did not resolve it",
+        }),
+    )
+    .await;
+    let (_, page) = get_page(base, &format!("/ui/work/{ticket}/tier1_handoff"), &session).await;
+    assert!(
+        page.contains("type=\"radio\" id=\"f-output-severity-1\" name=\"output.severity\" value=\"1\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("<label for=\"f-output-severity-1\">high</label>"),
+        "{page}"
+    );
+    let mut fields = vec![
+        ("output.reproduction", "Sign in twice"),
+        ("output.impact", "All EU customers"),
+        ("output.severity", "9"),
+        ("evidence_links", "https://support.test/t-1/repro"),
+    ];
+    let refused = send_completion(base, &session, &ticket, "tier1_handoff", &fields).await;
+    assert_eq!(refused.status(), 200);
+    let page = refused.text().await.unwrap();
+    assert!(
+        page.contains("id=\"f-output-severity-error\">Choose one of the values shown."),
+        "{page}"
+    );
+    assert!(page.contains("aria-invalid=\"true\""), "{page}");
+    assert!(
+        page.contains("value=\"All EU customers\""),
+        "the rest is kept: {page}"
+    );
+    fields[2] = ("output.severity", "1");
+    let done = send_completion(base, &session, &ticket, "tier1_handoff", &fields).await;
+    assert_eq!(done.status(), 303, "{}", done.text().await.unwrap());
+    let view = agent.ok("get_run", json!({ "runId": ticket })).await;
+    let record = &view["data"]["steps"]["tier1_handoff"];
+    assert_eq!(record["output"]["severity"], "high", "{view}");
+    assert_eq!(
+        record["evidence"][0]["ref"], "https://support.test/t-1/repro",
+        "{view}"
+    );
+
+    let onboarding = start(
+        &agent,
+        "employee-onboarding",
+        json!({ "employeeId": "E-1", "employeeName": "Ada", "startDate": "2027-01-04", "hiringManager": MIRA }),
+        "live",
+    )
+    .await;
+    let hr = send_completion(
+        base,
+        &session,
+        &onboarding,
+        "hr_setup",
+        &[
+            ("output.hrisRecord", "HR-1"),
+            ("output.location", "Berlin"),
+            ("output.jobTitle", "Engineer"),
+            ("evidence_links", "https://hris.test/hr-1"),
+        ],
+    )
+    .await;
+    assert_eq!(hr.status(), 303, "{}", hr.text().await.unwrap());
+    let plan = send_completion(
+        base,
+        &session,
+        &onboarding,
+        "access_plan",
+        &[
+            ("output.accessRequests", "ERP\n\n CRM \n"),
+            ("output.equipment", "Laptop"),
+            ("output.buddy", "bob@acme.test"),
+        ],
+    )
+    .await;
+    assert_eq!(plan.status(), 303, "{}", plan.text().await.unwrap());
+    let view = agent.ok("get_run", json!({ "runId": onboarding })).await;
+    assert_eq!(
+        view["data"]["steps"]["access_plan"]["output"],
+        json!({ "accessRequests": ["ERP", "CRM"], "equipment": "Laptop", "buddy": "bob@acme.test" }),
+        "{view}"
+    );
+    agent.close().await;
+}
