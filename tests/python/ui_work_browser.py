@@ -94,6 +94,8 @@ async def completes_a_task_with_a_file(page, base, plan, checks):
     check("missing" in summary_error, f"the output summary's error: {summary_error!r}")
     evidence_error = await page.inner_text("#f-evidence-error")
     check("file" in evidence_error, f"the evidence error: {evidence_error!r}")
+    files_described = await page.get_attribute("#f-evidence-files", "aria-describedby")
+    check("f-evidence-error" in files_described.split(), f"the file input is not described by the error: {files_described}")
     check(await page.input_value("#f-output-revision") == "rev-2", "the revision typed is kept")
     check(await page.input_value("#f-summary") == "Second revision", "the summary typed is kept")
     await checks.visited_page("work-task-errors")

@@ -243,6 +243,7 @@ fn completion_form(context: &FormContext<'_>) -> Markup {
         })
         .unwrap_or_default();
     let problems = context.problems;
+    let evidence_error = problems.of("evidence");
     html! {
         form class="work-form" method="post" action=(context.action) enctype="multipart/form-data" novalidate {
             h2 { @if kind == "task" { "Complete this task" } @else { "Complete this step" } }
@@ -257,15 +258,23 @@ fn completion_form(context: &FormContext<'_>) -> Markup {
                 }
             }
             (textarea("summary", "Summary", "What you did and found, for whoever reads this run later (optional, up to 2000 characters).", values, problems, 4))
-            fieldset aria-describedby=[problems.of("evidence").map(|_| "f-evidence-error")] {
+            fieldset id="f-evidence" aria-describedby=[evidence_error.map(|_| "f-evidence-error")] {
                 legend { "Evidence" }
                 @if !evidence_kinds.is_empty() {
                     p class="hint" { "This step needs evidence: " (evidence_kinds.join(" and ")) "." }
                 }
-                @if let Some(message) = problems.of("evidence") {
+                @if let Some(message) = evidence_error {
                     span class="error" id="f-evidence-error" { (message) }
                 }
-                (textarea("evidence_links", "Links", "Web addresses of the evidence, one per line.", values, problems, 3))
+                div class="field" {
+                    label for="f-evidence_links" { "Links" }
+                    span class="hint" id="f-evidence_links-hint" { "Web addresses of the evidence, one per line." }
+                    textarea id="f-evidence_links" name="evidence_links" rows="3"
+                        aria-describedby=(evidence_described_by("f-evidence_links-hint", evidence_error))
+                        aria-invalid=[evidence_error.map(|_| "true")] {
+                        (values.and_then(|v| v.get("evidence_links")).unwrap_or_default())
+                    }
+                }
                 @if !uploaded.is_empty() {
                     p { "Files uploaded already:" }
                     @for (index, file) in uploaded.iter().enumerate() {
@@ -278,7 +287,9 @@ fn completion_form(context: &FormContext<'_>) -> Markup {
                 div class="field" {
                     label for="f-evidence-files" { "Files" }
                     span class="hint" id="f-evidence-files-hint" { "Each file chosen is uploaded and attached as evidence." }
-                    input type="file" id="f-evidence-files" name=(FILE_INPUT) multiple aria-describedby="f-evidence-files-hint";
+                    input type="file" id="f-evidence-files" name=(FILE_INPUT) multiple
+                        aria-describedby=(evidence_described_by("f-evidence-files-hint", evidence_error))
+                        aria-invalid=[evidence_error.map(|_| "true")];
                 }
             }
             @if let Some(routes) = routes {
@@ -351,6 +362,14 @@ fn described_by(id: &str, error: Option<&str>) -> String {
     match error {
         Some(_) => format!("{id}-hint {id}-error"),
         None => format!("{id}-hint"),
+    }
+}
+
+/// What an evidence input is described by: its hint, and the evidence's error when there is one.
+fn evidence_described_by(hint_id: &str, error: Option<&str>) -> String {
+    match error {
+        Some(_) => format!("{hint_id} f-evidence-error"),
+        None => hint_id.to_owned(),
     }
 }
 
