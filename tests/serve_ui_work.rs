@@ -257,12 +257,22 @@ async fn the_work_page_escapes_the_body_keeps_others_out_and_wants_its_csrf_toke
     assert_eq!(view["data"]["steps"]["write"]["by"], MIRA);
     let (_, notice) = get_page(base, &location(&done), &mira).await;
     assert!(notice.contains("Done: you completed write of run"), "{notice}");
-    // The item is no longer open: its page says who completed it.
+    // The item is no longer open: its page says who completed it, and a form sent from the
+    // page as it was before is not sent on (tools.md `decide`: `already_decided`).
     let (status, closed) = get_page(base, &path, &mira).await;
     assert_eq!(status, 200);
     assert!(
         closed.contains("no longer open") && closed.contains(MIRA),
         "{closed}"
+    );
+    assert!(!closed.contains("class=\"work-form\""), "{closed}");
+    let again = send(mira.clone(), as_pairs(&completion(&csrf))).await;
+    assert_eq!(again.status(), 200);
+    let again = again.text().await.unwrap();
+    assert!(again.contains("This item was decided already"), "{again}");
+    assert!(
+        again.contains("no longer open") && again.contains(MIRA),
+        "{again}"
     );
     agent.close().await;
 }
