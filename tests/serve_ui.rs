@@ -520,36 +520,6 @@ async fn sessions_clients_and_codes_work_on_every_gateway_sharing_the_keys() {
     client.close().await;
 }
 
-/// What the browser tests need from `scripts/install-deps.sh`: the venv's Python with
-/// Playwright and the MCP SDK, axe-core, Debian's chromium.
-fn browser_prerequisites() -> (PathBuf, PathBuf) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join("target/py-venv/bin/python");
-    let axe = root.join("target/ui-test-deps/node_modules/axe-core/axe.min.js");
-    let chromium = PathBuf::from("/usr/bin/chromium");
-    for (path, what) in [
-        (&python, "the Python venv"),
-        (&axe, "axe-core"),
-        (&chromium, "Debian's chromium"),
-    ] {
-        assert!(
-            path.exists(),
-            "{} ({what}) is missing: run scripts/install-deps.sh",
-            path.display()
-        );
-    }
-    let playwright = Command::new(&python)
-        .args(["-c", "import playwright.async_api, mcp.client.auth"])
-        .output()
-        .unwrap();
-    assert!(
-        playwright.status.success(),
-        "Playwright or the MCP SDK is not in target/py-venv: run scripts/install-deps.sh\n{}",
-        String::from_utf8_lossy(&playwright.stderr)
-    );
-    (python, axe)
-}
-
 /// Runs `tests/python/ui_browser.py MODE` against `server`, screenshots to
 /// `target/ui-screenshots/`; returns the summary it prints, after checking that every page it
 /// names has its screenshot.

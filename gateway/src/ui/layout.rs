@@ -34,6 +34,18 @@ pub struct Page<'a> {
 }
 
 impl Page<'_> {
+    /// As [`Page::render`], for a page that reloads itself every `seconds`, with no script: a
+    /// `Refresh` header, which browsers treat as `<meta http-equiv="refresh">` does. The page
+    /// must say so and offer a way to turn it off (WCAG 2.2.1, which axe-core's `meta-refresh`
+    /// rule checks for the meta element).
+    pub fn render_refreshing(self, status: StatusCode, seconds: u32) -> Response {
+        let mut response = self.render(status);
+        response
+            .headers_mut()
+            .insert(header::REFRESH, HeaderValue::from(seconds));
+        response
+    }
+
     /// The page as HTML, with the status given.
     pub fn render(self, status: StatusCode) -> Response {
         let markup = html! {

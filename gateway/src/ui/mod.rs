@@ -1,19 +1,23 @@
 //! The people's web UI under `/ui`: server-rendered HTML (maud templates compiled in), one
 //! embedded stylesheet, no script, every asset in the binary.
 //!
-//! Routes: `GET /` (to `/ui`), `GET /ui` (who you are; the inbox later), `GET|POST /ui/sign-in`
+//! Routes: `GET /` (to `/ui`), `GET /ui` (the inbox, [`inbox`]), `GET|POST /ui/work/{runId}/{stepId}`
+//! (a work item and its decisions, [`work`]), `GET|POST /ui/sign-in`
 //! (the dev sign-in form, or the way to the identity provider), `GET /ui/sign-in/provider` and
 //! `GET /ui/sign-in/callback` (sign-in with the identity provider, [`provider`]),
 //! `POST /ui/sign-out`, and the assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
 //! every gateway of a cluster serves every page, given the same [`UiKey`].
 
-mod home;
+pub mod inbox;
 pub mod layout;
+pub mod markdown;
 pub mod provider;
 pub mod runs;
 pub mod session;
 pub mod sign_in;
 pub mod signing;
+pub mod when;
+pub mod work;
 
 pub use runs::UiRuns;
 pub use session::{SignedForm, SignedIn};
@@ -25,6 +29,7 @@ use crate::auth::Authenticator;
 use crate::mcp::{ToolError, ToolName, ToolResult};
 use agentprocess_process::Offer;
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::response::Redirect;
 use axum::routing::get;
 use provider::ProviderSignIn;
@@ -108,7 +113,13 @@ impl UiState {
 pub fn ui_routes(state: Arc<UiState>) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to(session::HOME_PATH) }))
-        .route(session::HOME_PATH, get(home::home))
+        .route(session::HOME_PATH, get(inbox::inbox))
+        .route(
+            work::WORK_PATH,
+            get(work::page)
+                .post(work::post)
+                .layer(DefaultBodyLimit::max(work::max_form_bytes(&state))),
+        )
         .route(
             session::SIGN_IN_PATH,
             get(sign_in::sign_in_page).post(sign_in::sign_in),

@@ -144,6 +144,13 @@ pub fn sign_in_csrf_matches(state: &UiState, nonce: Option<&str>, presented: Opt
     nonce.is_some_and(|nonce| csrf_matches(state, "csrf sign-in", nonce, presented))
 }
 
+/// Whether `presented` is the CSRF token of the session whose cookie `headers` carry: the check
+/// every signed-in form passes, urlencoded ([`SignedForm`]) or multipart.
+pub fn session_csrf_matches(state: &UiState, headers: &HeaderMap, presented: Option<&str>) -> bool {
+    let token = read_cookie(headers, state.cookies.session).unwrap_or_default();
+    csrf_matches(state, "csrf session", &token, presented)
+}
+
 /// The 403 a POST without the right CSRF token gets.
 pub fn csrf_refused() -> Response {
     message_page(
@@ -271,8 +278,7 @@ where
             .map_err(|_| bad_form("The form is too large."))?;
         let csrf: CsrfField =
             serde_urlencoded::from_bytes(&body).map_err(|_| bad_form("The form could not be read."))?;
-        let token = read_cookie(&parts.headers, state.cookies.session).unwrap_or_default();
-        if !csrf_matches(&state, "csrf session", &token, csrf.csrf.as_deref()) {
+        if !session_csrf_matches(&state, &parts.headers, csrf.csrf.as_deref()) {
             return Err(csrf_refused());
         }
         let form = serde_urlencoded::from_bytes(&body)
