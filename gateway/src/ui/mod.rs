@@ -4,16 +4,20 @@
 //! Routes: `GET /` (to `/ui`), `GET /ui` (who you are; the inbox later), `GET|POST /ui/sign-in`
 //! (the dev sign-in form, or the way to the identity provider), `GET /ui/sign-in/provider` and
 //! `GET /ui/sign-in/callback` (sign-in with the identity provider, [`provider`]),
-//! `POST /ui/sign-out`, and the assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
+//! `POST /ui/sign-out`, the operators' processes ([`processes`]) and webhooks ([`webhooks`]) pages,
+//! and the assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
 //! every gateway of a cluster serves every page, given the same [`UiKey`].
 
 mod home;
 pub mod layout;
+mod operator;
+mod processes;
 pub mod provider;
 pub mod runs;
 pub mod session;
 pub mod sign_in;
 pub mod signing;
+mod webhooks;
 
 pub use runs::UiRuns;
 pub use session::{SignedForm, SignedIn};
@@ -21,8 +25,8 @@ pub use signing::UiKey;
 
 use crate::AdminParts;
 use crate::Identity;
-use crate::mcp::{ToolError, ToolName, ToolResult};
 use crate::auth::Authenticator;
+use crate::mcp::{ToolError, ToolName, ToolResult};
 use agentprocess_process::Offer;
 use axum::Router;
 use axum::response::Redirect;
@@ -116,6 +120,8 @@ pub fn ui_routes(state: Arc<UiState>) -> Router {
         .route("/ui/sign-out", axum::routing::post(sign_in::sign_out))
         .route(provider::START_PATH, get(provider::start))
         .route(provider::CALLBACK_PATH, get(provider::callback))
+        .merge(processes::routes())
+        .merge(webhooks::routes())
         .route(
             layout::STYLESHEET_PATH,
             get(|| async { layout::asset("text/css; charset=utf-8", layout::STYLESHEET) }),

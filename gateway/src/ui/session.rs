@@ -139,6 +139,13 @@ fn csrf_matches(state: &UiState, purpose: &str, bound_to: &str, presented: Optio
     state.key.verify_mac(purpose, bound_to.as_bytes(), &mac)
 }
 
+/// Whether a signed-in form's `presented` CSRF token fits the session cookie of its request.
+/// [`SignedForm`] checks it; a form read otherwise (multipart) checks it with this.
+pub fn session_csrf_matches(state: &UiState, headers: &HeaderMap, presented: Option<&str>) -> bool {
+    let token = read_cookie(headers, state.cookies.session).unwrap_or_default();
+    csrf_matches(state, "csrf session", &token, presented)
+}
+
 /// Whether a sign-in form's `presented` CSRF token fits the nonce in the browser's cookie.
 pub fn sign_in_csrf_matches(state: &UiState, nonce: Option<&str>, presented: Option<&str>) -> bool {
     nonce.is_some_and(|nonce| csrf_matches(state, "csrf sign-in", nonce, presented))
@@ -271,8 +278,7 @@ where
             .map_err(|_| bad_form("The form is too large."))?;
         let csrf: CsrfField =
             serde_urlencoded::from_bytes(&body).map_err(|_| bad_form("The form could not be read."))?;
-        let token = read_cookie(&parts.headers, state.cookies.session).unwrap_or_default();
-        if !csrf_matches(&state, "csrf session", &token, csrf.csrf.as_deref()) {
+        if !session_csrf_matches(&state, &parts.headers, csrf.csrf.as_deref()) {
             return Err(csrf_refused());
         }
         let form = serde_urlencoded::from_bytes(&body)
