@@ -159,7 +159,7 @@ async fn render(state: &UiState, signed_in: &SignedIn, feedback: Feedback) -> Re
 fn webhook_list(signed_in: &SignedIn, webhooks: &[WebhookView]) -> Markup {
     html! {
         section aria-labelledby="webhooks-heading" {
-            h2 id="webhooks-heading" { "Webhooks" }
+            h2 id="webhooks-heading" { "Configured webhooks" }
             @if webhooks.is_empty() {
                 p { "No webhook: notifications are not sent anywhere." }
             } @else {

@@ -159,7 +159,10 @@ fn diff_row(line: &DiffLine) -> Markup {
         tr class=(class) {
             td { @if let Some(number) = line.old_line { (number) } }
             td { @if let Some(number) = line.new_line { (number) } }
-            td { span aria-hidden="true" { (sign) } " " span class="change-word" { (word) } }
+            td {
+                span aria-hidden="true" { (sign) } " "
+                span class=(if line.op == LineOp::Equal { "visually-hidden" } else { "change-word" }) { (word) }
+            }
             td {
                 @match line.op {
                     LineOp::Insert => { ins { code { (line.text) } } }
