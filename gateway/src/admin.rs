@@ -38,12 +38,12 @@
 use crate::Identity;
 use crate::auth::IdentityKind;
 use crate::mcp::{ErrorCode, ToolBackend};
-use crate::process_diff::source_diff;
+use crate::process_diff::{SourceDiff, source_diff};
 use crate::respond::HttpFailure;
 use crate::trust::{self, DEFAULT_TRUST_RUNS, MAX_TRUST_RUNS, TrustError};
 use agentprocess_org::{
-    Catalog, CatalogError, CatalogRefusal, DeadLetterId, Draft, OrgError, Redelivery, WebhookView,
-    configure_webhook, dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook,
+    Catalog, CatalogError, CatalogRefusal, DeadLetterId, Draft, OrgError, PublishedVersion, Redelivery,
+    WebhookView, configure_webhook, dead_letters, discard_dead_letter, redeliver_dead_letter, remove_webhook,
     webhook_from_request, webhooks,
 };
 use agentprocess_process::Offer;
@@ -59,7 +59,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use indexmap::IndexMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -187,7 +187,7 @@ async fn require_operator(request: Request, next: Next) -> Response {
 
 /// Why an admin request failed. [`crate::respond`] writes it as a status and an error body.
 #[derive(Debug)]
-enum AdminError {
+pub(crate) enum AdminError {
     /// The request itself is malformed.
     Malformed(String),
     /// The body is larger than [`MAX_ADMIN_BODY_BYTES`].
@@ -348,12 +348,21 @@ async fn import(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
     let source = body?;
-    let draft = admin
-        .parts
-        .catalog
-        .import_draft(&identity.organization, &source, &admin.offer, who(&identity))
-        .await?;
+    let draft = import_process(&admin.parts, &admin.offer, &identity, &source).await?;
     Ok((StatusCode::CREATED, Json(draft_response(&draft))))
+}
+
+/// Imports `source` as the draft of its process, validated against `offer`.
+pub(crate) async fn import_process(
+    parts: &AdminParts,
+    offer: &Offer,
+    identity: &Identity,
+    source: &[u8],
+) -> Result<Draft, AdminError> {
+    Ok(parts
+        .catalog
+        .import_draft(&identity.organization, source, offer, who(identity))
+        .await?)
 }
 
 #[derive(Debug, Deserialize)]
@@ -375,12 +384,21 @@ async fn bind(
             "the body must be JSON like {{\"bindings\": {{\"role\": \"group\"}}}}: {e}"
         ))
     })?;
-    let draft = admin
-        .parts
-        .catalog
-        .bind_roles(&identity.organization, &name, &request.bindings)
-        .await?;
+    let draft = bind_process_roles(&admin.parts, &identity, &name, &request.bindings).await?;
     Ok(Json(draft_response(&draft)))
+}
+
+/// Binds roles of the draft of `name` to groups; roles not named keep theirs.
+pub(crate) async fn bind_process_roles(
+    parts: &AdminParts,
+    identity: &Identity,
+    name: &str,
+    bindings: &IndexMap<String, String>,
+) -> Result<Draft, AdminError> {
+    Ok(parts
+        .catalog
+        .bind_roles(&identity.organization, name, bindings)
+        .await?)
 }
 
 /// `POST /admin/v1/processes/{name}/publish`.
@@ -389,20 +407,30 @@ async fn publish(
     Extension(identity): Extension<Identity>,
     Path(name): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
-    let published = admin
-        .parts
+    let published = publish_process(&admin.parts, &admin.offer, &identity, &name).await?;
+    Ok((StatusCode::CREATED, Json(json!(published))))
+}
+
+/// Publishes the draft of `name` as its next version, validated again against `offer`.
+pub(crate) async fn publish_process(
+    parts: &AdminParts,
+    offer: &Offer,
+    identity: &Identity,
+    name: &str,
+) -> Result<PublishedVersion, AdminError> {
+    let published = parts
         .catalog
-        .publish_draft(&identity.organization, &name, &admin.offer, who(&identity))
+        .publish_draft(&identity.organization, name, offer, who(identity))
         .await?;
     tracing::info!(
         organization = %identity.organization,
         process = %published.name,
         version = published.version.version,
         content_hash = %published.version.content_hash,
-        by = %who(&identity),
+        by = %who(identity),
         "process published"
     );
-    Ok((StatusCode::CREATED, Json(json!(published))))
+    Ok(published)
 }
 
 /// `GET /admin/v1/processes`.
@@ -425,6 +453,9 @@ async fn show(
         None => Err(AdminError::NoProcess(name)),
     }
 }
+
+/// What a diff's sides must be.
+const DIFF_QUERY_RULE: &str = "the query must be ?from=V&to=W, each a published version number or draft";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -457,57 +488,87 @@ async fn diff(
     Path(name): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, AdminError> {
-    let bad = || {
-        AdminError::Malformed(
-            "the query must be ?from=V&to=W, each a published version number or draft".to_owned(),
-        )
+    let query: DiffQuery = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+        .map_err(|_| AdminError::Malformed(DIFF_QUERY_RULE.to_owned()))?;
+    let diff = process_diff(&admin.parts.catalog, &identity, &name, &query.from, &query.to).await?;
+    Ok(Json(json!(diff)))
+}
+
+/// What changed in a process between two of its texts.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ProcessDiff {
+    pub name: String,
+    /// `{ version, contentHash, publishedAt }` or `{ draft: true, contentHash, importedAt }`.
+    pub from: Value,
+    pub to: Value,
+    pub diff: SourceDiff,
+}
+
+/// What changed in process `name` from `from` to `to` (each a version number or `draft`), each
+/// side named with its content hash.
+pub(crate) async fn process_diff(
+    catalog: &Catalog,
+    identity: &Identity,
+    name: &str,
+    from: &str,
+    to: &str,
+) -> Result<ProcessDiff, AdminError> {
+    let (Some(from_side), Some(to_side)) = (DiffSide::parse(from), DiffSide::parse(to)) else {
+        return Err(AdminError::Malformed(DIFF_QUERY_RULE.to_owned()));
     };
-    let query: DiffQuery = serde_urlencoded::from_str(query.as_deref().unwrap_or("")).map_err(|_| bad())?;
-    let (Some(from), Some(to)) = (DiffSide::parse(&query.from), DiffSide::parse(&query.to)) else {
-        return Err(bad());
-    };
-    let catalog = &admin.parts.catalog;
-    if catalog.process(&identity.organization, &name).await?.is_none() {
-        return Err(AdminError::NoProcess(name));
+    if catalog.process(&identity.organization, name).await?.is_none() {
+        return Err(AdminError::NoProcess(name.to_owned()));
     }
     let mut sides = Vec::with_capacity(2);
-    for (side, text) in [(from, &query.from), (to, &query.to)] {
-        let (source, described) = match side {
-            DiffSide::Version(version) => {
-                let record = catalog
-                    .published_record(&identity.organization, &name, version)
-                    .await?
-                    .ok_or_else(|| AdminError::NoVersion {
-                        name: name.clone(),
-                        version: text.clone(),
-                    })?;
-                let described = json!({ "version": version, "contentHash": record.content_hash,
-                                        "publishedAt": record.published_at });
-                (record.source, described)
-            }
-            DiffSide::Draft => {
-                let draft = catalog
-                    .draft(&identity.organization, &name)
-                    .await?
-                    .ok_or_else(|| AdminError::NoVersion {
-                        name: name.clone(),
-                        version: "draft".to_owned(),
-                    })?;
-                let described = json!({ "draft": true, "contentHash": draft.content_hash,
-                                        "importedAt": draft.imported_at });
-                (draft.source, described)
-            }
-        };
-        sides.push((source, described));
+    for (side, text) in [(from_side, from), (to_side, to)] {
+        sides.push(diff_side(catalog, identity, name, side, text).await?);
     }
     let label = |side: DiffSide| match side {
         DiffSide::Version(version) => format!("{name} v{version}"),
         DiffSide::Draft => format!("{name} draft"),
     };
-    let diff = source_diff(&sides[0].0, &sides[1].0, &label(from), &label(to));
-    Ok(Json(
-        json!({ "name": name, "from": sides[0].1, "to": sides[1].1, "diff": diff }),
-    ))
+    let diff = source_diff(&sides[0].0, &sides[1].0, &label(from_side), &label(to_side));
+    let [(_, from), (_, to)]: [(String, Value); 2] = sides.try_into().expect("two sides");
+    Ok(ProcessDiff {
+        name: name.to_owned(),
+        from,
+        to,
+        diff,
+    })
+}
+
+/// One side's text and how it is described (version or draft, with its content hash).
+async fn diff_side(
+    catalog: &Catalog,
+    identity: &Identity,
+    name: &str,
+    side: DiffSide,
+    text: &str,
+) -> Result<(String, Value), AdminError> {
+    let no_version = || AdminError::NoVersion {
+        name: name.to_owned(),
+        version: text.to_owned(),
+    };
+    match side {
+        DiffSide::Version(version) => {
+            let record = catalog
+                .published_record(&identity.organization, name, version)
+                .await?
+                .ok_or_else(no_version)?;
+            let described = json!({ "version": version, "contentHash": record.content_hash,
+                                    "publishedAt": record.published_at });
+            Ok((record.source, described))
+        }
+        DiffSide::Draft => {
+            let draft = catalog
+                .draft(&identity.organization, name)
+                .await?
+                .ok_or_else(no_version)?;
+            let described = json!({ "draft": true, "contentHash": draft.content_hash,
+                                    "importedAt": draft.imported_at });
+            Ok((draft.source, described))
+        }
+    }
 }
 
 /// `PUT /admin/v1/webhooks/{id}`: adds or replaces a webhook; answers it without its secret.
@@ -523,17 +584,26 @@ async fn put_webhook(
             "the body must be JSON like {{\"url\": \"https://…\", \"secret\": \"…\"}}: {e}"
         ))
     })?;
-    let webhook = webhook_from_request(&id, &request).map_err(AdminError::InvalidWebhook)?;
-    let parts = &admin.parts;
+    Ok(Json(store_webhook(&admin.parts, &identity, &id, &request).await?))
+}
+
+/// Adds or replaces webhook `id` from `{ url, secret }`; its view carries no secret.
+pub(crate) async fn store_webhook(
+    parts: &AdminParts,
+    identity: &Identity,
+    id: &str,
+    request: &Value,
+) -> Result<WebhookView, AdminError> {
+    let webhook = webhook_from_request(id, request).map_err(AdminError::InvalidWebhook)?;
     configure_webhook(
         parts.store.as_ref(),
         &parts.keys,
         &identity.organization,
-        &id,
+        id,
         &webhook,
     )
     .await?;
-    Ok(Json(webhook.view(&id)))
+    Ok(webhook.view(id))
 }
 
 /// `GET /admin/v1/webhooks`: the organization's webhooks by id, without their secrets.
@@ -541,10 +611,17 @@ async fn list_webhooks(
     State(admin): State<Arc<Admin>>,
     Extension(identity): Extension<Identity>,
 ) -> Result<Json<Value>, AdminError> {
-    let parts = &admin.parts;
-    let found = webhooks(parts.store.as_ref(), &parts.keys, &identity.organization).await?;
-    let views: Vec<WebhookView> = found.iter().map(|(id, webhook)| webhook.view(id)).collect();
+    let views = webhook_views(&admin.parts, &identity).await?;
     Ok(Json(json!({ "webhooks": views })))
+}
+
+/// The organization's webhooks by id, without their secrets.
+pub(crate) async fn webhook_views(
+    parts: &AdminParts,
+    identity: &Identity,
+) -> Result<Vec<WebhookView>, AdminError> {
+    let found = webhooks(parts.store.as_ref(), &parts.keys, &identity.organization).await?;
+    Ok(found.iter().map(|(id, webhook)| webhook.view(id)).collect())
 }
 
 /// `DELETE /admin/v1/webhooks/{id}`.
@@ -553,11 +630,20 @@ async fn delete_webhook(
     Extension(identity): Extension<Identity>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, AdminError> {
-    let parts = &admin.parts;
-    if remove_webhook(parts.store.as_ref(), &parts.keys, &identity.organization, &id).await? {
-        Ok(StatusCode::NO_CONTENT)
+    delete_webhook_of(&admin.parts, &identity, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Removes webhook `id`; [`AdminError::NoWebhook`] when there is none.
+pub(crate) async fn delete_webhook_of(
+    parts: &AdminParts,
+    identity: &Identity,
+    id: &str,
+) -> Result<(), AdminError> {
+    if remove_webhook(parts.store.as_ref(), &parts.keys, &identity.organization, id).await? {
+        Ok(())
     } else {
-        Err(AdminError::NoWebhook(id))
+        Err(AdminError::NoWebhook(id.to_owned()))
     }
 }
 
@@ -572,9 +658,17 @@ async fn list_dead_letters(
             "the only parameter is limit, an integer from 1 to {MAX_DEAD_LETTERS} (default {DEFAULT_DEAD_LETTERS})"
         ),
     ))?;
-    let parts = &admin.parts;
-    let items = dead_letters(parts.store.as_ref(), &parts.keys, &identity.organization, limit).await?;
+    let items = dead_letter_items(&admin.parts, &identity, limit).await?;
     Ok(Json(json!({ "items": items })))
+}
+
+/// Up to `limit` dead letters, oldest first: `{ id, notification, attempts, error }` each.
+pub(crate) async fn dead_letter_items(
+    parts: &AdminParts,
+    identity: &Identity,
+    limit: usize,
+) -> Result<Vec<Value>, AdminError> {
+    Ok(dead_letters(parts.store.as_ref(), &parts.keys, &identity.organization, limit).await?)
 }
 
 /// The dead letter an id in a path names, or 400 when it is not an id this server gives.
@@ -593,18 +687,27 @@ async fn redeliver(
     Extension(identity): Extension<Identity>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
-    let letter = dead_letter_id(&id)?;
-    let parts = &admin.parts;
+    redeliver_letter(&admin.parts, &identity, &id).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "id": id, "redelivered": true })),
+    ))
+}
+
+/// Moves dead letter `id` back into the outbox and wakes the scheduler to deliver it.
+pub(crate) async fn redeliver_letter(
+    parts: &AdminParts,
+    identity: &Identity,
+    id: &str,
+) -> Result<(), AdminError> {
+    let letter = dead_letter_id(id)?;
     match redeliver_dead_letter(parts.store.as_ref(), &parts.keys, &identity.organization, &letter).await? {
         Redelivery::Redelivered => {
             parts.hints.outbox_written();
-            Ok((
-                StatusCode::ACCEPTED,
-                Json(json!({ "id": id, "redelivered": true })),
-            ))
+            Ok(())
         }
-        Redelivery::NotFound => Err(AdminError::NoDeadLetter(id)),
-        Redelivery::Unreadable => Err(AdminError::UnreadableDeadLetter(id)),
+        Redelivery::NotFound => Err(AdminError::NoDeadLetter(id.to_owned())),
+        Redelivery::Unreadable => Err(AdminError::UnreadableDeadLetter(id.to_owned())),
     }
 }
 
@@ -614,12 +717,21 @@ async fn delete_dead_letter(
     Extension(identity): Extension<Identity>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, AdminError> {
-    let letter = dead_letter_id(&id)?;
-    let parts = &admin.parts;
+    discard_letter(&admin.parts, &identity, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes dead letter `id`; [`AdminError::NoDeadLetter`] when there is none.
+pub(crate) async fn discard_letter(
+    parts: &AdminParts,
+    identity: &Identity,
+    id: &str,
+) -> Result<(), AdminError> {
+    let letter = dead_letter_id(id)?;
     if discard_dead_letter(parts.store.as_ref(), &parts.keys, &identity.organization, &letter).await? {
-        Ok(StatusCode::NO_CONTENT)
+        Ok(())
     } else {
-        Err(AdminError::NoDeadLetter(id))
+        Err(AdminError::NoDeadLetter(id.to_owned()))
     }
 }
 

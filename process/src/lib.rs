@@ -9,6 +9,7 @@
 pub mod fields;
 pub mod hash;
 pub mod issue;
+pub mod locate;
 pub mod model;
 pub mod names;
 pub mod parse;

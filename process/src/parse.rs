@@ -77,15 +77,15 @@ fn parse(bytes: &[u8]) -> Result<Document, Issue> {
 
 /// A document cut at its `---` lines.
 #[derive(Debug)]
-struct Parts<'a> {
+pub(crate) struct Parts<'a> {
     /// The lines between the opening and the closing `---` lines, with their line endings.
-    frontmatter: &'a str,
+    pub(crate) frontmatter: &'a str,
     /// Everything after the closing line's line ending.
     body: &'a str,
 }
 
 /// Cuts the frontmatter and the body apart. `text` has no BOM.
-fn split(text: &str) -> Result<Parts<'_>, Issue> {
+pub(crate) fn split(text: &str) -> Result<Parts<'_>, Issue> {
     let (first, mut rest) = next_line(text);
     if !is_delimiter(first) {
         return Err(Issue::new(
@@ -132,7 +132,7 @@ fn is_delimiter(line: &str) -> bool {
 }
 
 /// Converts a line of the frontmatter (1-based) into a line of the file.
-fn file_line(frontmatter_line: usize) -> usize {
+pub(crate) fn file_line(frontmatter_line: usize) -> usize {
     frontmatter_line + FRONTMATTER_FIRST_LINE - 1
 }
 

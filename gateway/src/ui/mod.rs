@@ -5,12 +5,15 @@
 //! (a work item and its decisions, [`work`]), `GET|POST /ui/sign-in`
 //! (the dev sign-in form, or the way to the identity provider), `GET /ui/sign-in/provider` and
 //! `GET /ui/sign-in/callback` (sign-in with the identity provider, [`provider`]),
-//! `POST /ui/sign-out`, and the assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
+//! `POST /ui/sign-out`, the operators' processes ([`processes`]) and webhooks ([`webhooks`]) pages,
+//! and the assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
 //! every gateway of a cluster serves every page, given the same [`UiKey`].
 
 pub mod inbox;
 pub mod layout;
 pub mod markdown;
+mod operator;
+mod processes;
 pub mod provider;
 pub mod runs;
 pub mod session;
@@ -18,6 +21,7 @@ pub mod sign_in;
 pub mod signing;
 pub mod when;
 pub mod work;
+mod webhooks;
 
 pub use runs::UiRuns;
 pub use session::{SignedForm, SignedIn};
@@ -127,6 +131,8 @@ pub fn ui_routes(state: Arc<UiState>) -> Router {
         .route("/ui/sign-out", axum::routing::post(sign_in::sign_out))
         .route(provider::START_PATH, get(provider::start))
         .route(provider::CALLBACK_PATH, get(provider::callback))
+        .merge(processes::routes())
+        .merge(webhooks::routes())
         .route(
             layout::STYLESHEET_PATH,
             get(|| async { layout::asset("text/css; charset=utf-8", layout::STYLESHEET) }),
