@@ -19,9 +19,9 @@ pub mod runs;
 pub mod session;
 pub mod sign_in;
 pub mod signing;
+mod webhooks;
 pub mod when;
 pub mod work;
-mod webhooks;
 
 pub use runs::UiRuns;
 pub use session::{SignedForm, SignedIn};
