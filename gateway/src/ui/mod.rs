@@ -4,12 +4,14 @@
 //! Routes: `GET /` (to `/ui`), `GET /ui` (who you are; the inbox later), `GET|POST /ui/sign-in`
 //! (the dev sign-in form, or the way to the identity provider), `GET /ui/sign-in/provider` and
 //! `GET /ui/sign-in/callback` (sign-in with the identity provider, [`provider`]),
-//! `POST /ui/sign-out`, and the assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
+//! `POST /ui/sign-out`, the runs area ([`run_pages`]: runs, a run's page and map, escalations,
+//! trust), and the assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
 //! every gateway of a cluster serves every page, given the same [`UiKey`].
 
 mod home;
 pub mod layout;
 pub mod provider;
+pub mod run_pages;
 pub mod runs;
 pub mod session;
 pub mod sign_in;
@@ -21,8 +23,8 @@ pub use signing::UiKey;
 
 use crate::AdminParts;
 use crate::Identity;
-use crate::mcp::{ToolError, ToolName, ToolResult};
 use crate::auth::Authenticator;
+use crate::mcp::{ToolError, ToolName, ToolResult};
 use agentprocess_process::Offer;
 use axum::Router;
 use axum::response::Redirect;
@@ -116,6 +118,7 @@ pub fn ui_routes(state: Arc<UiState>) -> Router {
         .route("/ui/sign-out", axum::routing::post(sign_in::sign_out))
         .route(provider::START_PATH, get(provider::start))
         .route(provider::CALLBACK_PATH, get(provider::callback))
+        .merge(run_pages::routes())
         .route(
             layout::STYLESHEET_PATH,
             get(|| async { layout::asset("text/css; charset=utf-8", layout::STYLESHEET) }),
