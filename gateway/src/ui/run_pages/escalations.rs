@@ -2,10 +2,10 @@
 //! first. Escalated steps wait on the operators' queue (spec §3.3), which a person operator's
 //! `get_work` lists with their own work; only a person decides (spec §6.4).
 
-use super::operators_only;
 use super::refusal_page;
 use super::run::path_segment;
 use super::timeline::text;
+use super::{operators_only, time};
 use crate::auth::IdentityKind;
 use crate::mcp::ToolName;
 use crate::ui::UiState;
@@ -95,7 +95,7 @@ pub async fn queue(State(state): State<Arc<UiState>>, signed_in: SignedIn) -> Re
                             dt { "Escalated by" }
                             dd { (text(&escalation["by"])) }
                             dt { "At" }
-                            dd { (text(&escalation["at"])) }
+                            dd { (time(&text(&escalation["at"]))) }
                             dt { "Reason" }
                             dd { (text(&escalation["note"])) }
                             @if let Some(verdict) = escalation["check"]["verdict"].as_str() {

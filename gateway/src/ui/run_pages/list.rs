@@ -2,7 +2,7 @@
 //! hold), filtered by process, state, input values and overdue, a page at a time.
 
 use super::timeline::text;
-use super::{issue_field, refusal_notice};
+use super::{issue_field, refusal_notice, time};
 use crate::mcp::{ToolError, ToolName};
 use crate::ui::UiState;
 use crate::ui::layout::Page;
@@ -268,9 +268,9 @@ fn run_row(row: &Row) -> Markup {
                 dd { span class={ "state state-" (text(&item["state"])) } { (text(&item["state"])) }
                      @if let Some(outcome) = item["outcome"].as_str() { " (" (outcome) ")" } }
                 dt { "Started" }
-                dd { (text(&item["startedAt"])) }
+                dd { (time(&text(&item["startedAt"]))) }
                 dt { @if ended { "Ended" } @else { "Updated" } }
-                dd { (text(&item["updatedAt"])) }
+                dd { (time(&text(&item["updatedAt"]))) }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! timeline and reworked steps; `POST /ui/runs/{runId}/cancel` cancels it with a reason.
 
 use super::timeline::{self, Entry, attempts, record_details, text};
-use super::{issue_field, refusal_notice, refusal_page};
+use super::{issue_field, refusal_notice, refusal_page, time};
 use crate::auth::IdentityKind;
 use crate::mcp::{ToolError, ToolName};
 use crate::ui::UiState;
@@ -135,13 +135,13 @@ fn facts(run: &Value) -> Markup {
             dt { "Mode" }
             dd { @if run["mode"] == "test" { span class="tag test" { "Test run" } } @else { "live" } }
             dt { "Started" }
-            dd { (text(&run["startedAt"])) " by " (text(&run["startedBy"])) }
+            dd { (time(&text(&run["startedAt"]))) " by " (text(&run["startedBy"])) }
             dt { "Updated" }
-            dd { (text(&run["updatedAt"])) }
+            dd { (time(&text(&run["updatedAt"]))) }
             @if let Some(ended) = run["ended"].as_object() {
                 dt { @if state == "cancelled" { "Cancelled" } @else { "Ended" } }
                 dd {
-                    (ended.get("at").map(text).unwrap_or_default()) " by " (ended.get("by").map(text).unwrap_or_default())
+                    (time(&ended.get("at").map(text).unwrap_or_default())) " by " (ended.get("by").map(text).unwrap_or_default())
                     @if let Some(note) = ended.get("note").and_then(Value::as_str) {
                         br; span class="run-end-note" { @if state == "cancelled" { "Reason: " } @else { "Note: " } (note) }
                     }
@@ -181,7 +181,7 @@ fn open_work(view: &Value) -> Markup {
                         " · " (text(&item["kind"]))
                         @if let Some(group) = item["assignedTo"]["group"].as_str() { " · for group " (group) }
                         @if let Some(person) = item["assignedTo"]["person"].as_str() { " · for " (person) }
-                        @if let Some(due) = item["due"].as_str() { " · due " (due) }
+                        @if let Some(due) = item["due"].as_str() { " · due " (time(due)) }
                         @if let Some(escalation) = item["escalation"].as_object() {
                             br; "Escalated by " (escalation.get("by").map(text).unwrap_or_default())
                             @if let Some(note) = escalation.get("note").and_then(Value::as_str) { ": " (note) }
@@ -238,7 +238,7 @@ fn steps(view: &Value) -> Markup {
                         Some(state) => span class={ "state state-" (state) } { (state) },
                         None => span class="muted" { "not reached" },
                     }
-                    @if let Some(due) = step["due"].as_str() { " · due " (due) }
+                    @if let Some(due) = step["due"].as_str() { " · due " (time(due)) }
                     @if step["overdue"] == true { " " span class="tag overdue" { "Overdue" } }
                 }
             }
@@ -252,7 +252,7 @@ fn timeline_section(entries: &[Entry]) -> Markup {
         ol class="timeline" aria-labelledby="timeline" {
             @for entry in entries {
                 li class=[entry.superseded.then_some("superseded")] {
-                    p class="when" { (entry.at) }
+                    p class="when" { (time(&entry.at)) }
                     p {
                         strong { (entry.by) } " " (entry.kind.label())
                         @if let Some(step) = &entry.step { " " code { (step) } }
@@ -298,7 +298,7 @@ fn reworked(view: &Value) -> Markup {
                     ol {
                         @for record in records {
                             li {
-                                (text(&record["at"])) " · " (text(&record["by"]))
+                                (time(&text(&record["at"]))) " · " (text(&record["by"]))
                                 @if let Some(decision) = record["decision"].as_str() { " · " (decision) }
                                 (details(&record_details(record)))
                             }

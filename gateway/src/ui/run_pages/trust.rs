@@ -3,7 +3,7 @@
 //! approver agreed with the check's verdict, per day, and each disagreement with its run.
 
 use super::run::path_segment;
-use super::{operators_only, refusal_page};
+use super::{operators_only, refusal_page, time};
 use crate::Identity;
 use crate::mcp::{ToolBackend, ToolName, ToolResult};
 use crate::trust::{self, CollectedReport, Counts, DEFAULT_TRUST_RUNS, StepTrust, TrustError};
@@ -221,9 +221,9 @@ fn step_section(step: &StepTrust) -> Markup {
                     @for disagreement in &step.disagreements {
                         li {
                             a href={ "/ui/runs/" (path_segment(&disagreement.run_id)) } { code { (disagreement.run_id) } }
-                            " · check said " strong { (disagreement.verdict) } " (" (disagreement.verdict_at) "), "
+                            " · check said " strong { (disagreement.verdict) } " (" (time(&disagreement.verdict_at)) "), "
                             (disagreement.decided_by) " " strong { (disagreement.decision) } " it at " code { (disagreement.approval_step) }
-                            " (" (disagreement.decided_at) ")"
+                            " (" (time(&disagreement.decided_at)) ")"
                             @if let Some(note) = &disagreement.note { ": " (note) }
                         }
                     }
