@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::browser::{browser_prerequisites, drive_browser_script};
 use common::ui::*;
 use common::{Mcp, Server, Who, request_id};
 use reqwest::header::{COOKIE, LOCATION};
@@ -520,46 +521,9 @@ async fn sessions_clients_and_codes_work_on_every_gateway_sharing_the_keys() {
     client.close().await;
 }
 
-/// Runs `tests/python/ui_browser.py MODE` against `server`, screenshots to
-/// `target/ui-screenshots/`; returns the summary it prints, after checking that every page it
-/// names has its screenshot.
+/// Runs `tests/python/ui_browser.py MODE` against `server` ([`drive_browser_script`]).
 async fn drive_browser(server: &Server, mode: &str) -> Value {
-    let (python, axe) = browser_prerequisites();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let screenshots = root.join("target/ui-screenshots");
-    let driven = tokio::task::spawn_blocking({
-        let url = server.url.clone();
-        let script = root.join("tests/python/ui_browser.py");
-        let mode = mode.to_owned();
-        let screenshots = screenshots.clone();
-        move || {
-            Command::new(&python)
-                .arg(script)
-                .arg(mode)
-                .arg(url)
-                .arg(&screenshots)
-                .arg(&axe)
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&driven.stdout);
-    let stderr = String::from_utf8_lossy(&driven.stderr);
-    assert!(
-        driven.status.success(),
-        "ui_browser.py {mode} failed ({}):\n{stdout}\n{stderr}\nserver:\n{}",
-        driven.status,
-        server.stderr()
-    );
-    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("ui_browser.py printed {stdout}: {e}"));
-    for page in summary["pages"].as_array().unwrap() {
-        let shot = screenshots.join(format!("{}.png", page.as_str().unwrap()));
-        assert!(shot.exists(), "{}", shot.display());
-    }
-    summary
+    drive_browser_script(server, "ui_browser.py", &[mode], &[]).await
 }
 
 /// The pages in a real browser at 375 px, and an MCP client that signs in through them with no

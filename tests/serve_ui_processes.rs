@@ -5,12 +5,11 @@
 
 mod common;
 
+use common::browser::drive_browser_script;
 use common::ui::*;
 use common::{Server, Who, request_id, status_and_json};
 use reqwest::header::COOKIE;
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -96,53 +95,6 @@ async fn two_dead_letters(server: &Server) -> Vec<String> {
     }
 }
 
-fn browser_prerequisites() -> (PathBuf, PathBuf) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join("target/py-venv/bin/python");
-    let axe = root.join("target/ui-test-deps/node_modules/axe-core/axe.min.js");
-    for (path, what) in [(&python, "the Python venv"), (&axe, "axe-core")] {
-        assert!(
-            path.exists(),
-            "{what} is missing at {}: run scripts/install-deps.sh",
-            path.display()
-        );
-    }
-    (python, axe)
-}
-
-/// Runs `tests/python/ui_processes_browser.py` against `server`; returns the summary it prints,
-/// after checking that every page it names has its screenshot.
-async fn drive_browser(server: &Server, receiver_url: &str, redeliver: &str, delete: &str) -> Value {
-    let (python, axe) = browser_prerequisites();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let screenshots = root.join("target/ui-screenshots/processes");
-    let mut command = Command::new(&python);
-    command
-        .arg(root.join("tests/python/ui_processes_browser.py"))
-        .arg(&server.url)
-        .arg(&screenshots)
-        .arg(&axe)
-        .args([receiver_url, redeliver, delete]);
-    let driven = tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&driven.stdout).into_owned();
-    assert!(
-        driven.status.success(),
-        "ui_processes_browser.py failed ({}):\n{stdout}\n{}\nserver:\n{}",
-        driven.status,
-        String::from_utf8_lossy(&driven.stderr),
-        server.stderr()
-    );
-    let summary: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("ui_processes_browser.py printed {stdout}: {e}"));
-    for page in summary["pages"].as_array().unwrap() {
-        let shot = screenshots.join(format!("{}.png", page.as_str().unwrap()));
-        assert!(shot.exists(), "{}", shot.display());
-    }
-    summary
-}
-
 /// Spec §6.5 (a published version is named by its content hash) and the admin API's rules, as
 /// an operator meets them in the browser: the import refused with its issue at line 13, fixed
 /// and imported, publication refused while a role is unbound, then v1 and v2 published (each
@@ -173,7 +125,13 @@ async fn an_operator_manages_processes_and_webhooks_in_the_browser() {
     let (redeliver, delete) = (letters[0].clone(), letters[1].clone());
     let (receiver_url, received) = receiver().await;
 
-    let summary = drive_browser(&server, &receiver_url, &redeliver, &delete).await;
+    let summary = drive_browser_script(
+        &server,
+        "ui_processes_browser.py",
+        &[],
+        &[&receiver_url, &redeliver, &delete],
+    )
+    .await;
 
     // The versions the pages showed are the catalog's, and each is startable.
     let (status, entry) = admin(

@@ -8,12 +8,11 @@
 
 mod common;
 
+use common::browser::{browser_prerequisites, drive_browser_script};
 use common::ui::*;
 use common::{Mcp, Server, Who, request_id};
 use reqwest::header::{CONTENT_TYPE, COOKIE};
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 const AGENT: Who = Who::Agent("a_ap");
@@ -335,47 +334,6 @@ fn evidence_of(view: &Value, step: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Runs `tests/python/ui_work_browser.py` against `server` with `plan`; returns the summary it
-/// prints, after checking every page it names has its screenshot.
-async fn drive_work_browser(server: &Server, plan: &Value) -> Value {
-    let (python, axe) = browser_prerequisites();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let screenshots = root.join("target/ui-screenshots");
-    let driven = tokio::task::spawn_blocking({
-        let url = server.url.clone();
-        let script = root.join("tests/python/ui_work_browser.py");
-        let screenshots = screenshots.clone();
-        let plan = plan.to_string();
-        move || {
-            Command::new(&python)
-                .arg(script)
-                .arg(url)
-                .arg(&screenshots)
-                .arg(&axe)
-                .arg(plan)
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&driven.stdout);
-    let stderr = String::from_utf8_lossy(&driven.stderr);
-    assert!(
-        driven.status.success(),
-        "ui_work_browser.py failed ({}):\n{stdout}\n{stderr}\nserver:\n{}",
-        driven.status,
-        server.stderr()
-    );
-    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("ui_work_browser.py printed {stdout}: {e}"));
-    for page in summary["pages"].as_array().unwrap() {
-        let shot = screenshots.join(format!("{}.png", page.as_str().unwrap()));
-        assert!(shot.exists(), "{}", shot.display());
-    }
-    summary
-}
-
 /// In a real browser at 375 px: Mira's inbox marks an overdue approval of a test run (§2.2 due,
 /// tools.md mode `test`); she completes a task with a file uploaded as its evidence, approves,
 /// rejects with a note (tools.md `decide`), and sends a completion whose snapshot went stale
@@ -444,7 +402,7 @@ async fn a_person_works_through_the_inbox_in_a_browser() {
         "escalatedRun": escalated_run,
         "opsLeadToken": server.token(&OPS_LEAD),
     });
-    let summary = drive_work_browser(&server, &plan).await;
+    let summary = drive_browser_script(&server, "ui_work_browser.py", &[], &[&plan.to_string()]).await;
     assert_eq!(
         summary["pages"],
         json!([

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
+pub mod checked;
 pub mod ui;
 
 use agentprocess_gateway::IdentityKind;

@@ -3,8 +3,6 @@
 
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::process::Command;
 
 /// The person the UI tests sign in as.
 pub const MIRA: &str = "mira@acme.test";
@@ -169,34 +167,4 @@ pub async fn token_request(base: &str, form: &[(&str, &str)]) -> (u16, Value, re
     let headers = response.headers().clone();
     let (status, body) = super::status_and_json(response).await;
     (status, body, headers)
-}
-
-/// What the browser tests need from `scripts/install-deps.sh`: the venv's Python with
-/// Playwright and the MCP SDK, axe-core, Debian's chromium.
-pub fn browser_prerequisites() -> (PathBuf, PathBuf) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join("target/py-venv/bin/python");
-    let axe = root.join("target/ui-test-deps/node_modules/axe-core/axe.min.js");
-    let chromium = PathBuf::from("/usr/bin/chromium");
-    for (path, what) in [
-        (&python, "the Python venv"),
-        (&axe, "axe-core"),
-        (&chromium, "Debian's chromium"),
-    ] {
-        assert!(
-            path.exists(),
-            "{} ({what}) is missing: run scripts/install-deps.sh",
-            path.display()
-        );
-    }
-    let playwright = Command::new(&python)
-        .args(["-c", "import playwright.async_api, mcp.client.auth"])
-        .output()
-        .unwrap();
-    assert!(
-        playwright.status.success(),
-        "Playwright or the MCP SDK is not in target/py-venv: run scripts/install-deps.sh\n{}",
-        String::from_utf8_lossy(&playwright.stderr)
-    );
-    (python, axe)
 }

@@ -5,8 +5,9 @@
 //! (a work item and its decisions, [`work`]), `GET|POST /ui/sign-in`
 //! (the dev sign-in form, or the way to the identity provider), `GET /ui/sign-in/provider` and
 //! `GET /ui/sign-in/callback` (sign-in with the identity provider, [`provider`]),
-//! `POST /ui/sign-out`, the operators' processes ([`processes`]) and webhooks ([`webhooks`]) pages,
-//! and the assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
+//! `POST /ui/sign-out`, the runs area ([`run_pages`]: runs, a run's page and map, escalations,
+//! trust), the operators' processes ([`processes`]) and webhooks ([`webhooks`]) pages, and the
+//! assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
 //! every gateway of a cluster serves every page, given the same [`UiKey`].
 
 pub mod inbox;
@@ -15,6 +16,7 @@ pub mod markdown;
 mod operator;
 mod processes;
 pub mod provider;
+pub mod run_pages;
 pub mod runs;
 pub mod session;
 pub mod sign_in;
@@ -131,6 +133,7 @@ pub fn ui_routes(state: Arc<UiState>) -> Router {
         .route("/ui/sign-out", axum::routing::post(sign_in::sign_out))
         .route(provider::START_PATH, get(provider::start))
         .route(provider::CALLBACK_PATH, get(provider::callback))
+        .merge(run_pages::routes())
         .merge(processes::routes())
         .merge(webhooks::routes())
         .route(
