@@ -424,7 +424,7 @@ async fn runs_maps_escalations_and_trust_through_the_pages() {
     ] {
         let (status, html) = approver.page(path).await;
         assert_eq!(status, 403, "{path}");
-        assert!(html.contains("For operators only"), "{path}: {html}");
+        assert!(html.contains("Operators only"), "{path}: {html}");
     }
 
     // The browser: every page checked, and an operator cancels the on-time review.

@@ -9,6 +9,7 @@ use super::when::{is_before, now, time};
 use super::work::{Decision, kind_label, work_path};
 use crate::auth::IdentityKind;
 use crate::mcp::ToolName;
+use crate::ui::layout::run_path;
 use agentprocess_service::Timestamp;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -240,7 +241,7 @@ fn entry_markup(entry: &InboxEntry) -> Markup {
             }
             dl class="facts" {
                 dt { "Process" } dd { (entry.process) }
-                dt { "Run" } dd { code { (entry.run_id) } }
+                dt { "Run" } dd { a href=(run_path(&entry.run_id)) { code { (entry.run_id) } } }
                 @if let Some(since) = &entry.open_since { dt { "Open since" } dd { (time(since)) } }
                 dt { "Due" }
                 dd {

@@ -94,6 +94,22 @@ impl Page<'_> {
     }
 }
 
+/// Text safe as one segment of a path: ids and names are plain (`r_…`, `invoice-approval`);
+/// anything else is percent-encoded.
+pub fn path_segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The path of a run's page.
+pub fn run_path(run_id: &str) -> String {
+    format!("/ui/runs/{}", path_segment(run_id))
+}
+
 /// The main navigation: everyone's pages, then the operators'.
 fn nav_links(signed_in: &SignedIn) -> Vec<(&'static str, &'static str)> {
     let mut links = vec![("Inbox", "/ui"), ("Runs", "/ui/runs")];

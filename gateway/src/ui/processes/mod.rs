@@ -17,6 +17,7 @@ mod process;
 mod version;
 
 use super::UiState;
+use crate::ui::layout::path_segment;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -44,19 +45,6 @@ pub fn routes() -> Router<Arc<UiState>> {
 /// The page of process `name`.
 fn process_path(name: &str) -> String {
     format!("/ui/processes/{}", path_segment(name))
-}
-
-/// `text` made safe as one segment of a path.
-fn path_segment(text: &str) -> String {
-    let mut segment = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            segment.push(byte as char);
-        } else {
-            segment.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    segment
 }
 
 /// The `done` parameter of a page's query: which form just did what it said.

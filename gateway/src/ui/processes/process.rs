@@ -2,10 +2,11 @@
 //! publish button (refusals shown next to the roles they name), the versions with their content
 //! hashes, and the form that asks for a diff.
 
-use super::{done_of, path_segment, process_path};
+use super::{done_of, process_path};
 use crate::admin::{AdminError, bind_process_roles, publish_process};
 use crate::ui::UiState;
 use crate::ui::layout::Page;
+use crate::ui::layout::path_segment;
 use crate::ui::operator::{admin_failure_page, notice, operator_admin};
 use crate::ui::session::{SignedForm, SignedIn};
 use agentprocess_org::{CatalogRefusal, Draft, ProcessEntry};

@@ -2,11 +2,12 @@
 //! texts of a process, rendered from the admin API's diff.
 
 use super::process::roles_text;
-use super::{path_segment, process_path};
+use super::process_path;
 use crate::admin::{AdminError, process_diff};
 use crate::process_diff::{DiffLine, LineOp};
 use crate::ui::UiState;
 use crate::ui::layout::Page;
+use crate::ui::layout::path_segment;
 use crate::ui::operator::{admin_failure_page, operator_admin};
 use crate::ui::session::SignedIn;
 use axum::extract::{Path, RawQuery, State};

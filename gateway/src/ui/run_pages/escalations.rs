@@ -3,12 +3,12 @@
 //! `get_work` lists with their own work; only a person decides (spec §6.4).
 
 use super::refusal_page;
-use super::run::path_segment;
 use super::timeline::text;
 use super::{operators_only, time};
 use crate::auth::IdentityKind;
 use crate::mcp::ToolName;
 use crate::ui::UiState;
+use crate::ui::layout::path_segment;
 use crate::ui::layout::{Page, message_page};
 use crate::ui::session::SignedIn;
 use axum::extract::State;

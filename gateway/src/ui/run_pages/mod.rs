@@ -9,7 +9,7 @@ mod timeline;
 mod trust;
 
 use super::UiState;
-use super::layout::{Page, message_page};
+use super::layout::Page;
 use super::session::SignedIn;
 use crate::mcp::{ErrorCode, ToolError};
 use axum::Router;
@@ -73,15 +73,7 @@ fn refusal_notice(error: &ToolError) -> Markup {
 
 /// The 403 page of an operators' page, for everyone else.
 fn operators_only(signed_in: &SignedIn) -> Option<Response> {
-    (!signed_in.identity.operator).then(|| {
-        message_page(
-            StatusCode::FORBIDDEN,
-            "For operators only",
-            "This page is for the operators of the organization. Ask one of them if you need \
-             what it shows.",
-            Some(signed_in),
-        )
-    })
+    (!signed_in.identity.operator).then(|| super::operator::NoEntry::NotOperator.page(signed_in))
 }
 
 /// A time the tools give (RFC 3339, UTC) as people read it, in a `<time>` element that keeps

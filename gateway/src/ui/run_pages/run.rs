@@ -7,6 +7,7 @@ use crate::auth::IdentityKind;
 use crate::mcp::{ToolError, ToolName};
 use crate::ui::UiState;
 use crate::ui::layout::Page;
+use crate::ui::layout::path_segment;
 use crate::ui::session::{SignedForm, SignedIn};
 use crate::ui::signing::random_text;
 use axum::extract::{Path, State};
@@ -91,13 +92,6 @@ async fn read_run(state: &UiState, signed_in: &SignedIn, run_id: &str) -> Result
         .call(&signed_in.identity, ToolName::GetRun, json!({ "runId": run_id }))
         .await
         .map_err(|error| refusal_page("This run cannot be shown", &error, signed_in))
-}
-
-/// A run id as a path segment: run ids are plain (`r_…`), anything else is percent-encoded.
-pub fn path_segment(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
 }
 
 fn render(view: &Value, signed_in: &SignedIn, attempt: &CancelAttempt, status: StatusCode) -> Response {

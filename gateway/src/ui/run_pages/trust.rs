@@ -2,11 +2,11 @@
 //! (check-1 §4 "earn trust first") as a page: per version and checked step, how often the
 //! approver agreed with the check's verdict, per day, and each disagreement with its run.
 
-use super::run::path_segment;
 use super::{operators_only, refusal_page, time};
 use crate::Identity;
 use crate::mcp::{ToolBackend, ToolName, ToolResult};
 use crate::trust::{self, CollectedReport, Counts, DEFAULT_TRUST_RUNS, StepTrust, TrustError};
+use crate::ui::layout::path_segment;
 use crate::ui::layout::{Page, message_page};
 use crate::ui::session::{SignedIn, bad_form};
 use crate::ui::{UiRuns, UiState};

@@ -17,6 +17,7 @@ use super::signing::random_text;
 use crate::Identity;
 use crate::auth::IdentityKind;
 use crate::mcp::{ToolError, ToolName};
+use crate::ui::layout::{path_segment, run_path};
 use agentprocess_service::ErrorCode;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Path, State};
@@ -43,16 +44,6 @@ const MAX_WORK_PAGES: usize = 20;
 /// The path of the page of the item on `step_id` of `run_id`.
 pub fn work_path(run_id: &str, step_id: &str) -> String {
     format!("/ui/work/{}/{}", path_segment(run_id), path_segment(step_id))
-}
-
-/// Text safe in a path segment (run and step ids are plain names; anything else is encoded).
-fn path_segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The largest work item form taken: a few files of the largest size `upload` takes, and the
@@ -564,7 +555,7 @@ fn facts(view: &Value, step: &Value, item: Option<&Value>) -> Markup {
     html! {
         dl class="facts" {
             dt { "Process" } dd { (run["process"].as_str().unwrap_or_default()) " (version " (run["version"]) ")" }
-            dt { "Run" } dd { code { (run["id"].as_str().unwrap_or_default()) } }
+            dt { "Run" } dd { a href=(run_path(run["id"].as_str().unwrap_or_default())) { code { (run["id"].as_str().unwrap_or_default()) } } }
             @if run["mode"] == "test" { dt { "Mode" } dd { span class="badge test" { "Test run" } } }
             @if let Some(item) = item {
                 dt { "Assigned to" } dd { (run_view::assignment(&item["assignedTo"])) }
