@@ -12,6 +12,7 @@ use super::UiState;
 use super::layout::Page;
 use super::session::SignedIn;
 use crate::mcp::{ErrorCode, ToolError};
+use crate::ui::when::time;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -76,22 +77,6 @@ fn operators_only(signed_in: &SignedIn) -> Option<Response> {
     (!signed_in.identity.operator).then(|| super::operator::NoEntry::NotOperator.page(signed_in))
 }
 
-/// A time the tools give (RFC 3339, UTC) as people read it, in a `<time>` element that keeps
-/// the exact value.
-fn time(at: &str) -> Markup {
-    html! { time datetime=(at) { (readable_time(at)) } }
-}
-
-/// `2026-10-06T09:04:12.345Z` (or `+00:00`) as `2026-10-06 09:04:12 UTC`; any other text as
-/// it is.
-fn readable_time(at: &str) -> String {
-    let utc = at.ends_with('Z') || at.ends_with("+00:00");
-    match (at.get(..10), at.get(10..11), at.get(11..19)) {
-        (Some(day), Some("T"), Some(clock)) if utc => format!("{day} {clock} UTC"),
-        _ => at.to_owned(),
-    }
-}
-
 /// The first name in an issue (`limit: must be at least 1` names `limit`, `inputs.x: …`
 /// names `inputs`), which is the form field it belongs to.
 fn issue_field(issue: &str) -> &str {
@@ -103,23 +88,6 @@ fn issue_field(issue: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_read_as_utc_to_the_second() {
-        assert_eq!(
-            readable_time("2026-10-06T09:04:12.345Z"),
-            "2026-10-06 09:04:12 UTC"
-        );
-        assert_eq!(
-            readable_time("2026-10-06T09:04:12+00:00"),
-            "2026-10-06 09:04:12 UTC"
-        );
-        assert_eq!(
-            readable_time("2026-10-06T09:04:12+02:00"),
-            "2026-10-06T09:04:12+02:00"
-        );
-        assert_eq!(readable_time(""), "");
-    }
 
     #[test]
     fn an_issue_names_the_field_it_belongs_to() {
