@@ -77,6 +77,27 @@ async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock(
     // The shared clock: a move through one gateway shows on the other, and every role (3 actor
     // hosts, 2 schedulers, 2 gateways) has applied it before the move is answered.
     let clock = ClusterOrg::new(cluster.clone(), "clock");
+    // A settled cluster has a scheduler leading; the standby may still be starting, and only a
+    // role that has joined the clock is waited for. So the move waits until all seven have.
+    let keys = Keys::new("default");
+    let joined_by = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let acks = cluster
+            .store
+            .range(RangeRequest::new(keys.test_clock_acks()))
+            .await
+            .unwrap()
+            .kvs;
+        if acks.len() == 7 {
+            break;
+        }
+        assert!(
+            Instant::now() < joined_by,
+            "every role joins the test clock within a minute: {} of 7 did",
+            acks.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let before = clock.advance(0).await;
     let moved = clock.advance(3600).await;
     let after = clock.advance(0).await;
@@ -85,7 +106,6 @@ async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock(
         "{before:?} then {moved:?}"
     );
     assert!(after.as_millis() >= moved.as_millis(), "{moved:?} then {after:?}");
-    let keys = Keys::new("default");
     let acks = cluster
         .store
         .range(RangeRequest::new(keys.test_clock_acks()))
