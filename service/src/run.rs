@@ -55,6 +55,19 @@ pub enum Decision {
 }
 
 impl Decision {
+    pub const ALL: [Decision; 5] = [
+        Decision::Completed,
+        Decision::Approved,
+        Decision::Rejected,
+        Decision::Returned,
+        Decision::Failed,
+    ];
+
+    /// The decision of a name on the wire.
+    pub fn parse(text: &str) -> Option<Decision> {
+        Decision::ALL.into_iter().find(|d| d.as_str() == text)
+    }
+
     /// The name on the wire.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -112,10 +112,7 @@ fn done_notice(query: &DoneQuery) -> Option<String> {
     let decision = Decision::parse(query.done.as_deref()?)?;
     let step = query.step.as_deref().unwrap_or("the step");
     let run = query.run.as_deref().unwrap_or("the run");
-    Some(format!(
-        "Done: you {} {step} of run {run}.",
-        decision.done_phrase()
-    ))
+    Some(format!("Done: you {} {step} of run {run}.", decision.as_str()))
 }
 
 /// Every open item of the caller, in `get_work`'s order (oldest first), pages followed.

@@ -5,63 +5,19 @@ use super::fields::{FormValues, InputKind, OutputField, input_kind, output_field
 use super::posted::FILE_INPUT;
 use crate::ui::session::CSRF_FIELD;
 use crate::ui::signing::random_text;
+pub use agentprocess_service::Decision;
 use maud::{Markup, html};
 use serde_json::Value;
 
-/// A decision `decide` takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    Completed,
-    Approved,
-    Rejected,
-    Returned,
-    Failed,
-}
-
-impl Decision {
-    pub const ALL: [Decision; 5] = [
-        Decision::Completed,
-        Decision::Approved,
-        Decision::Rejected,
-        Decision::Returned,
-        Decision::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Completed => "completed",
-            Decision::Approved => "approved",
-            Decision::Rejected => "rejected",
-            Decision::Returned => "returned",
-            Decision::Failed => "failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Decision> {
-        Decision::ALL.into_iter().find(|d| d.as_str() == text)
-    }
-
-    /// The button that sends it.
-    fn button_label(self, kind: &str) -> &'static str {
-        match self {
-            Decision::Completed if kind == "task" => "Complete the task",
-            Decision::Completed => "Complete the step",
-            Decision::Approved => "Approve",
-            Decision::Rejected => "Reject",
-            Decision::Returned => "Return to the agent",
-            Decision::Failed => "Fail the run",
-        }
-    }
-
-    /// What was done, for the inbox's notice: "You approved …".
-    pub fn done_phrase(self) -> &'static str {
-        match self {
-            Decision::Completed => "completed",
-            Decision::Approved => "approved",
-            Decision::Rejected => "rejected",
-            Decision::Returned => "returned",
-            Decision::Failed => "failed",
-        }
+/// The button that sends `decision` on an item of `kind`.
+fn button_label(decision: Decision, kind: &str) -> &'static str {
+    match decision {
+        Decision::Completed if kind == "task" => "Complete the task",
+        Decision::Completed => "Complete the step",
+        Decision::Approved => "Approve",
+        Decision::Rejected => "Reject",
+        Decision::Returned => "Return to the agent",
+        Decision::Failed => "Fail the run",
     }
 }
 
@@ -297,7 +253,7 @@ fn completion_form(context: &FormContext<'_>) -> Markup {
                 (textarea("reason", "Reason", "Why this route (required with a route).", values, problems, 3))
             }
             div class="actions" {
-                button type="submit" name="decision" value="completed" { (Decision::Completed.button_label(kind)) }
+                button type="submit" name="decision" value="completed" { (button_label(Decision::Completed, kind)) }
             }
         }
     }
@@ -335,7 +291,7 @@ fn note_form(context: &FormContext<'_>, decisions: &[Decision]) -> Markup {
             div class="actions" {
                 @for decision in decisions {
                     @let class = if *decision == Decision::Approved { "" } else { "secondary" };
-                    button type="submit" class=(class) name="decision" value=(decision.as_str()) { (decision.button_label(kind)) }
+                    button type="submit" class=(class) name="decision" value=(decision.as_str()) { (button_label(*decision, kind)) }
                 }
             }
         }
