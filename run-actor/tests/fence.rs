@@ -5,7 +5,7 @@
 mod runtime_support;
 
 use agentprocess_run_actor::RunFence;
-use agentprocess_run_actor::machine::{RunId, StepId};
+use agentprocess_run_actor::machine::{ErrorCode, RunId, StepId};
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Write};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, LeaseId, RangeRequest, Store, StoreError, Txn, TxnOp};
@@ -148,4 +148,71 @@ async fn writes_pass_while_the_fence_holds() {
     let (runtime, run) = fenced_runtime(dir.path(), &store, fence).await;
     let granted = ok(claim(&runtime, &agent("a1"), &run, "diagnose", "c-1").await);
     assert!(granted["token"].is_string());
+}
+
+/// A host frozen while its shard moved answers nothing from what it read before: the new owner
+/// claimed a step meanwhile, and the frozen host, resumed, is handed the submit with that
+/// claim's token. Read from its memory the token was never issued ("does not verify"); the
+/// host must see the run changed, read it again and, as its fence no longer holds, say it does
+/// not own the run, so the caller's router sends the submit to the new owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_lost_its_shard_refuses_nothing_from_what_it_read_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let lease = hold_shard(&store).await;
+    let frozen_fence = Arc::new(OneShardFence {
+        store: store.clone(),
+        lease,
+        believes_held: AtomicBool::new(true),
+    });
+    // Starting the run leaves it in the host's memory.
+    let (frozen, run) = fenced_runtime(dir.path(), &store, frozen_fence).await;
+
+    // The shard moves to another host, which claims the step.
+    store.lease_revoke(lease).await.unwrap();
+    let owner = hold_shard(&store).await;
+    let owner_fence = Arc::new(OneShardFence {
+        store: store.clone(),
+        lease: owner,
+        believes_held: AtomicBool::new(true),
+    });
+    let new_owner = Runtime::new(
+        store.clone(),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        RuntimeConfig {
+            fence: Some(owner_fence),
+            ..RuntimeConfig::default()
+        },
+        Clock::starting_at(START),
+    );
+    let granted = ok(claim(&new_owner, &agent("a1"), &run, "diagnose", "c-1").await);
+    let token = granted["token"].as_str().unwrap().to_owned();
+    let before = snapshot(&store).await;
+
+    let submit = Write::Submit {
+        token: token.clone(),
+        submission: diagnosis(),
+    };
+    let outcome = frozen.execute(&agent("a1"), submit.clone(), "s-2").await;
+    assert!(
+        matches!(&outcome, Err(RuntimeError::NotOwner(_))),
+        "the frozen host answered from a run it read before the shard moved: {outcome:?}"
+    );
+    assert_eq!(snapshot(&store).await, before, "the frozen host wrote");
+
+    // What it answers from now on is what the store holds: the step is taken.
+    let outcome = frozen
+        .execute(
+            &agent("a2"),
+            Write::Claim {
+                run_id: run.clone(),
+                step: StepId::from_wire("diagnose"),
+            },
+            "c-2",
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused(outcome).code, ErrorCode::Conflict);
+    assert_eq!(snapshot(&store).await, before, "the frozen host wrote");
+    ok(new_owner.execute(&agent("a1"), submit, "s-2").await.unwrap());
 }

@@ -496,6 +496,23 @@ impl Actor {
             .zip(&applied.outcomes)
             .any(|(e, a)| e.request.is_some() && matches!(a, Applied::Ok { .. }));
         if !changed && !records_needed {
+            // Nothing to commit, so no fence is checked: a fenced host answers from what it
+            // read only once the store shows that is still the run (it may have been frozen
+            // while another host changed the run).
+            match self.loaded_is_current().await {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.loaded = None;
+                    return Attempt::Raced(batch);
+                }
+                Err(error) => {
+                    self.loaded = None;
+                    for envelope in batch {
+                        envelope.answer(Err(error.clone()));
+                    }
+                    return Attempt::Done;
+                }
+            }
             self.answer(batch, applied.outcomes).await;
             return Attempt::Done;
         }
@@ -623,6 +640,29 @@ impl Actor {
                 .map(Some)
                 .map_err(RuntimeError::NotOwner),
         }
+    }
+
+    /// Whether the run as this actor last read or wrote it is still the run in the store: always
+    /// when this process owns every run (nothing else writes them); else by reading the run
+    /// record's version now. A run that was not there still is not when the hot store has no
+    /// record of it (a run started, ended and archived elsewhere in between is not looked for:
+    /// that takes the archive retention, and the actor of an absent run leaves memory when idle).
+    async fn loaded_is_current(&self) -> Result<bool, RuntimeError> {
+        if self.host.config.fence.is_none() {
+            return Ok(true);
+        }
+        let loaded = self.loaded.as_ref().expect("loaded before answering");
+        let RunAddress { organization, run_id } = &self.address;
+        let (record, _) = self
+            .host
+            .store
+            .get(&self.host.keys.run(organization, run_id))
+            .await?;
+        Ok(match record {
+            Some(record) => loaded.run.is_some() && !loaded.archived && record.version == loaded.version,
+            // Archiving is the run's last change: an archived run stays as it was read.
+            None => loaded.archived || loaded.run.is_none(),
+        })
     }
 
     /// After a transaction whose compares failed: why, when it is that this host lost the
