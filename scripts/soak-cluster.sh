@@ -3,8 +3,9 @@
 # hosts, 2 schedulers, 2 gateways) at a steady rate, with ended runs archived and idempotency
 # records dropped after short windows, so what etcd holds should level off. Every SAMPLE it
 # records etcd's database size and bytes in use (the largest member), its key count, and the
-# resident memory of each kind of process; at the end it prints the load's figures and whether
-# etcd stayed flat over the last 10 minutes.
+# resident memory of each kind of process (and of each process, in processes.txt); at the end
+# it prints the load's figures, whether etcd stayed flat over the last 10 minutes, and each
+# process's memory trend.
 #
 #   DURATION   how long the load runs (default 30m)
 #   RATE       runs started per second in total (default 100)
@@ -70,6 +71,11 @@ for line in sys.stdin:
     if kind in kinds:
         kinds[kind] += int(rss)
 print(" ".join(str(kinds[k]) for k in ("etcd", "actor", "gateway", "scheduler")))')
+    # and each process by itself: elapsed, pid, kind, RSS (KiB)
+    ps -o pid=,rss=,args= --ppid "$cluster" | while read -r pid rss cmd kind _; do
+        case "$cmd" in *etcd) kind=etcd ;; esac
+        case "$kind" in etcd | actor | gateway | scheduler) echo "$now $pid $kind $rss" ;; esac
+    done >>"$out/processes.txt"
     python3 -c '
 import sys
 v = list(map(int, sys.argv[2].split()))
@@ -80,7 +86,7 @@ print(sys.argv[1], size, in_use, sys.argv[3], sys.argv[4])' "$now" "$sizes" "$ke
 done
 wait "$load" || { cat "$out/load.err"; exit 1; }
 
-python3 - "$out/samples.txt" "$out/load.json" <<'PY'
+python3 - "$out/samples.txt" "$out/load.json" "$out/processes.txt" <<'PY'
 import json, sys
 rows = [list(map(int, line.split())) for line in open(sys.argv[1]).read().splitlines()[1:]]
 load = json.load(open(sys.argv[2]))
@@ -110,4 +116,12 @@ for i, kind in enumerate(("etcd", "actor", "gateway", "scheduler")):
     print(f"resident memory, all {kind} processes: start {rows[0][col] / 1024:.0f} MiB, "
           f"last 10 min {min(r[col] for r in last) / 1024:.0f}..{max(r[col] for r in last) / 1024:.0f} MiB "
           f"(trend {slope([(r[0], r[col]) for r in last]) / 1024:+.1f} MiB/min)")
+per_process = {}
+for line in open(sys.argv[3]).read().splitlines():
+    at, pid, kind, rss = line.split()
+    per_process.setdefault((kind, pid), []).append((int(at), int(rss)))
+for (kind, pid), points in sorted(per_process.items()):
+    tail = [p for p in points if p[0] >= end - 600]
+    print(f"  {kind} {pid}: start {points[0][1] / 1024:.0f} MiB, end {points[-1][1] / 1024:.0f} MiB, "
+          f"last 10 min trend {slope(tail) / 1024:+.1f} MiB/min")
 PY

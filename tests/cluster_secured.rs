@@ -1,0 +1,298 @@
+//! A secured cluster. The roles on an etcd that serves TLS, requires client certificates and has
+//! user authentication on: an actor host and a gateway started from the built binary with the
+//! `[cluster]` TLS and user settings (the password once from the environment, once from a
+//! file) publish a process and run it through MCP; a role given a wrong password stops at start
+//! and says why. And the roles among themselves over mutual TLS: the actor host serves
+//! `https://`, the gateway reaches it with its certificate, and a role with half of those
+//! settings stops at start.
+
+mod common;
+
+use agentprocess_gateway::auth::dev::DevKey;
+use agentprocess_testkit::{ClientCerts, EtcdCluster, SecuredEtcd, TestPki, free_loopback_ports};
+use common::{Mcp, Who, publish_fixture_with, run_import};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PASSWORD: &str = "a password etcd checks";
+
+/// A role process, killed when dropped.
+struct Role(Child);
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The `[cluster]` settings of every role: the member's CA, this client's certificate and the
+/// user; the password is given each role its own way.
+fn write_settings(member: &SecuredEtcd, path: &Path, password_file: Option<&Path>) {
+    let pki = member.pki();
+    let mut toml = format!(
+        "[cluster]\netcd = [{url:?}]\netcd_ca_file = {ca:?}\netcd_cert_file = {cert:?}\n\
+         etcd_key_file = {key:?}\netcd_user = \"agentprocess\"\n",
+        url = member.client_url(),
+        ca = pki.ca_cert.display().to_string(),
+        cert = pki.client_cert.display().to_string(),
+        key = pki.client_key.display().to_string(),
+    );
+    if let Some(file) = password_file {
+        toml.push_str(&format!(
+            "etcd_password_file = {:?}\n",
+            file.display().to_string()
+        ));
+    }
+    std::fs::write(path, toml).unwrap();
+}
+
+fn start(dir: &Path, name: &str, args: &[String], env: &[(&str, &str)]) -> Role {
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(args)
+        .current_dir(dir)
+        .env("RUST_LOG", "info,rmcp=warn")
+        .envs(env.iter().copied())
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("the agentprocess binary starts");
+    Role(child)
+}
+
+fn log_of(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_work_through_an_etcd_with_tls_client_certificates_and_users() {
+    let member = SecuredEtcd::start(ClientCerts::Required);
+    member.enable_authentication("agentprocess", PASSWORD).await;
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = dir.path().join("blobs");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let uploads = format!("file://{}", blobs.display());
+    let password_file = dir.path().join("etcd-password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let actor_settings = dir.path().join("actor.toml");
+    write_settings(&member, &actor_settings, None);
+    let gateway_settings = dir.path().join("gateway.toml");
+    write_settings(&member, &gateway_settings, Some(&password_file));
+    let ports = free_loopback_ports(2);
+    let gateway_url = format!("http://127.0.0.1:{}", ports[1]);
+    let dev_key = dir.path().join("dev-signing-key");
+
+    let _actor = start(
+        dir.path(),
+        "actor",
+        &[
+            "actor".into(),
+            "--config".into(),
+            actor_settings.display().to_string(),
+            "--uploads".into(),
+            uploads.clone(),
+            "--listen".into(),
+            format!("127.0.0.1:{}", ports[0]),
+        ],
+        &[("AGENTPROCESS_CLUSTER__ETCD_PASSWORD", PASSWORD)],
+    );
+    let _gateway = start(
+        dir.path(),
+        "gateway",
+        &[
+            "gateway".into(),
+            "--config".into(),
+            gateway_settings.display().to_string(),
+            "--uploads".into(),
+            uploads.clone(),
+            "--listen".into(),
+            gateway_url.trim_start_matches("http://").to_owned(),
+            "--public-url".into(),
+            gateway_url.clone(),
+            "--dev-key".into(),
+            dev_key.display().to_string(),
+        ],
+        &[],
+    );
+
+    // Ready: the gateway read, through TLS as the user, the actor host's registration.
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = http.get(format!("{gateway_url}/readyz")).send().await;
+        if matches!(&ready, Ok(answer) if answer.status().is_success()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gateway is not ready within 60 s\nactor:\n{}\ngateway:\n{}",
+            log_of(dir.path(), "actor"),
+            log_of(dir.path(), "gateway")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let key = DevKey::load_or_create_file(&dev_key).unwrap();
+    let token = |who: Who| key.mint(&gateway_url, &who.token_request("acme"));
+    let operator = token(Who::Operator("ops@acme.test", &["ops"]));
+    publish_fixture_with("invoice-approval", |path, bindings| {
+        run_import(&gateway_url, &operator, path, bindings, true)
+    });
+    let agent = Mcp::connect(&format!("{gateway_url}/mcp"), &token(Who::Agent("agent-1"))).await;
+    let started = agent.start_invoice("INV-TLS-1").await;
+    let run_id = started["run"]["id"].as_str().expect("a run id").to_owned();
+    let run = agent.ok("get_run", serde_json::json!({ "runId": &run_id })).await;
+    assert_eq!(run["run"]["id"], run_id.as_str());
+    assert_eq!(run["run"]["state"], "active");
+    agent.close().await;
+
+    // A role with a wrong password stops at start, naming the login that failed.
+    let wrong = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["scheduler", "--config"])
+        .arg(&actor_settings)
+        .env("AGENTPROCESS_CLUSTER__ETCD_PASSWORD", "not the password")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !wrong.status.success(),
+        "a wrong password must stop the role: {stderr}"
+    );
+    assert!(
+        stderr.contains("authentication failed"),
+        "the reason names the login: {stderr}"
+    );
+}
+
+/// Architecture, "gRPC between roles": with `cluster.grpc_ca_file`, `grpc_cert_file` and
+/// `grpc_key_file` the actor host serves its run service over TLS at an `https://` URL and
+/// answers only callers the CA signed; the gateway, given its own certificate, reaches it and a
+/// run goes through MCP. (Who is refused at the handshake is checked in the proto crate's
+/// tests.) A role given only part of those settings stops at start and names what is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_talk_to_each_other_over_mutual_tls() {
+    let etcd = EtcdCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::generate(dir.path());
+    let blobs = dir.path().join("blobs");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let uploads = format!("file://{}", blobs.display());
+    let settings = |name: &str, cert: &Path, key: &Path| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[cluster]\netcd = [{etcd:?}]\ngrpc_ca_file = {ca:?}\ngrpc_cert_file = {cert:?}\n\
+                 grpc_key_file = {key:?}\n",
+                etcd = etcd.client_urls()[0],
+                ca = pki.ca_cert.display().to_string(),
+                cert = cert.display().to_string(),
+                key = key.display().to_string(),
+            ),
+        )
+        .unwrap();
+        path
+    };
+    // The actor host shows the certificate for 127.0.0.1; the gateway a client certificate.
+    let actor_settings = settings("actor.toml", &pki.server_cert, &pki.server_key);
+    let gateway_settings = settings("gateway.toml", &pki.client_cert, &pki.client_key);
+    let ports = free_loopback_ports(2);
+    let gateway_url = format!("http://127.0.0.1:{}", ports[1]);
+    let dev_key = dir.path().join("dev-signing-key");
+    let _actor = start(
+        dir.path(),
+        "actor",
+        &[
+            "actor".into(),
+            "--config".into(),
+            actor_settings.display().to_string(),
+            "--uploads".into(),
+            uploads.clone(),
+            "--listen".into(),
+            format!("127.0.0.1:{}", ports[0]),
+        ],
+        &[],
+    );
+    let _gateway = start(
+        dir.path(),
+        "gateway",
+        &[
+            "gateway".into(),
+            "--config".into(),
+            gateway_settings.display().to_string(),
+            "--uploads".into(),
+            uploads,
+            "--listen".into(),
+            gateway_url.trim_start_matches("http://").to_owned(),
+            "--public-url".into(),
+            gateway_url.clone(),
+            "--dev-key".into(),
+            dev_key.display().to_string(),
+        ],
+        &[],
+    );
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = http.get(format!("{gateway_url}/readyz")).send().await;
+        if matches!(&ready, Ok(answer) if answer.status().is_success()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gateway is not ready within 60 s\nactor:\n{}\ngateway:\n{}",
+            log_of(dir.path(), "actor"),
+            log_of(dir.path(), "gateway")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let actor_log = log_of(dir.path(), "actor");
+    assert!(
+        actor_log.contains(&format!("serving runs at https://127.0.0.1:{}", ports[0])),
+        "the actor host serves https://:\n{actor_log}"
+    );
+
+    let key = DevKey::load_or_create_file(&dev_key).unwrap();
+    let token = |who: Who| key.mint(&gateway_url, &who.token_request("acme"));
+    let operator = token(Who::Operator("ops@acme.test", &["ops"]));
+    publish_fixture_with("invoice-approval", |path, bindings| {
+        run_import(&gateway_url, &operator, path, bindings, true)
+    });
+    let agent = Mcp::connect(&format!("{gateway_url}/mcp"), &token(Who::Agent("agent-1"))).await;
+    let started = agent.start_invoice("INV-MTLS-1").await;
+    let run_id = started["run"]["id"].as_str().expect("a run id").to_owned();
+    let run = agent.ok("get_run", serde_json::json!({ "runId": &run_id })).await;
+    assert_eq!(run["run"]["state"], "active");
+    agent.close().await;
+
+    // Half the settings: the role stops before it does anything, naming what is missing.
+    let half = dir.path().join("half.toml");
+    std::fs::write(
+        &half,
+        format!(
+            "[cluster]\netcd = [{:?}]\ngrpc_ca_file = {:?}\n",
+            etcd.client_urls()[0],
+            pki.ca_cert.display().to_string()
+        ),
+    )
+    .unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["scheduler", "--config"])
+        .arg(&half)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success(),
+        "half the TLS settings must stop the role: {stderr}"
+    );
+    assert!(
+        stderr.contains("cluster.grpc_cert_file is missing")
+            && stderr.contains("cluster.grpc_key_file is missing"),
+        "the reason names the missing settings: {stderr}"
+    );
+}
