@@ -94,6 +94,19 @@ pub struct ClusterSettings {
     /// A file holding the password of `etcd_user` (a mounted secret); one trailing newline is
     /// ignored.
     pub etcd_password_file: Option<PathBuf>,
+    /// TLS between roles: the PEM file of the certificate authority that signs every role's
+    /// certificate. With `grpc_cert_file` and `grpc_key_file` it turns mutual TLS on: actor
+    /// hosts serve gRPC over TLS (`https://` URLs) and answer only callers whose certificate
+    /// this CA signed; gateways and schedulers reach them only if their certificate it signed.
+    pub grpc_ca_file: Option<PathBuf>,
+    /// TLS between roles: this role's certificate (PEM), shown by an actor host to its callers
+    /// and by a gateway or scheduler to actor hosts.
+    pub grpc_cert_file: Option<PathBuf>,
+    /// TLS between roles: the private key (PEM) of `grpc_cert_file`.
+    pub grpc_key_file: Option<PathBuf>,
+    /// TLS between roles: the name every actor host's certificate is checked against, when
+    /// their certificates do not name the host of their URLs (one certificate for all of them).
+    pub grpc_server_name: Option<String>,
     /// Virtual shards runs are spread over: fixed when the cluster is created (changing it
     /// moves runs between shards, so every role of a cluster must agree).
     pub shards: u32,
@@ -127,6 +140,10 @@ impl Default for ClusterSettings {
             etcd_user: None,
             etcd_password: None,
             etcd_password_file: None,
+            grpc_ca_file: None,
+            grpc_cert_file: None,
+            grpc_key_file: None,
+            grpc_server_name: None,
             shards: agentprocess_cluster::DEFAULT_SHARDS,
             host_lease_seconds: 5,
             leader_lease_seconds: 5,
@@ -149,6 +166,46 @@ impl ClusterSettings {
                 .etcd
                 .iter()
                 .any(|endpoint| endpoint.trim().starts_with("https://"))
+    }
+
+    /// Whether the roles talk to each other over mutual TLS.
+    pub fn grpc_tls(&self) -> bool {
+        self.grpc_ca_file.is_some()
+    }
+
+    fn grpc_security_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let files = [
+            ("grpc_ca_file", self.grpc_ca_file.is_some()),
+            ("grpc_cert_file", self.grpc_cert_file.is_some()),
+            ("grpc_key_file", self.grpc_key_file.is_some()),
+        ];
+        if files.iter().any(|(_, set)| *set) {
+            for (name, set) in files {
+                if !set {
+                    problems.push(format!(
+                        "TLS between roles needs cluster.grpc_ca_file, grpc_cert_file and \
+                         grpc_key_file together: cluster.{name} is missing"
+                    ));
+                }
+            }
+        } else if self.grpc_server_name.is_some() {
+            problems.push(
+                "cluster.grpc_server_name is set but TLS between roles is not (cluster.grpc_ca_file, \
+                 grpc_cert_file, grpc_key_file)"
+                    .to_owned(),
+            );
+        }
+        if let Some(url) = &self.advertise_url {
+            let wanted = if self.grpc_tls() { "https://" } else { "http://" };
+            if !url.trim().starts_with(wanted) {
+                problems.push(format!(
+                    "cluster.advertise_url {url:?} must start with {wanted}: TLS between roles is {}",
+                    if self.grpc_tls() { "on" } else { "off" }
+                ));
+            }
+        }
+        problems
     }
 
     fn etcd_security_problems(&self) -> Vec<String> {
@@ -420,6 +477,7 @@ impl Settings {
             problems.push("cluster.route_patience_ms must be at least 1".to_owned());
         }
         problems.extend(cluster.etcd_security_problems());
+        problems.extend(cluster.grpc_security_problems());
         let notifications = &self.notifications;
         if notifications.max_attempts == 0 {
             problems.push("notifications.max_attempts must be at least 1".to_owned());
@@ -605,6 +663,43 @@ mod tests {
         assert!(
             https_only.cluster.etcd_tls(),
             "an https endpoint turns TLS on, with the platform's roots"
+        );
+    }
+
+    #[test]
+    fn tls_between_roles_is_all_three_files_or_none_and_the_advertised_url_agrees() {
+        let half = file("[cluster]\ngrpc_cert_file = \"host.pem\"\ngrpc_server_name = \"actor\"\n");
+        let error = Settings::load(Some(half.path()), FlagSettings::default()).unwrap_err();
+        for expected in [
+            "cluster.grpc_ca_file is missing",
+            "cluster.grpc_key_file is missing",
+        ] {
+            assert!(error.to_string().contains(expected), "{expected} in {error}");
+        }
+        let name_only = file("[cluster]\ngrpc_server_name = \"actor\"\n");
+        let error = Settings::load(Some(name_only.path()), FlagSettings::default()).unwrap_err();
+        assert!(error.to_string().contains("grpc_server_name is set"), "{error}");
+        let plain_url = file(
+            "[cluster]\ngrpc_ca_file = \"ca.pem\"\ngrpc_cert_file = \"host.pem\"\n\
+             grpc_key_file = \"host-key.pem\"\nadvertise_url = \"http://actor-0:7070\"\n",
+        );
+        let error = Settings::load(Some(plain_url.path()), FlagSettings::default()).unwrap_err();
+        assert!(error.to_string().contains("must start with https://"), "{error}");
+        let https_without = file("[cluster]\nadvertise_url = \"https://actor-0:7070\"\n");
+        let error = Settings::load(Some(https_without.path()), FlagSettings::default()).unwrap_err();
+        assert!(error.to_string().contains("must start with http://"), "{error}");
+
+        let whole = file(
+            "[cluster]\ngrpc_ca_file = \"ca.pem\"\ngrpc_cert_file = \"host.pem\"\n\
+             grpc_key_file = \"host-key.pem\"\nadvertise_url = \"https://actor-0:7070\"\n",
+        );
+        let whole = Settings::load(Some(whole.path()), FlagSettings::default()).unwrap();
+        assert!(whole.cluster.grpc_tls());
+        assert!(
+            !Settings::load(None, FlagSettings::default())
+                .unwrap()
+                .cluster
+                .grpc_tls()
         );
     }
 

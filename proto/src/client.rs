@@ -1,6 +1,7 @@
 //! [`RunService`] over gRPC: what a gateway or the scheduler holds when the actors run elsewhere.
 
 use crate::convert::{self, WireError};
+use crate::tls::RoleTls;
 use crate::wire;
 use crate::wire::run_service_client::RunServiceClient;
 use agentprocess_service::{
@@ -29,6 +30,8 @@ pub struct ClientOptions {
     pub request_timeout: Duration,
     /// The largest message sent or received (an upload travels in one message).
     pub max_message_bytes: usize,
+    /// Mutual TLS to actor hosts (`https://` URLs); `None`: plain HTTP/2 (`http://` URLs).
+    pub tls: Option<RoleTls>,
 }
 
 impl Default for ClientOptions {
@@ -37,6 +40,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             max_message_bytes: crate::DEFAULT_MAX_MESSAGE_BYTES,
+            tls: None,
         }
     }
 }
@@ -50,16 +54,38 @@ pub struct BadUrl {
 }
 
 impl GrpcRunService {
-    /// A client of the run service at `url` (`http://host:port`). It connects on first use and
-    /// again after the host went away, so it can be made before the host is up.
+    /// A client of the run service at `url`: `https://host:port` with TLS between roles,
+    /// `http://host:port` without. It connects on first use and again after the host went away,
+    /// so it can be made before the host is up.
     pub fn new(url: &str, options: &ClientOptions) -> Result<Self, BadUrl> {
-        let endpoint = Endpoint::from_shared(url.to_string())
-            .map_err(|e| BadUrl {
-                url: url.to_string(),
-                reason: e.to_string(),
-            })?
+        let bad = |reason: String| BadUrl {
+            url: url.to_string(),
+            reason,
+        };
+        let mut endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| bad(e.to_string()))?
             .connect_timeout(options.connect_timeout)
             .timeout(options.request_timeout);
+        match (&options.tls, endpoint.uri().scheme_str()) {
+            (Some(tls), Some("https")) => {
+                endpoint = endpoint
+                    .tls_config(tls.client_config())
+                    .map_err(|e| bad(e.to_string()))?;
+            }
+            (None, Some("http")) => {}
+            (Some(_), _) => {
+                return Err(bad(
+                    "TLS between roles is on, so actor hosts must be reached at https:// URLs".into(),
+                ));
+            }
+            (None, _) => {
+                return Err(bad(
+                    "an https:// actor host needs the cluster's TLS settings between roles \
+                     (cluster.grpc_ca_file, grpc_cert_file, grpc_key_file)"
+                        .into(),
+                ));
+            }
+        }
         let client = RunServiceClient::new(endpoint.connect_lazy())
             .max_decoding_message_size(options.max_message_bytes)
             .max_encoding_message_size(options.max_message_bytes);
@@ -73,11 +99,23 @@ fn unavailable(status: tonic::Status) -> ServiceError {
     if status.code() == tonic::Code::FailedPrecondition {
         return ServiceError::NotOwner(status.message().to_string());
     }
-    ServiceError::Unavailable(format!(
+    let mut message = format!(
         "the run service answered {:?}: {}",
         status.code(),
         status.message()
-    ))
+    );
+    // A transport failure says only "transport error"; its causes say what failed (a refused
+    // certificate, a reset connection).
+    let mut cause = std::error::Error::source(&status);
+    while let Some(error) = cause {
+        let text = error.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = error.source();
+    }
+    ServiceError::Unavailable(message)
 }
 
 /// `message` as a request carrying the trace context of the call being served, if any, in

@@ -5,11 +5,13 @@
 //! convert.rs   the service layer's types to wire messages and back (the only place they meet)
 //! client.rs    GrpcRunService: RunService over a tonic channel; every failure is `retry`
 //! server.rs    run_service_server: any RunService behind a tonic server
+//! tls.rs       RoleTls: mutual TLS between roles (actor hosts require callers' certificates)
 //! ```
 
 mod client;
 mod convert;
 mod server;
+mod tls;
 
 /// The generated messages and service stubs of `agentprocess.run.v1`.
 #[allow(
@@ -25,6 +27,7 @@ pub mod wire {
 pub use client::{BadUrl, ClientOptions, GrpcRunService};
 pub use convert::WireError;
 pub use server::{RunServiceHost, run_service_server};
+pub use tls::{BadTls, RoleTls};
 
 /// The largest message either side accepts by default: an upload of the gateway's default
 /// limit (10 MiB) travels in one message, with room to spare.

@@ -4,7 +4,7 @@
 
 use agentprocess_proto::wire::run_service_client::RunServiceClient;
 use agentprocess_proto::{
-    ClientOptions, DEFAULT_MAX_MESSAGE_BYTES, GrpcRunService, run_service_server, wire,
+    ClientOptions, DEFAULT_MAX_MESSAGE_BYTES, GrpcRunService, RoleTls, run_service_server, wire,
 };
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
 use agentprocess_service::trace::{self, TraceParent};
@@ -561,4 +561,150 @@ async fn the_callers_trace_context_reaches_the_host() {
         *recorder.traces.lock().unwrap(),
         vec![Some(traced), Some(traced), None]
     );
+}
+
+/// Mutual TLS between roles: `RoleTls` from the test CA's PEM files.
+fn role_tls(ca: &std::path::Path, cert: &std::path::Path, key: &std::path::Path) -> RoleTls {
+    let read = |path: &std::path::Path| std::fs::read(path).unwrap();
+    RoleTls::new(read(ca), read(cert), read(key), None).expect("usable TLS material")
+}
+
+/// Serves `service` on a loopback port with `tls`; its `https://` URL.
+async fn serve_tls(service: Arc<dyn RunService>, tls: &RoleTls) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .tls_config(tls.server_config())
+            .unwrap()
+            .add_service(run_service_server(service, DEFAULT_MAX_MESSAGE_BYTES))
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    url
+}
+
+fn tls_client(url: &str, tls: Option<RoleTls>) -> Result<GrpcRunService, agentprocess_proto::BadUrl> {
+    GrpcRunService::new(
+        url,
+        &ClientOptions {
+            tls,
+            ..ClientOptions::default()
+        },
+    )
+}
+
+/// Architecture, "gRPC between roles" (the caller's identity travels as typed fields, so the
+/// channel itself must be trusted): with TLS between roles an actor host answers a caller whose
+/// certificate the cluster's CA signed, and nobody else reaches its service: not a caller
+/// without a certificate, not one whose certificate another CA signed, not plain HTTP/2; and a
+/// caller refuses a host whose certificate its CA did not sign.
+#[tokio::test]
+async fn with_tls_between_roles_only_callers_the_ca_signed_reach_an_actor_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = agentprocess_testkit::TestPki::generate(dir.path());
+    let recorder = Recorder::answering(Ok(ToolOutcome::Ok(json!({ "run": "seen" }))));
+    let host = role_tls(&pki.ca_cert, &pki.server_cert, &pki.server_key);
+    let url = serve_tls(recorder.clone(), &host).await;
+    let run: RunId = "r_1".into();
+
+    let trusted = tls_client(
+        &url,
+        Some(role_tls(&pki.ca_cert, &pki.client_cert, &pki.client_key)),
+    )
+    .unwrap();
+    let answer = trusted.get_run(&agent(), &run).await.unwrap();
+    assert_eq!(answer, ToolOutcome::Ok(json!({ "run": "seen" })));
+    assert_eq!(recorder.seen.lock().unwrap().len(), 1);
+
+    let stranger = tls_client(
+        &url,
+        Some(role_tls(&pki.ca_cert, &pki.stranger_cert, &pki.stranger_key)),
+    )
+    .unwrap();
+    let refused = stranger.get_run(&agent(), &run).await;
+    assert!(
+        matches!(&refused, Err(ServiceError::Unavailable(why)) if why.contains("UnknownCA")),
+        "{refused:?}"
+    );
+
+    // Trusts the CA but shows no certificate.
+    let anonymous = tonic::transport::Endpoint::from_shared(url.clone())
+        .unwrap()
+        .tls_config(tonic::transport::ClientTlsConfig::new().ca_certificate(
+            tonic::transport::Certificate::from_pem(std::fs::read(&pki.ca_cert).unwrap()),
+        ))
+        .unwrap();
+    let mut raw = RunServiceClient::new(anonymous.connect_lazy());
+    let refused = raw
+        .get_run(wire::GetRunRequest {
+            caller: Some(wire::Caller {
+                organization: "acme".into(),
+                operator: false,
+                kind: Some(wire::caller::Kind::Agent(wire::Agent { id: "a".into() })),
+            }),
+            run_id: run.to_string(),
+        })
+        .await;
+    let status = refused.expect_err("a caller without a certificate was answered");
+    assert!(
+        format!("{status:?}").contains("CertificateRequired"),
+        "{status:?}"
+    );
+
+    let plain = url.replace("https://", "http://");
+    let refused = tls_client(&plain, None).unwrap().get_run(&agent(), &run).await;
+    assert!(
+        matches!(&refused, Err(ServiceError::Unavailable(_))),
+        "{refused:?}"
+    );
+
+    // A caller that trusts another CA does not talk to this host.
+    let misled = tls_client(
+        &url,
+        Some(role_tls(&pki.stranger_ca_cert, &pki.client_cert, &pki.client_key)),
+    )
+    .unwrap();
+    let refused = misled.get_run(&agent(), &run).await;
+    assert!(
+        matches!(&refused, Err(ServiceError::Unavailable(why)) if why.contains("UnknownIssuer")),
+        "{refused:?}"
+    );
+
+    assert_eq!(
+        recorder.seen.lock().unwrap().len(),
+        1,
+        "only the trusted caller reached the service"
+    );
+}
+
+/// A URL's scheme must match whether TLS between roles is on, and unusable TLS material is
+/// refused when it is read, each with the reason.
+#[tokio::test]
+async fn tls_between_roles_is_checked_before_any_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = agentprocess_testkit::TestPki::generate(dir.path());
+    let tls = role_tls(&pki.ca_cert, &pki.client_cert, &pki.client_key);
+    let error = tls_client("http://127.0.0.1:1", Some(tls)).unwrap_err();
+    assert!(
+        error.to_string().contains("must be reached at https://"),
+        "{error}"
+    );
+    let error = tls_client("https://127.0.0.1:1", None).unwrap_err();
+    assert!(error.to_string().contains("cluster.grpc_ca_file"), "{error}");
+
+    let ca = std::fs::read(&pki.ca_cert).unwrap();
+    let cert = std::fs::read(&pki.client_cert).unwrap();
+    let key = std::fs::read(&pki.client_key).unwrap();
+    let error = RoleTls::new(b"not a certificate".to_vec(), cert.clone(), key.clone(), None).unwrap_err();
+    assert!(
+        error.to_string().contains("CA certificate is not a PEM"),
+        "{error}"
+    );
+    let error = RoleTls::new(ca.clone(), cert.clone(), cert.clone(), None).unwrap_err();
+    assert!(
+        error.to_string().contains("key is not a PEM private key"),
+        "{error}"
+    );
+    let error = RoleTls::new(ca, key.clone(), key, None).unwrap_err();
+    assert!(error.to_string().contains("certificate is not a PEM"), "{error}");
 }

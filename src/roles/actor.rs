@@ -33,8 +33,8 @@ pub struct ActorArgs {
     /// Where the gRPC run service listens [default: 127.0.0.1:7070].
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// The URL other roles reach this host at [default: http://<listen>; setting:
-    /// cluster.advertise_url].
+    /// The URL other roles reach this host at [default: http://<listen>, or https://<listen>
+    /// with TLS between roles; setting: cluster.advertise_url].
     #[arg(long, value_name = "URL")]
     advertise_url: Option<String>,
     /// How long a claim lasts before it must be renewed, in seconds [default: 600].
@@ -86,6 +86,7 @@ impl RunFence for ShardFence {
 }
 
 async fn actor(settings: Settings) -> anyhow::Result<()> {
+    let tls = super::role_tls(&settings.cluster)?;
     let (store, keys) = connect_etcd(&settings).await?;
     let blobs = shared_blobs(&settings, "actor")?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -96,7 +97,10 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
         .cluster
         .advertise_url
         .clone()
-        .unwrap_or_else(|| format!("http://{local}"));
+        .unwrap_or_else(|| match tls {
+            Some(_) => format!("https://{local}"),
+            None => format!("http://{local}"),
+        });
     let host = HostRecord {
         id: super::incarnation_id("actor"),
         url: url.clone(),
@@ -152,14 +156,20 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION"),
         membership.host_id()
     );
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &tls {
+        // Callers must show a certificate the cluster's CA signed.
+        builder = builder
+            .tls_config(tls.server_config())
+            .context("cluster.grpc_cert_file and grpc_key_file cannot serve TLS")?;
+    }
     let (stop_serving, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(server)
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
-                let _ = stopped.await;
-            }),
-    );
+    let serving = tokio::spawn(builder.add_service(server).serve_with_incoming_shutdown(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     super::shutdown_signal().await;
     eprintln!("agentprocess: handing this host's shards over");
     membership.leave().await;

@@ -89,7 +89,7 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         .context("cannot read the cluster's shard map")?;
     let runs = Arc::new(RoutedRunService::new(
         map.clone(),
-        super::routing_options(&settings),
+        super::routing_options(&settings)?,
     ));
     let gateway = settings.gateway();
     // The file link key: files.key when set, else a key file beside the shared dev key (so

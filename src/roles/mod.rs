@@ -17,7 +17,7 @@ mod test_clock;
 
 use crate::settings::{ClusterFlags, ClusterSettings, FlagSettings, Settings};
 use agentprocess_cluster::RoutingOptions;
-use agentprocess_proto::ClientOptions;
+use agentprocess_proto::{ClientOptions, RoleTls};
 use agentprocess_run_actor::runtime::{BlobStore, RuntimeConfig, blob_store_from_url};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{EtcdOptions, EtcdStore, EtcdTls, EtcdUser, Store};
@@ -176,15 +176,46 @@ fn shared_blobs(settings: &Settings, role: &str) -> anyhow::Result<Arc<dyn BlobS
 }
 
 /// How gateways and the scheduler reach actor hosts.
-fn routing_options(settings: &Settings) -> RoutingOptions {
-    RoutingOptions {
+fn routing_options(settings: &Settings) -> anyhow::Result<RoutingOptions> {
+    Ok(RoutingOptions {
         shards: settings.cluster.shards,
         patience: Duration::from_millis(settings.cluster.route_patience_ms),
         client: ClientOptions {
             max_message_bytes: grpc_message_bytes(settings),
+            tls: role_tls(&settings.cluster)?,
             ..ClientOptions::default()
         },
-    }
+    })
+}
+
+/// This role's TLS between roles, its files read and checked now so a missing or unusable one
+/// stops the role at start with its name; `None` when TLS between roles is off.
+pub(crate) fn role_tls(cluster: &ClusterSettings) -> anyhow::Result<Option<RoleTls>> {
+    let (Some(ca), Some(cert), Some(key)) = (
+        &cluster.grpc_ca_file,
+        &cluster.grpc_cert_file,
+        &cluster.grpc_key_file,
+    ) else {
+        return Ok(None);
+    };
+    let read = |setting: &str, path: &Path| {
+        std::fs::read(path).with_context(|| format!("cluster.{setting}: cannot read {}", path.display()))
+    };
+    let tls = RoleTls::new(
+        read("grpc_ca_file", ca)?,
+        read("grpc_cert_file", cert)?,
+        read("grpc_key_file", key)?,
+        cluster.grpc_server_name.clone(),
+    )
+    .with_context(|| {
+        format!(
+            "cluster.grpc_ca_file {}, grpc_cert_file {}, grpc_key_file {}",
+            ca.display(),
+            cert.display(),
+            key.display()
+        )
+    })?;
+    Ok(Some(tls))
 }
 
 /// The largest gRPC message between roles: an upload travels in one, so room for the largest

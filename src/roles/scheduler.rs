@@ -39,7 +39,7 @@ async fn scheduler(settings: Settings) -> anyhow::Result<()> {
     let map = ShardMap::watch(store.clone(), keys.clone(), settings.cluster.shards)
         .await
         .context("cannot read the cluster's shard map")?;
-    let runs = Arc::new(RoutedRunService::new(map, routing_options(&settings)));
+    let runs = Arc::new(RoutedRunService::new(map, routing_options(&settings)?));
     let transport = Arc::new(HttpTransport::new(Duration::from_secs(
         settings.webhook_timeout_seconds,
     )));

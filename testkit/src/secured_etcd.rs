@@ -37,6 +37,10 @@ pub struct TestPki {
     /// A second CA that signed nothing the member trusts: a client that trusts only it must
     /// be refused.
     pub stranger_ca_cert: PathBuf,
+    /// A certificate for `127.0.0.1` and `localhost` (server and client use) that the second CA
+    /// signed: whoever shows it must be refused by anyone who trusts only the first.
+    pub stranger_cert: PathBuf,
+    pub stranger_key: PathBuf,
 }
 
 impl TestPki {
@@ -58,6 +62,20 @@ impl TestPki {
         let server_cert = server
             .signed_by(&server_key, &ca)
             .expect("sign the server certificate");
+        let stranger_key = KeyPair::generate().expect("stranger key");
+        let mut stranger_params =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+                .expect("stranger certificate names");
+        stranger_params
+            .distinguished_name
+            .push(DnType::CommonName, "a host nobody here trusts");
+        stranger_params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let stranger_cert = stranger_params
+            .signed_by(&stranger_key, &stranger)
+            .expect("sign the stranger's certificate");
         let client_key = KeyPair::generate().expect("client key");
         let mut client = CertificateParams::new(Vec::<String>::new()).expect("client certificate");
         client.distinguished_name.push(DnType::CommonName, "agentprocess");
@@ -78,6 +96,8 @@ impl TestPki {
             client_cert: write("client.pem", client_cert.pem()),
             client_key: write("client-key.pem", client_key.serialize_pem()),
             stranger_ca_cert: write("stranger-ca.pem", stranger.pem()),
+            stranger_cert: write("stranger.pem", stranger_cert.pem()),
+            stranger_key: write("stranger-key.pem", stranger_key.serialize_pem()),
         }
     }
 }
