@@ -28,8 +28,9 @@ pub(crate) async fn run(
             Err(error) => tracing::warn!(%error, "expired idempotency records cannot be removed now"),
         }
         tokio::select! {
-            _ = tokio::time::sleep(config.cleanup_every) => {}
+            biased;
             _ = stopped.changed() => return,
+            _ = tokio::time::sleep(config.cleanup_every) => {}
         }
     }
 }

@@ -57,6 +57,9 @@ pub struct SchedulerConfig {
     pub outbox_poll: Duration,
     /// How often expired idempotency records are removed.
     pub cleanup_every: Duration,
+    /// How long `stop` waits for the tasks to end by themselves (one may be in a store call
+    /// that waits out its timeout, or retrying a store that is down) before it aborts them.
+    pub stop_patience: Duration,
     /// Where the scheduler records its metrics: the process-wide meter provider by default.
     pub metrics: SchedulerMetrics,
 }
@@ -71,6 +74,7 @@ impl Default for SchedulerConfig {
             max_backoff: Duration::from_secs(300),
             outbox_poll: Duration::from_secs(5),
             cleanup_every: Duration::from_secs(60),
+            stop_patience: Duration::from_secs(5),
             metrics: SchedulerMetrics::global(),
         }
     }
@@ -107,6 +111,7 @@ impl SchedulerLiveness {
 #[derive(Debug)]
 pub struct Scheduler {
     stop: watch::Sender<bool>,
+    stop_patience: Duration,
     tasks: Vec<JoinHandle<()>>,
     timers: Arc<timers::WindowStats>,
     swept_at_ms: Arc<AtomicI64>,
@@ -119,6 +124,7 @@ impl Scheduler {
         let timer_stats = Arc::new(timers::WindowStats::default());
         let swept_at_ms = Arc::new(AtomicI64::new(0));
         let parts = Arc::new(parts);
+        let stop_patience = config.stop_patience;
         let tasks = vec![
             tokio::spawn(timers::run(
                 parts.clone(),
@@ -136,6 +142,7 @@ impl Scheduler {
         ];
         Scheduler {
             stop,
+            stop_patience,
             tasks,
             timers: timer_stats,
             swept_at_ms,
@@ -172,11 +179,19 @@ impl Scheduler {
         Timestamp::from_millis(self.swept_at_ms.load(Ordering::Acquire))
     }
 
-    /// Stops every task and waits for them.
+    /// Stops every task and waits for them: each ends at its next look at the stop signal, and
+    /// those still running after `stop_patience` (stuck in a store that does not answer) are
+    /// aborted. Nothing is lost either way: a timer whose firing was cut off is still in the
+    /// index, a notification whose delivery was cut off is still in the outbox (delivery is at
+    /// least once), and a sweep cut off is done again by the next.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
-        for task in self.tasks {
-            let _ = task.await;
+        let deadline = tokio::time::Instant::now() + self.stop_patience;
+        for mut task in self.tasks {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                task.abort();
+                let _ = task.await;
+            }
         }
     }
 }

@@ -131,6 +131,12 @@ pub(crate) async fn run(
     let mut in_flight: HashMap<Vec<u8>, ()> = HashMap::new();
     let mut deliveries: JoinSet<(Vec<u8>, Value, Result<Delivered, StoreError>)> = JoinSet::new();
     loop {
+        // Each pass looks at the stop signal first: the select below may find other branches
+        // ready as well, pass after pass.
+        if stopped.has_changed().unwrap_or(true) {
+            deliveries.shutdown().await;
+            return;
+        }
         // Look at the outbox: start deliveries of entries neither in flight nor waiting.
         let now = Instant::now();
         let page = parts
@@ -179,6 +185,10 @@ pub(crate) async fn run(
         let poll = Instant::now() + config.outbox_poll;
         let wake = next_retry.map_or(poll, |r| r.min(poll));
         tokio::select! {
+            _ = stopped.changed() => {
+                deliveries.shutdown().await;
+                return;
+            }
             _ = tokio::time::sleep_until(wake) => {}
             _ = parts.hints.next_outbox_hint() => {}
             Some(done) = deliveries.join_next(), if !deliveries.is_empty() => {
@@ -234,10 +244,6 @@ pub(crate) async fn run(
                 if !deliveries.is_empty() {
                     continue;
                 }
-            }
-            _ = stopped.changed() => {
-                deliveries.shutdown().await;
-                return;
             }
         }
     }

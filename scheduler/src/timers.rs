@@ -94,6 +94,12 @@ pub(crate) async fn run(
     // Taken before the first read of the clock, so no jump between a read and a wait is missed.
     let mut jumps = window.parts.clock.jumps();
     loop {
+        // Each pass looks at the stop signal first: the select below may find other branches
+        // ready as well, pass after pass.
+        if stopped.has_changed().unwrap_or(true) {
+            firing.shutdown().await;
+            return;
+        }
         // One reading of the clock per pass: a timer a hint named is in the window before the
         // timers due at that reading fire.
         let clock = window.parts.clock.clone();
@@ -104,8 +110,13 @@ pub(crate) async fn run(
         if window.reload {
             if let Err(error) = window.load().await {
                 tracing::warn!(%error, "the timer index cannot be read; retrying in 500 ms");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                    _ = stopped.changed() => {
+                        firing.shutdown().await;
+                        return;
+                    }
+                }
             }
             window.reload = false;
             window.pending_hint = None;
@@ -161,6 +172,10 @@ pub(crate) async fn run(
         let wake = [next_fire, next_retry, next_hinted].into_iter().flatten().min();
         let can_fire = firing.len() < window.config.max_firing;
         tokio::select! {
+            _ = stopped.changed() => {
+                firing.shutdown().await;
+                return;
+            }
             _ = async { tokio::time::sleep_until(wake.expect("guarded")).await }, if wake.is_some() && can_fire => {
                 if next_retry.is_some_and(|r| r <= Instant::now()) {
                     window.reload = true;
@@ -186,10 +201,6 @@ pub(crate) async fn run(
                 if window.timers.is_empty() && !window.complete {
                     window.reload = true;
                 }
-            }
-            _ = stopped.changed() => {
-                firing.shutdown().await;
-                return;
             }
         }
     }

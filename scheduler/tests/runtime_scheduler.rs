@@ -13,7 +13,7 @@ use agentprocess_scheduler::{
     HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerMetrics, SchedulerParts,
     StoreWatchHints, Webhook, configure_webhook, dead_letters, metrics, sign,
 };
-use agentprocess_store::{EmbeddedOptions, EmbeddedStore, RangeRequest};
+use agentprocess_store::{EmbeddedOptions, EmbeddedStore, RangeRequest, StoreError};
 use indexmap::IndexMap;
 use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
@@ -840,6 +840,71 @@ async fn liveness_is_running_until_the_scheduler_stops() {
     let liveness = scheduler.liveness();
     assert!(liveness.is_running());
     scheduler.stop().await;
+    assert!(!liveness.is_running());
+}
+
+/// A store that never answers: etcd cut off, each call waiting out a timeout that never ends.
+#[derive(Debug)]
+struct Unanswering;
+
+#[async_trait::async_trait]
+impl agentprocess_store::Store for Unanswering {
+    async fn get(&self, _: &[u8]) -> Result<(Option<agentprocess_store::KeyValue>, i64), StoreError> {
+        std::future::pending().await
+    }
+    async fn range(&self, _: RangeRequest) -> Result<agentprocess_store::RangeResult, StoreError> {
+        std::future::pending().await
+    }
+    async fn txn(&self, _: agentprocess_store::Txn) -> Result<agentprocess_store::TxnResult, StoreError> {
+        std::future::pending().await
+    }
+    async fn lease_grant(&self, _: i64) -> Result<agentprocess_store::LeaseGrant, StoreError> {
+        std::future::pending().await
+    }
+    async fn lease_keep_alive(&self, _: agentprocess_store::LeaseId) -> Result<i64, StoreError> {
+        std::future::pending().await
+    }
+    async fn lease_revoke(&self, _: agentprocess_store::LeaseId) -> Result<(), StoreError> {
+        std::future::pending().await
+    }
+    async fn lease_time_to_live(
+        &self,
+        _: agentprocess_store::LeaseId,
+    ) -> Result<Option<agentprocess_store::LeaseStatus>, StoreError> {
+        std::future::pending().await
+    }
+    async fn watch(
+        &self,
+        _: agentprocess_store::KeyRange,
+        _: Option<i64>,
+    ) -> Result<agentprocess_store::WatchStream, StoreError> {
+        std::future::pending().await
+    }
+}
+
+/// A scheduler told to stop while its store does not answer (a leader given SIGTERM while etcd
+/// is unreachable) stops within its patience: its tasks are aborted where they wait, rather than
+/// the process waiting on them for as long as the store stays away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_stops_within_its_patience_when_the_store_does_not_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, runtime) = open(dir.path(), START).await;
+    let parts = SchedulerParts {
+        store: Arc::new(Unanswering),
+        ..parts(&runtime)
+    };
+    let config = SchedulerConfig {
+        stop_patience: Duration::from_millis(300),
+        ..quick()
+    };
+    let scheduler = Scheduler::start(parts, transport(), config);
+    let liveness = scheduler.liveness();
+    // Every task is now inside a store call.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(liveness.is_running());
+    tokio::time::timeout(Duration::from_secs(10), scheduler.stop())
+        .await
+        .expect("the scheduler stops although its store does not answer");
     assert!(!liveness.is_running());
 }
 
