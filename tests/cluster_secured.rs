@@ -11,7 +11,7 @@ mod common;
 use agentprocess_gateway::auth::dev::DevKey;
 use agentprocess_testkit::{ClientCerts, EtcdCluster, SecuredEtcd, TestPki, free_loopback_ports};
 use common::{Mcp, Who, publish_fixture_with, run_import};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -66,26 +66,30 @@ fn log_of(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn roles_work_through_an_etcd_with_tls_client_certificates_and_users() {
-    let member = SecuredEtcd::start(ClientCerts::Required);
-    member.enable_authentication("agentprocess", PASSWORD).await;
-    let dir = tempfile::tempdir().unwrap();
-    let blobs = dir.path().join("blobs");
+/// An actor host and a gateway of one cluster, started from the built binary with their
+/// settings files, and ready: the gateway saw the actor host's registration.
+struct ActorAndGateway {
+    _actor: Role,
+    _gateway: Role,
+    actor_port: u16,
+    gateway_url: String,
+    dev_key: PathBuf,
+}
+
+async fn actor_and_gateway(
+    dir: &Path,
+    actor_settings: &Path,
+    gateway_settings: &Path,
+    actor_env: &[(&str, &str)],
+) -> ActorAndGateway {
+    let blobs = dir.join("blobs");
     std::fs::create_dir_all(&blobs).unwrap();
     let uploads = format!("file://{}", blobs.display());
-    let password_file = dir.path().join("etcd-password");
-    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-    let actor_settings = dir.path().join("actor.toml");
-    write_settings(&member, &actor_settings, None);
-    let gateway_settings = dir.path().join("gateway.toml");
-    write_settings(&member, &gateway_settings, Some(&password_file));
     let ports = free_loopback_ports(2);
     let gateway_url = format!("http://127.0.0.1:{}", ports[1]);
-    let dev_key = dir.path().join("dev-signing-key");
-
-    let _actor = start(
-        dir.path(),
+    let dev_key = dir.join("dev-signing-key");
+    let actor = start(
+        dir,
         "actor",
         &[
             "actor".into(),
@@ -96,17 +100,17 @@ async fn roles_work_through_an_etcd_with_tls_client_certificates_and_users() {
             "--listen".into(),
             format!("127.0.0.1:{}", ports[0]),
         ],
-        &[("AGENTPROCESS_CLUSTER__ETCD_PASSWORD", PASSWORD)],
+        actor_env,
     );
-    let _gateway = start(
-        dir.path(),
+    let gateway = start(
+        dir,
         "gateway",
         &[
             "gateway".into(),
             "--config".into(),
             gateway_settings.display().to_string(),
             "--uploads".into(),
-            uploads.clone(),
+            uploads,
             "--listen".into(),
             gateway_url.trim_start_matches("http://").to_owned(),
             "--public-url".into(),
@@ -116,8 +120,6 @@ async fn roles_work_through_an_etcd_with_tls_client_certificates_and_users() {
         ],
         &[],
     );
-
-    // Ready: the gateway read, through TLS as the user, the actor host's registration.
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -128,25 +130,65 @@ async fn roles_work_through_an_etcd_with_tls_client_certificates_and_users() {
         assert!(
             Instant::now() < deadline,
             "the gateway is not ready within 60 s\nactor:\n{}\ngateway:\n{}",
-            log_of(dir.path(), "actor"),
-            log_of(dir.path(), "gateway")
+            log_of(dir, "actor"),
+            log_of(dir, "gateway")
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    ActorAndGateway {
+        _actor: actor,
+        _gateway: gateway,
+        actor_port: ports[0],
+        gateway_url,
+        dev_key,
+    }
+}
 
-    let key = DevKey::load_or_create_file(&dev_key).unwrap();
-    let token = |who: Who| key.mint(&gateway_url, &who.token_request("acme"));
-    let operator = token(Who::Operator("ops@acme.test", &["ops"]));
-    publish_fixture_with("invoice-approval", |path, bindings| {
-        run_import(&gateway_url, &operator, path, bindings, true)
-    });
-    let agent = Mcp::connect(&format!("{gateway_url}/mcp"), &token(Who::Agent("agent-1"))).await;
-    let started = agent.start_invoice("INV-TLS-1").await;
-    let run_id = started["run"]["id"].as_str().expect("a run id").to_owned();
-    let run = agent.ok("get_run", serde_json::json!({ "runId": &run_id })).await;
-    assert_eq!(run["run"]["id"], run_id.as_str());
-    assert_eq!(run["run"]["state"], "active");
-    agent.close().await;
+impl ActorAndGateway {
+    /// Publishes the invoice process and starts a run of it through MCP; checks the run is
+    /// active when read back.
+    async fn run_an_invoice(&self, invoice: &str) {
+        let key = DevKey::load_or_create_file(&self.dev_key).unwrap();
+        let token = |who: Who| key.mint(&self.gateway_url, &who.token_request("acme"));
+        let operator = token(Who::Operator("ops@acme.test", &["ops"]));
+        publish_fixture_with("invoice-approval", |path, bindings| {
+            run_import(&self.gateway_url, &operator, path, bindings, true)
+        });
+        let agent = Mcp::connect(
+            &format!("{}/mcp", self.gateway_url),
+            &token(Who::Agent("agent-1")),
+        )
+        .await;
+        let started = agent.start_invoice(invoice).await;
+        let run_id = started["run"]["id"].as_str().expect("a run id").to_owned();
+        let run = agent.ok("get_run", serde_json::json!({ "runId": &run_id })).await;
+        assert_eq!(run["run"]["id"], run_id.as_str());
+        assert_eq!(run["run"]["state"], "active");
+        agent.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_work_through_an_etcd_with_tls_client_certificates_and_users() {
+    let member = SecuredEtcd::start(ClientCerts::Required);
+    member.enable_authentication("agentprocess", PASSWORD).await;
+    let dir = tempfile::tempdir().unwrap();
+    let password_file = dir.path().join("etcd-password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let actor_settings = dir.path().join("actor.toml");
+    write_settings(&member, &actor_settings, None);
+    let gateway_settings = dir.path().join("gateway.toml");
+    write_settings(&member, &gateway_settings, Some(&password_file));
+
+    // Ready means the gateway read, through TLS as the user, the actor host's registration.
+    let roles = actor_and_gateway(
+        dir.path(),
+        &actor_settings,
+        &gateway_settings,
+        &[("AGENTPROCESS_CLUSTER__ETCD_PASSWORD", PASSWORD)],
+    )
+    .await;
+    roles.run_an_invoice("INV-TLS-1").await;
 
     // A role with a wrong password stops at start, naming the login that failed.
     let wrong = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
@@ -177,9 +219,6 @@ async fn roles_talk_to_each_other_over_mutual_tls() {
     let etcd = EtcdCluster::start(1);
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::generate(dir.path());
-    let blobs = dir.path().join("blobs");
-    std::fs::create_dir_all(&blobs).unwrap();
-    let uploads = format!("file://{}", blobs.display());
     let settings = |name: &str, cert: &Path, key: &Path| {
         let path = dir.path().join(name);
         std::fs::write(
@@ -199,74 +238,13 @@ async fn roles_talk_to_each_other_over_mutual_tls() {
     // The actor host shows the certificate for 127.0.0.1; the gateway a client certificate.
     let actor_settings = settings("actor.toml", &pki.server_cert, &pki.server_key);
     let gateway_settings = settings("gateway.toml", &pki.client_cert, &pki.client_key);
-    let ports = free_loopback_ports(2);
-    let gateway_url = format!("http://127.0.0.1:{}", ports[1]);
-    let dev_key = dir.path().join("dev-signing-key");
-    let _actor = start(
-        dir.path(),
-        "actor",
-        &[
-            "actor".into(),
-            "--config".into(),
-            actor_settings.display().to_string(),
-            "--uploads".into(),
-            uploads.clone(),
-            "--listen".into(),
-            format!("127.0.0.1:{}", ports[0]),
-        ],
-        &[],
-    );
-    let _gateway = start(
-        dir.path(),
-        "gateway",
-        &[
-            "gateway".into(),
-            "--config".into(),
-            gateway_settings.display().to_string(),
-            "--uploads".into(),
-            uploads,
-            "--listen".into(),
-            gateway_url.trim_start_matches("http://").to_owned(),
-            "--public-url".into(),
-            gateway_url.clone(),
-            "--dev-key".into(),
-            dev_key.display().to_string(),
-        ],
-        &[],
-    );
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let ready = http.get(format!("{gateway_url}/readyz")).send().await;
-        if matches!(&ready, Ok(answer) if answer.status().is_success()) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the gateway is not ready within 60 s\nactor:\n{}\ngateway:\n{}",
-            log_of(dir.path(), "actor"),
-            log_of(dir.path(), "gateway")
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let roles = actor_and_gateway(dir.path(), &actor_settings, &gateway_settings, &[]).await;
     let actor_log = log_of(dir.path(), "actor");
     assert!(
-        actor_log.contains(&format!("serving runs at https://127.0.0.1:{}", ports[0])),
+        actor_log.contains(&format!("serving runs at https://127.0.0.1:{}", roles.actor_port)),
         "the actor host serves https://:\n{actor_log}"
     );
-
-    let key = DevKey::load_or_create_file(&dev_key).unwrap();
-    let token = |who: Who| key.mint(&gateway_url, &who.token_request("acme"));
-    let operator = token(Who::Operator("ops@acme.test", &["ops"]));
-    publish_fixture_with("invoice-approval", |path, bindings| {
-        run_import(&gateway_url, &operator, path, bindings, true)
-    });
-    let agent = Mcp::connect(&format!("{gateway_url}/mcp"), &token(Who::Agent("agent-1"))).await;
-    let started = agent.start_invoice("INV-MTLS-1").await;
-    let run_id = started["run"]["id"].as_str().expect("a run id").to_owned();
-    let run = agent.ok("get_run", serde_json::json!({ "runId": &run_id })).await;
-    assert_eq!(run["run"]["state"], "active");
-    agent.close().await;
+    roles.run_an_invoice("INV-MTLS-1").await;
 
     // Half the settings: the role stops before it does anything, naming what is missing.
     let half = dir.path().join("half.toml");

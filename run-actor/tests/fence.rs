@@ -42,6 +42,17 @@ impl RunFence for OneShardFence {
     }
 }
 
+impl OneShardFence {
+    /// A fence over the shard key held with `lease`, whose host believes it holds it.
+    fn believing(store: &Arc<dyn Store>, lease: LeaseId) -> Arc<OneShardFence> {
+        Arc::new(OneShardFence {
+            store: store.clone(),
+            lease,
+            believes_held: AtomicBool::new(true),
+        })
+    }
+}
+
 async fn hold_shard(store: &Arc<dyn Store>) -> LeaseId {
     let lease = store.lease_grant(60).await.unwrap().id;
     let txn = Txn::new().and_then(vec![TxnOp::put_with_lease(
@@ -95,11 +106,7 @@ async fn a_host_whose_shard_moved_writes_nothing_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;
     let lease = hold_shard(&store).await;
-    let fence = Arc::new(OneShardFence {
-        store: store.clone(),
-        lease,
-        believes_held: AtomicBool::new(true),
-    });
+    let fence = OneShardFence::believing(&store, lease);
     let (runtime, run) = fenced_runtime(dir.path(), &store, fence.clone()).await;
 
     // Another host takes the shard while this one is frozen: it still believes it holds it.
@@ -140,11 +147,7 @@ async fn writes_pass_while_the_fence_holds() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;
     let lease = hold_shard(&store).await;
-    let fence = Arc::new(OneShardFence {
-        store: store.clone(),
-        lease,
-        believes_held: AtomicBool::new(true),
-    });
+    let fence = OneShardFence::believing(&store, lease);
     let (runtime, run) = fenced_runtime(dir.path(), &store, fence).await;
     let granted = ok(claim(&runtime, &agent("a1"), &run, "diagnose", "c-1").await);
     assert!(granted["token"].is_string());
@@ -160,22 +163,14 @@ async fn a_host_that_lost_its_shard_refuses_nothing_from_what_it_read_before() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;
     let lease = hold_shard(&store).await;
-    let frozen_fence = Arc::new(OneShardFence {
-        store: store.clone(),
-        lease,
-        believes_held: AtomicBool::new(true),
-    });
+    let frozen_fence = OneShardFence::believing(&store, lease);
     // Starting the run leaves it in the host's memory.
     let (frozen, run) = fenced_runtime(dir.path(), &store, frozen_fence).await;
 
     // The shard moves to another host, which claims the step.
     store.lease_revoke(lease).await.unwrap();
     let owner = hold_shard(&store).await;
-    let owner_fence = Arc::new(OneShardFence {
-        store: store.clone(),
-        lease: owner,
-        believes_held: AtomicBool::new(true),
-    });
+    let owner_fence = OneShardFence::believing(&store, owner);
     let new_owner = Runtime::new(
         store.clone(),
         Arc::new(LocalBlobs::new(dir.path().join("blobs"))),

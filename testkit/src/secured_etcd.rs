@@ -48,34 +48,9 @@ impl TestPki {
     pub fn generate(dir: &Path) -> TestPki {
         let ca = certificate_authority("agentprocess test CA");
         let stranger = certificate_authority("a CA nobody here trusts");
-        let server_key = KeyPair::generate().expect("server key");
-        let mut server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .expect("server certificate names");
-        server
-            .distinguished_name
-            .push(DnType::CommonName, "etcd test member");
         // etcd's own gateway dials the member with the server certificate as its client one.
-        server.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        let server_cert = server
-            .signed_by(&server_key, &ca)
-            .expect("sign the server certificate");
-        let stranger_key = KeyPair::generate().expect("stranger key");
-        let mut stranger_params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-                .expect("stranger certificate names");
-        stranger_params
-            .distinguished_name
-            .push(DnType::CommonName, "a host nobody here trusts");
-        stranger_params.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        let stranger_cert = stranger_params
-            .signed_by(&stranger_key, &stranger)
-            .expect("sign the stranger's certificate");
+        let (server_cert, server_key) = host_certificate("etcd test member", &ca);
+        let (stranger_cert, stranger_key) = host_certificate("a host nobody here trusts", &stranger);
         let client_key = KeyPair::generate().expect("client key");
         let mut client = CertificateParams::new(Vec::<String>::new()).expect("client certificate");
         client.distinguished_name.push(DnType::CommonName, "agentprocess");
@@ -100,6 +75,21 @@ impl TestPki {
             stranger_key: write("stranger-key.pem", stranger_key.serialize_pem()),
         }
     }
+}
+
+/// A certificate for `localhost` and `127.0.0.1`, for server and client use, that `issuer`
+/// signed; and its key.
+fn host_certificate(name: &str, issuer: &CertifiedIssuer<'static, KeyPair>) -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().expect("host key");
+    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .expect("host certificate names");
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let certificate = params.signed_by(&key, issuer).expect("sign the host certificate");
+    (certificate, key)
 }
 
 fn certificate_authority(name: &str) -> CertifiedIssuer<'static, KeyPair> {
