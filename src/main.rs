@@ -15,7 +15,9 @@ mod token_cmd;
 use clap::{Parser, Subcommand};
 
 /// The server allocates and frees many small JSON values per call; glibc's allocator spent about
-/// a third of the server's CPU on them under load, mimalloc a fraction of that.
+/// a third of the server's CPU on them under load, mimalloc a fraction of that. Version 2 of it
+/// (the crate's `v2` feature): under v3 a cluster's scheduler leader grew without end, in pages
+/// v3 held as abandoned (BENCHMARKS.md, "Thirty minutes through the cluster").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
