@@ -6,7 +6,7 @@ mod runtime_support;
 
 use agentprocess_run_actor::RunFence;
 use agentprocess_run_actor::machine::{ErrorCode, RunId, StepId};
-use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Write};
+use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Mode, Runtime, RuntimeConfig, RuntimeError, Write};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, LeaseId, RangeRequest, Store, StoreError, Txn, TxnOp};
 use async_trait::async_trait;
@@ -210,4 +210,31 @@ async fn a_host_that_lost_its_shard_refuses_nothing_from_what_it_read_before() {
     assert_eq!(refused(outcome).code, ErrorCode::Conflict);
     assert_eq!(snapshot(&store).await, before, "the frozen host wrote");
     ok(new_owner.execute(&agent("a1"), submit, "s-2").await.unwrap());
+}
+
+/// A fenced host refuses what the protocol refuses, once: a `start_run` with inputs its process
+/// does not take is `invalid` (a run that is not there stays not there), not an endless reread
+/// that ends in `retry`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_host_refuses_a_bad_start_as_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let lease = hold_shard(&store).await;
+    let (runtime, _) = fenced_runtime(dir.path(), &store, OneShardFence::believing(&store, lease)).await;
+    let before = snapshot(&store).await;
+    let outcome = runtime
+        .execute(
+            &agent("starter"),
+            Write::StartRun {
+                process: "support-escalation".into(),
+                version: None,
+                inputs: json!({ "notAnInput": 1 }),
+                mode: Mode::Live,
+            },
+            "s-bad",
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused(outcome).code, ErrorCode::Invalid);
+    assert_eq!(snapshot(&store).await, before, "a refused start wrote");
 }
