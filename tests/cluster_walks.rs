@@ -81,13 +81,16 @@ async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock(
     // role that has joined the clock is waited for. So the move waits until all seven have.
     let keys = Keys::new("default");
     let joined_by = Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let acks = cluster
+    let clock_acks = async || {
+        cluster
             .store
             .range(RangeRequest::new(keys.test_clock_acks()))
             .await
             .unwrap()
-            .kvs;
+            .kvs
+    };
+    loop {
+        let acks = clock_acks().await;
         if acks.len() == 7 {
             break;
         }
@@ -106,13 +109,8 @@ async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock(
         "{before:?} then {moved:?}"
     );
     assert!(after.as_millis() >= moved.as_millis(), "{moved:?} then {after:?}");
-    let acks = cluster
-        .store
-        .range(RangeRequest::new(keys.test_clock_acks()))
+    let applied: Vec<String> = clock_acks()
         .await
-        .unwrap()
-        .kvs;
-    let applied: Vec<String> = acks
         .iter()
         .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
         .collect();
