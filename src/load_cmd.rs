@@ -358,6 +358,7 @@ async fn drive(args: &LoadArgs, settings: &Settings, tokens: Tokens) -> anyhow::
         run_interval: settings
             .rate
             .map(|rate| Duration::from_secs_f64(settings.agents as f64 / rate)),
+        agents_running: std::sync::atomic::AtomicUsize::new(settings.agents),
     });
     if !args.json {
         eprintln!(

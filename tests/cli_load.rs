@@ -1,5 +1,6 @@
 //! `agentprocess load` run as a real process against `agentprocess serve` run as a real process:
-//! runs complete through the full loop of agents and people, with no unexpected error.
+//! runs complete through the full loop of agents and people, with no unexpected error, and the
+//! load leaves no open work behind.
 
 use serde_json::Value;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -123,6 +124,36 @@ fn agents_and_a_person_complete_runs_with_no_unexpected_error() {
     }
     assert_eq!(report["settings"]["agents"], 4);
     assert_eq!(report["seconds"], 2.0);
+
+    // The callers finished every run they started: no ready step, claim or person's work item is
+    // left for the next load on this store to find before its own runs.
+    drop(server);
+    let stats = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["store", "stats", "--json", "--data"])
+        .arg(data.path())
+        .output()
+        .expect("run agentprocess store stats");
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let families = stats["families"].as_array().unwrap();
+    let keys_of = |family: &str| {
+        families
+            .iter()
+            .find(|row| row["family"] == family)
+            .map_or(0, |row| row["keys"].as_u64().unwrap())
+    };
+    assert!(keys_of("run") > 0, "{stats:#}");
+    for open_work in ["ready", "claim", "work"] {
+        assert_eq!(
+            keys_of(open_work),
+            0,
+            "{open_work} keys left after the load: {stats:#}"
+        );
+    }
 }
 
 #[test]

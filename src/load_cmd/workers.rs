@@ -1,5 +1,6 @@
 //! The simulated callers: agents looping `start_run` → `get_work` → `claim` → `submit`, and people
-//! looping `get_work` → `decide`. Each is one task with its own [`Recorder`].
+//! looping `get_work` → `decide`, then finishing the runs they started. Each is one task with its
+//! own [`Recorder`].
 
 use super::mcp_client::{CallOutcome, McpClient};
 use super::processes;
@@ -7,6 +8,7 @@ use super::stats::{Recorder, Window, is_expected_refusal};
 use agentprocess_gateway::ToolName;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a caller waits before asking again when `get_work` found nothing.
@@ -22,6 +24,10 @@ const CLAIM_ROUNDS: usize = 50;
 const AGENT_WORK_PAGE: u64 = 100;
 /// The `limit` of a person's `get_work`.
 const PERSON_WORK_PAGE: u64 = 20;
+/// How long callers go on after the measured window to finish the runs they started (unmeasured),
+/// so that a load leaves no open run behind: older ready steps come first in `get_work`, and
+/// enough of them would push every agent's own run off its page in the next load on the store.
+pub const DRAIN_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What every caller shares.
 #[derive(Debug)]
@@ -34,6 +40,8 @@ pub struct LoadContext {
     pub agents: usize,
     /// With `--rate`: how often each agent starts a run.
     pub run_interval: Option<Duration>,
+    /// Agents not yet done, the runs they started finished: people go on until it is 0.
+    pub agents_running: AtomicUsize,
 }
 
 impl LoadContext {
@@ -57,6 +65,11 @@ impl LoadContext {
 
     fn is_over(&self) -> bool {
         Instant::now() >= self.window.end
+    }
+
+    /// Whether finishing the runs started in the window has taken [`DRAIN_PATIENCE`] already.
+    fn is_past_drain(&self) -> bool {
+        Instant::now() >= self.window.end + DRAIN_PATIENCE
     }
 }
 
@@ -144,6 +157,17 @@ pub fn claim_arguments(item: &Value) -> Option<Value> {
     Some(arguments)
 }
 
+/// The `claim` call of the agent step a run view shows ready, with a fresh `requestId`: how an agent
+/// finishes its own run after the window without looking for it in `get_work`.
+pub fn own_claim_arguments(view: &Value) -> Option<Value> {
+    let run_id = run_id(view)?;
+    let step = view.get("steps")?.as_array()?.iter().find(|step| {
+        step.get("kind").and_then(Value::as_str) == Some("agent")
+            && step.get("state").and_then(Value::as_str) == Some("ready")
+    })?;
+    Some(json!({ "runId": run_id, "stepId": step.get("id")?, "requestId": request_id() }))
+}
+
 /// `submit` arguments for the benchmark step, whose output is `{ result: number }`.
 pub fn submit_arguments(token: &str, n: u64) -> Value {
     json!({
@@ -177,11 +201,13 @@ pub fn ended_process(view: &Value) -> Option<&str> {
 }
 
 /// One agent: starts a run, claims a ready step (its own run's when listed) and submits it, until
-/// the window ends.
+/// the window ends; then finishes, unmeasured, each run it started that nobody claimed.
 pub async fn agent(context: Arc<LoadContext>, index: usize, token: String) -> Recorder {
     let mut recorder = Recorder::new(context.window);
     let mut mix = ProcessMix::new(context.approval_percent, index);
     let mut n: u64 = 0;
+    // The claim calls of this agent's runs that it did not claim itself.
+    let mut unclaimed: Vec<Value> = Vec::new();
     // Paced agents start evenly spread over one interval, then one run per interval each.
     let mut next_start = context
         .run_interval
@@ -190,41 +216,65 @@ pub async fn agent(context: Arc<LoadContext>, index: usize, token: String) -> Re
         if let (Some(at), Some(interval)) = (next_start.as_mut(), context.run_interval) {
             tokio::time::sleep_until(*at).await;
             *at += interval;
+            if context.is_over() {
+                break;
+            }
         }
         n += 1;
         let arguments = start_run_arguments(mix.next_process(), n);
         let started = context
             .call(&mut recorder, &token, ToolName::StartRun, &arguments)
             .await;
-        let own_run = match &started {
-            CallOutcome::Ok(view) => run_id(view).map(str::to_owned),
+        let (own_run, own_claim) = match &started {
+            CallOutcome::Ok(view) => (run_id(view).map(str::to_owned), own_claim_arguments(view)),
             _ => continue,
         };
-        let Some(step_token) = claim_a_step(&context, &mut recorder, &token, index, own_run.as_deref()).await
-        else {
+        let claimed = claim_a_step(&context, &mut recorder, &token, index, own_run.as_deref()).await;
+        if claimed.as_ref().map(|(_, run)| run) != own_run.as_ref() {
+            unclaimed.extend(own_claim);
+        }
+        let Some((step_token, _)) = claimed else {
             continue;
         };
-        let arguments = submit_arguments(&step_token, n);
-        if let CallOutcome::Ok(view) = context
-            .call(&mut recorder, &token, ToolName::Submit, &arguments)
+        submit_step(&context, &mut recorder, &token, &step_token, n).await;
+    }
+    for arguments in unclaimed {
+        if context.is_past_drain() {
+            break;
+        }
+        // Another agent may have claimed it meanwhile: a refusal means it is not this one's to end.
+        if let CallOutcome::Ok(claim) = context
+            .call(&mut recorder, &token, ToolName::Claim, &arguments)
             .await
-            && let Some(process) = ended_process(&view)
+            && let Some(step_token) = claim.get("token").and_then(Value::as_str)
         {
-            recorder.record_run(process, Instant::now());
+            submit_step(&context, &mut recorder, &token, step_token, n).await;
         }
     }
+    context.agents_running.fetch_sub(1, Ordering::AcqRel);
     recorder
 }
 
-/// Polls `get_work` and claims an item until a claim succeeds; the step token, or `None` when the
-/// window ended, a call failed unexpectedly or no claim succeeded in [`CLAIM_ROUNDS`] rounds.
+/// Submits the benchmark step claimed with `step_token`, counting the run when it ended.
+async fn submit_step(context: &LoadContext, recorder: &mut Recorder, token: &str, step_token: &str, n: u64) {
+    let arguments = submit_arguments(step_token, n);
+    if let CallOutcome::Ok(view) = context.call(recorder, token, ToolName::Submit, &arguments).await
+        && let Some(process) = ended_process(&view)
+    {
+        recorder.record_run(process, Instant::now());
+    }
+}
+
+/// Polls `get_work` and claims an item until a claim succeeds; the step token and the item's run,
+/// or `None` when the window ended, a call failed unexpectedly or no claim succeeded in
+/// [`CLAIM_ROUNDS`] rounds.
 async fn claim_a_step(
     context: &LoadContext,
     recorder: &mut Recorder,
     token: &str,
     index: usize,
     own_run: Option<&str>,
-) -> Option<String> {
+) -> Option<(String, String)> {
     let get_work = get_work_arguments(AGENT_WORK_PAGE, None);
     for _ in 0..CLAIM_ROUNDS {
         if context.is_over() {
@@ -239,8 +289,14 @@ async fn claim_a_step(
             continue;
         };
         let arguments = claim_arguments(item)?;
+        let run = arguments.get("runId").and_then(Value::as_str)?.to_owned();
         match context.call(recorder, token, ToolName::Claim, &arguments).await {
-            CallOutcome::Ok(claim) => return claim.get("token").and_then(Value::as_str).map(str::to_owned),
+            CallOutcome::Ok(claim) => {
+                return claim
+                    .get("token")
+                    .and_then(Value::as_str)
+                    .map(|token| (token.to_owned(), run));
+            }
             CallOutcome::Refused(refusal) if is_expected_refusal(ToolName::Claim, &refusal) => continue,
             _ => return None,
         }
@@ -248,11 +304,12 @@ async fn claim_a_step(
     None
 }
 
-/// One person: approves the approval process's open work items, until the window ends.
+/// One person: approves the approval process's open work items, until the window ends; then on,
+/// unmeasured, until every agent is done and no item is left (or [`DRAIN_PATIENCE`] has passed).
 pub async fn person(context: Arc<LoadContext>, index: usize, token: String) -> Recorder {
     let mut recorder = Recorder::new(context.window);
     let get_work = get_work_arguments(PERSON_WORK_PAGE, Some(processes::APPROVAL));
-    while !context.is_over() {
+    while !context.is_past_drain() {
         let CallOutcome::Ok(data) = context
             .call(&mut recorder, &token, ToolName::GetWork, &get_work)
             .await
@@ -261,6 +318,9 @@ pub async fn person(context: Arc<LoadContext>, index: usize, token: String) -> R
         };
         let items = work_items(&data);
         if items.is_empty() {
+            if context.is_over() && context.agents_running.load(Ordering::Acquire) == 0 {
+                break;
+            }
             recorder.record_empty_poll(Instant::now());
             tokio::time::sleep(PERSON_POLL_PAUSE).await;
             continue;
@@ -304,6 +364,20 @@ mod tests {
         assert_eq!(pick_agent_item(&items, Some("r_9"), 0).unwrap()["runId"], "r_1");
         assert_eq!(pick_agent_item(&items, None, 3).unwrap()["runId"], "r_2");
         assert!(pick_agent_item(&[], Some("r_1"), 0).is_none());
+    }
+
+    #[test]
+    fn an_agent_finishes_its_own_run_by_the_agent_step_its_view_shows_ready() {
+        let view = |state: &str| {
+            json!({ "run": { "id": "r_1", "state": "active" },
+                    "steps": [ { "id": "approve", "kind": "approve", "state": null },
+                               { "id": "work", "kind": "agent", "state": state } ] })
+        };
+        let arguments = own_claim_arguments(&view("ready")).unwrap();
+        assert_eq!(arguments["runId"], "r_1");
+        assert_eq!(arguments["stepId"], "work");
+        assert!(uuid::Uuid::parse_str(arguments["requestId"].as_str().unwrap()).is_ok());
+        assert!(own_claim_arguments(&view("claimed")).is_none());
     }
 
     #[test]
