@@ -18,7 +18,7 @@ struct NoTools;
 
 impl ToolBackend for NoTools {
     async fn call(&self, _: &Identity, tool: ToolName, _: Value) -> ToolResult {
-        Ok(json!({ "tool": tool.as_str() }))
+        Ok(json!({ "tool": tool.as_str() }).into())
     }
 }
 

@@ -33,7 +33,7 @@ pub mod ui;
 
 pub use admin::{AdminParts, admin_routes, trust_routes};
 pub use auth::{AuthConfig, Authenticator, Identity, IdentityKind};
-pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
+pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};
 pub use ui::UiKey;
 

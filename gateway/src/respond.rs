@@ -14,7 +14,7 @@
 //! Codes are the protocol's [`ErrorCode`]s, plus the few that only the HTTP APIs write
 //! ([`HttpErrorCode`]).
 
-use crate::mcp::{ErrorCode, ToolError, ToolResult};
+use crate::mcp::{ErrorCode, ToolData, ToolError, ToolResult};
 use agentprocess_service::ToolRefusal;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -49,10 +49,25 @@ pub fn envelope(result: ToolResult) -> Value {
         Ok(data) => {
             let mut envelope = Map::with_capacity(2);
             envelope.insert("ok".to_owned(), Value::Bool(true));
-            envelope.insert("data".to_owned(), data);
+            envelope.insert("data".to_owned(), data.into_value());
             Value::Object(envelope)
         }
         Err(error) => json!({ "ok": false, "error": error }),
+    }
+}
+
+/// The envelope as JSON text: rendered data is spliced in as it came, anything else written once.
+fn envelope_json(result: ToolResult) -> String {
+    match result {
+        Ok(ToolData::Rendered(data)) => {
+            let data = data.json();
+            let mut envelope = String::with_capacity(data.len() + 20);
+            envelope.push_str(r#"{"ok":true,"data":"#);
+            envelope.push_str(data);
+            envelope.push('}');
+            envelope
+        }
+        other => envelope(other).to_string(),
     }
 }
 
@@ -73,7 +88,7 @@ pub fn tool_result(result: ToolResult) -> CallToolResult {
 /// JSON string) and `structuredContent` (as they are).
 pub fn tool_call_response(id: &RequestId, result: ToolResult) -> Vec<u8> {
     let refused = result.is_err();
-    let envelope = envelope(result).to_string();
+    let envelope = envelope_json(result);
     // Sized once: a page of work items renders to tens of kilobytes, and growing the buffer would
     // copy it again.
     let mut body = Vec::with_capacity(escaped_len(&envelope) + envelope.len() + 128);
@@ -238,7 +253,7 @@ mod tests {
     #[test]
     fn envelopes_follow_the_contract() {
         assert_eq!(
-            envelope(Ok(json!({ "consumedBy": null }))),
+            envelope(Ok(json!({ "consumedBy": null }).into())),
             json!({ "ok": true, "data": { "consumedBy": null } })
         );
         assert_eq!(
@@ -262,6 +277,7 @@ mod tests {
 
     #[test]
     fn a_spliced_tools_call_response_is_the_librarys_byte_for_byte() {
+        use agentprocess_service::RenderedData;
         let data = json!({
             "text": "quotes \" and \\ backslashes, a line\nbreak, a tab\t, \u{1} and é ✓ 😀",
             "numbers": [0, -1, 1.5, 12345678901234567890u64, 1e-7],
@@ -277,11 +293,20 @@ mod tests {
             RequestId::String("call \"1\"/é".into()),
             RequestId::String("".into()),
         ] {
+            let rendered = |value: &Value| {
+                Ok(ToolData::Rendered(
+                    RenderedData::parse(value.to_string()).unwrap(),
+                ))
+            };
             for result in [
-                Ok(data.clone()),
-                Ok(json!({})),
-                Ok(Value::Null),
-                Ok(arbitrary_precision.clone()),
+                Ok(data.clone().into()),
+                Ok(json!({}).into()),
+                Ok(Value::Null.into()),
+                Ok(arbitrary_precision.clone().into()),
+                // Data the run service rendered goes out spliced, as the library writes its value.
+                rendered(&data),
+                rendered(&json!({ "items": [], "nextCursor": null })),
+                rendered(&arbitrary_precision),
                 Err(refusal.clone()),
                 Err(ToolError::new(ErrorCode::NotFound, "no such run")),
             ] {

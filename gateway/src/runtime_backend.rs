@@ -8,7 +8,7 @@
 //! written by [`crate::respond`]).
 
 use crate::auth::{Identity, IdentityKind};
-use crate::mcp::{ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
+use crate::mcp::{ErrorCode, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
 use crate::respond;
 use agentprocess_service::{
     Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, OrgId, RunId, RunService,
@@ -109,8 +109,10 @@ impl ToolBackend for RuntimeBackend {
                 if let Some(decorate) = &self.decorate {
                     decorate.decorate(&identity.organization, &mut data);
                 }
-                Ok(data)
+                Ok(ToolData::Value(data))
             }
+            // Holds no file evidence (see `RenderedData`): nothing to decorate.
+            Ok(ToolOutcome::Rendered(data)) => Ok(ToolData::Rendered(data)),
             Ok(ToolOutcome::Refused(refusal)) => Err(respond::refused(refusal)),
             Err(Failure::Refused(error)) => Err(error),
             Err(Failure::Infrastructure(error)) => {

@@ -314,6 +314,7 @@ pub(crate) fn answer_to_wire(outcome: ToolOutcome) -> wire::ToolAnswer {
     wire::ToolAnswer {
         answer: Some(match outcome {
             ToolOutcome::Ok(data) => wire::tool_answer::Answer::Ok(json_bytes(&data)),
+            ToolOutcome::Rendered(data) => wire::tool_answer::Answer::Ok(data.json().as_bytes().to_vec()),
             ToolOutcome::Refused(refusal) => wire::tool_answer::Answer::Refused(wire::Refusal {
                 code: refusal.code.as_str().to_string(),
                 message: refusal.message,

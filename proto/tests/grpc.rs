@@ -490,9 +490,9 @@ async fn a_run_walks_through_the_real_runtime_over_grpc_and_replays_exactly() {
         .unwrap();
     let service = client(&serve(Arc::new(runtime)).await);
     let caller = agent();
-    let ok = |outcome: ToolOutcome| match outcome {
+    let ok = |outcome: ToolOutcome| match outcome.into_parsed() {
         ToolOutcome::Ok(data) => data,
-        ToolOutcome::Refused(refusal) => panic!("refused: {refusal:?}"),
+        other => panic!("not data: {other:?}"),
     };
 
     let start = Write::StartRun {

@@ -1069,3 +1069,74 @@ async fn a_batch_too_large_for_one_transaction_is_committed_in_parts() {
         assert_eq!(step_state(&view, branch), "claimed");
     }
 }
+
+/// Spec `tools.md` § get_work: through the run service an agent's page comes as the JSON its
+/// items were stored as, spliced, and reads as exactly the page of values; a person's page, whose
+/// items may hold file evidence the gateway links, comes as values. Both follow the cursor alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_work_page_is_spliced_from_the_stored_items_and_reads_as_the_same_page() {
+    use agentprocess_service::{self as service, RunService};
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    for n in 0..3 {
+        let inputs = json!({ "ticketId": format!("T-{n}") });
+        start(
+            &runtime,
+            &agent("starter"),
+            "support-escalation",
+            inputs,
+            &format!("s-{n}"),
+        )
+        .await;
+    }
+    let service_agent = service::Caller {
+        organization: ORG.into(),
+        kind: service::CallerKind::Agent { id: "worker".into() },
+        operator: false,
+    };
+    let request = || GetWork {
+        limit: Some(2),
+        ..GetWork::default()
+    };
+    let values = ok(runtime.get_work(&agent("worker"), request()).await.unwrap());
+    assert_eq!(values["items"].as_array().unwrap().len(), 2);
+    assert!(values["nextCursor"].is_string(), "{values:#}");
+    let service::ToolOutcome::Rendered(page) = RunService::get_work(&runtime, &service_agent, request())
+        .await
+        .unwrap()
+    else {
+        panic!("an agent's page is not rendered");
+    };
+    assert_eq!(page.to_value(), values);
+    assert_eq!(
+        page.json(),
+        values.to_string(),
+        "spliced as serde_json writes the values"
+    );
+    let next = GetWork {
+        cursor: values["nextCursor"].as_str().map(str::to_owned),
+        ..request()
+    };
+    let service::ToolOutcome::Rendered(rest) = RunService::get_work(&runtime, &service_agent, next)
+        .await
+        .unwrap()
+    else {
+        panic!("an agent's page is not rendered");
+    };
+    assert_eq!(rest.to_value()["items"].as_array().unwrap().len(), 1);
+    assert_eq!(rest.to_value()["nextCursor"], serde_json::Value::Null);
+
+    let service_person = service::Caller {
+        organization: ORG.into(),
+        kind: service::CallerKind::Person {
+            email: "ops@example.com".into(),
+            groups: vec!["support".into()],
+        },
+        operator: false,
+    };
+    let outcome = RunService::get_work(&runtime, &service_person, GetWork::default())
+        .await
+        .unwrap();
+    assert!(matches!(outcome, service::ToolOutcome::Ok(_)), "{outcome:?}");
+}

@@ -3,6 +3,7 @@
 
 use crate::{ErrorCode, OrgId, RunId, StepId};
 use async_trait::async_trait;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// Who is calling, as the gateway verified it.
@@ -204,7 +205,53 @@ pub struct ToolRefusal {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolOutcome {
     Ok(Value),
+    /// The result's `data` as JSON text, written once where it was read and passed on unchanged.
+    Rendered(RenderedData),
     Refused(ToolRefusal),
+}
+
+impl ToolOutcome {
+    /// The same answer with rendered `data` read back into a [`Value`], for callers that look
+    /// inside it.
+    pub fn into_parsed(self) -> ToolOutcome {
+        match self {
+            ToolOutcome::Rendered(data) => ToolOutcome::Ok(data.to_value()),
+            other => other,
+        }
+    }
+}
+
+/// A result's `data` rendered as JSON by the run service: an agent's `get_work` page, spliced
+/// from its items' stored JSON instead of parsed into values and written again. It holds no file
+/// evidence, so nothing between the run service and the caller needs to rewrite it.
+#[derive(Debug, Clone)]
+pub struct RenderedData(Box<RawValue>);
+
+impl RenderedData {
+    pub fn new(json: Box<RawValue>) -> RenderedData {
+        RenderedData(json)
+    }
+
+    /// Checks that `json` is one JSON value.
+    pub fn parse(json: String) -> Result<RenderedData, serde_json::Error> {
+        RawValue::from_string(json).map(RenderedData)
+    }
+
+    /// The JSON text.
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The data as a [`Value`].
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.0.get()).expect("rendered data is one JSON value")
+    }
+}
+
+impl PartialEq for RenderedData {
+    fn eq(&self, other: &RenderedData) -> bool {
+        self.json() == other.json()
+    }
 }
 
 /// The infrastructure failed: the caller sees `retry`. A write that failed this way may or may

@@ -10,7 +10,7 @@ pub mod tools;
 
 pub use backend::ToolBackend;
 pub use describe::DescribeConfig;
-pub use result::{ErrorCode, ToolError, ToolResult};
+pub use result::{ErrorCode, ToolData, ToolError, ToolResult};
 pub use server::ProtocolServer;
 pub use tools::{ToolName, UnknownTool};
 

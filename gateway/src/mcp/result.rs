@@ -2,11 +2,36 @@
 //! as the tool result's envelope.
 
 pub use agentprocess_service::ErrorCode;
+use agentprocess_service::RenderedData;
 use serde::Serialize;
 use serde_json::Value;
 
 /// What a tool call returns: the `data` of `{ ok: true, data }`, or a protocol refusal.
-pub type ToolResult = Result<Value, ToolError>;
+pub type ToolResult = Result<ToolData, ToolError>;
+
+/// The `data` of a result: a value, or JSON the run service rendered (an agent's `get_work`
+/// page), which goes out as it came.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolData {
+    Value(Value),
+    Rendered(RenderedData),
+}
+
+impl ToolData {
+    /// The data as a value (rendered data is parsed).
+    pub fn into_value(self) -> Value {
+        match self {
+            ToolData::Value(value) => value,
+            ToolData::Rendered(rendered) => rendered.to_value(),
+        }
+    }
+}
+
+impl From<Value> for ToolData {
+    fn from(value: Value) -> ToolData {
+        ToolData::Value(value)
+    }
+}
 
 /// A protocol refusal: `{ code, message, issues? }`. A value for the caller, not a server fault.
 ///

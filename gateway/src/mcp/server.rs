@@ -94,7 +94,7 @@ impl<B: ToolBackend> ProtocolServer<B> {
             return Err(ToolError::invalid_arguments(issues));
         }
         match tool {
-            ToolName::Describe => Ok(self.shared.describe.clone()),
+            ToolName::Describe => Ok(self.shared.describe.clone().into()),
             _ => self.shared.backend.call(identity, tool, arguments).await,
         }
     }

@@ -11,7 +11,7 @@ pub mod report;
 pub use report::{Counts, DayCounts, Disagreement, StepTrust, TrustReport, UnreadableRun, trust_report};
 
 use crate::Identity;
-use crate::mcp::{ToolBackend, ToolError, ToolName};
+use crate::mcp::{ToolBackend, ToolData, ToolError, ToolName};
 use agentprocess_org::{Catalog, OrgError};
 use agentprocess_process::{Offer, Process};
 use serde::Serialize;
@@ -124,6 +124,7 @@ async fn call<B: ToolBackend>(
     backend
         .call(operator, tool, arguments)
         .await
+        .map(ToolData::into_value)
         .map_err(|error| TrustError::Refused {
             tool: tool.as_str(),
             error,

@@ -32,7 +32,7 @@ pub use signing::UiKey;
 use crate::AdminParts;
 use crate::Identity;
 use crate::auth::Authenticator;
-use crate::mcp::{ToolError, ToolName, ToolResult};
+use crate::mcp::{ToolData, ToolError, ToolName};
 use agentprocess_process::Offer;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -104,13 +104,22 @@ impl UiState {
     /// Calls `tool` as `identity`, as `/mcp` does: the arguments are checked against the tool's
     /// schema first, `describe` answers from [`UiState::describe`], every other tool goes to the
     /// run services. A page shows a refusal's `issues` next to the fields they name.
-    pub async fn call(&self, identity: &Identity, tool: ToolName, arguments: Value) -> ToolResult {
+    pub async fn call(
+        &self,
+        identity: &Identity,
+        tool: ToolName,
+        arguments: Value,
+    ) -> Result<Value, ToolError> {
         if let Err(issues) = tool.validate_arguments(&arguments) {
             return Err(ToolError::invalid_arguments(issues));
         }
         match tool {
             ToolName::Describe => Ok(self.describe.clone()),
-            _ => self.runs.run_tool(identity, tool, arguments).await,
+            _ => self
+                .runs
+                .run_tool(identity, tool, arguments)
+                .await
+                .map(ToolData::into_value),
         }
     }
 }

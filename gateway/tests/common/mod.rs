@@ -41,7 +41,7 @@ impl ToolBackend for Recorder {
             arguments,
             trace: agentprocess_service::trace::current(),
         });
-        Ok(json!({ "tool": tool.as_str() }))
+        Ok(json!({ "tool": tool.as_str() }).into())
     }
 }
 

@@ -10,10 +10,13 @@ use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
 use crate::machine::{OrgId, RunId};
 use crate::packed;
-use agentprocess_service::{GetWork, ListRuns};
+use agentprocess_service::{GetWork, ListRuns, RenderedData};
 use agentprocess_store::keys::{Assignee, Keys};
 use agentprocess_store::{KeyRange, RangeRequest};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 /// Most index entries one page may skip over for filters before it returns a cursor.
@@ -188,6 +191,20 @@ async fn scan(
     limit: usize,
     keep: impl Fn(&Value) -> bool,
 ) -> Result<(Vec<Value>, Option<String>), RuntimeError> {
+    let read = |stored: &[u8]| packed::read_json::<Value>(stored).ok();
+    scan_as(host, ranges, archived, after, limit, read, keep).await
+}
+
+/// [`scan`] with each stored value read by `read` (an entry it cannot read is skipped).
+async fn scan_as<T>(
+    host: &Host,
+    ranges: Vec<KeyRange>,
+    archived: Vec<(&OrgId, &str)>,
+    after: Option<Vec<u8>>,
+    limit: usize,
+    read: impl Fn(&[u8]) -> Option<T>,
+    keep: impl Fn(&T) -> bool,
+) -> Result<(Vec<T>, Option<String>), RuntimeError> {
     let mut sources: Vec<Source> = ranges
         .into_iter()
         .map(|range| Source::hot(range, after.as_deref()))
@@ -224,7 +241,7 @@ async fn scan(
             // The same entry filed under another of the merged ranges.
             continue;
         }
-        let Ok(value) = packed::read_json::<Value>(&value) else {
+        let Some(value) = read(&value) else {
             continue;
         };
         if !keep(&value) {
@@ -255,9 +272,23 @@ pub(super) async fn get_work(
     caller: &Caller,
     request: GetWork,
 ) -> Result<ToolOutcome, RuntimeError> {
+    Ok(match work_page(host, caller, request).await? {
+        Ok(page) => ToolOutcome::Ok(page.to_value()),
+        Err(refusal) => ToolOutcome::Refused(refusal),
+    })
+}
+
+/// The caller's `get_work` page, `{ items, nextCursor }`, spliced from the items' stored JSON:
+/// an index entry's value is the item exactly as the caller gets it, so it is checked to be one
+/// JSON value and copied, never parsed into values and written again.
+pub(super) async fn work_page(
+    host: &Host,
+    caller: &Caller,
+    request: GetWork,
+) -> Result<Result<RenderedData, Refusal>, RuntimeError> {
     let (limit, after) = match (limit_of(request.limit), decode_cursor(request.cursor.as_deref())) {
         (Ok(limit), Ok(after)) => (limit, after),
-        (Err(refusal), _) | (_, Err(refusal)) => return Ok(ToolOutcome::Refused(refusal)),
+        (Err(refusal), _) | (_, Err(refusal)) => return Ok(Err(refusal)),
     };
     let org = &caller.organization;
     let ranges = match &caller.kind {
@@ -276,13 +307,38 @@ pub(super) async fn get_work(
             .collect(),
     };
     let process = request.process;
-    let (items, next) = scan(host, ranges, Vec::new(), after, limit, |item| {
-        process
-            .as_deref()
-            .is_none_or(|p| item["process"].as_str() == Some(p))
+    let read = |stored: &[u8]| {
+        let json = String::from_utf8(packed::unpack(stored).ok()?.into_owned()).ok()?;
+        RawValue::from_string(json).ok()
+    };
+    let (items, next) = scan_as(host, ranges, Vec::new(), after, limit, read, |item| {
+        process.as_deref().is_none_or(|p| {
+            serde_json::from_str::<ItemProcess<'_>>(item.get()).is_ok_and(|item| item.process == p)
+        })
     })
     .await?;
-    Ok(page(items, next))
+    let page = RenderedPage {
+        items: &items,
+        next_cursor: next.as_deref(),
+    };
+    let rendered = serde_json::value::to_raw_value(&page)
+        .map_err(|e| RuntimeError::Corrupt(format!("a work page does not render: {e}")))?;
+    Ok(Ok(RenderedData::new(rendered)))
+}
+
+/// A `get_work` page as the caller gets it: the items' JSON as stored.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RenderedPage<'a> {
+    items: &'a [Box<RawValue>],
+    next_cursor: Option<&'a str>,
+}
+
+/// The one field of a stored work item a `process` filter reads.
+#[derive(Deserialize)]
+struct ItemProcess<'a> {
+    #[serde(borrow)]
+    process: Cow<'a, str>,
 }
 
 pub(super) async fn list_runs(

@@ -34,7 +34,8 @@ impl ToolBackend for Scripted {
             "text": "quotes \" backslash \\ tab\t newline\n control \u{1} é ✓ 😀 </script>",
             "numbers": [0, -7, 2.5, 1e-9, 18446744073709551615u64],
             "nested": { "z": null, "a": [true, false, {}, []] },
-        }))
+        })
+        .into())
     }
 }
 
