@@ -62,6 +62,20 @@ fn start(dir: &Path, name: &str, args: &[String], env: &[(&str, &str)]) -> Role 
     Role(child)
 }
 
+/// Runs a scheduler with `settings` that must stop at start; what it printed on stderr.
+fn scheduler_refused(dir: &Path, settings: &Path, env: &[(&str, &str)]) -> String {
+    let refused = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["scheduler", "--config"])
+        .arg(settings)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success(), "the role must stop at start: {stderr}");
+    stderr
+}
+
 fn log_of(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default()
 }
@@ -191,17 +205,10 @@ async fn roles_work_through_an_etcd_with_tls_client_certificates_and_users() {
     roles.run_an_invoice("INV-TLS-1").await;
 
     // A role with a wrong password stops at start, naming the login that failed.
-    let wrong = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
-        .args(["scheduler", "--config"])
-        .arg(&actor_settings)
-        .env("AGENTPROCESS_CLUSTER__ETCD_PASSWORD", "not the password")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&wrong.stderr);
-    assert!(
-        !wrong.status.success(),
-        "a wrong password must stop the role: {stderr}"
+    let stderr = scheduler_refused(
+        dir.path(),
+        &actor_settings,
+        &[("AGENTPROCESS_CLUSTER__ETCD_PASSWORD", "not the password")],
     );
     assert!(
         stderr.contains("authentication failed"),
@@ -257,17 +264,7 @@ async fn roles_talk_to_each_other_over_mutual_tls() {
         ),
     )
     .unwrap();
-    let refused = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
-        .args(["scheduler", "--config"])
-        .arg(&half)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success(),
-        "half the TLS settings must stop the role: {stderr}"
-    );
+    let stderr = scheduler_refused(dir.path(), &half, &[]);
     assert!(
         stderr.contains("cluster.grpc_cert_file is missing")
             && stderr.contains("cluster.grpc_key_file is missing"),

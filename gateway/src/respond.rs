@@ -278,6 +278,7 @@ mod tests {
     #[test]
     fn a_spliced_tools_call_response_is_the_librarys_byte_for_byte() {
         use agentprocess_service::RenderedData;
+        use serde_json::value::RawValue;
         let data = json!({
             "text": "quotes \" and \\ backslashes, a line\nbreak, a tab\t, \u{1} and é ✓ 😀",
             "numbers": [0, -1, 1.5, 12345678901234567890u64, 1e-7],
@@ -294,9 +295,9 @@ mod tests {
             RequestId::String("".into()),
         ] {
             let rendered = |value: &Value| {
-                Ok(ToolData::Rendered(
-                    RenderedData::parse(value.to_string()).unwrap(),
-                ))
+                Ok(ToolData::Rendered(RenderedData::new(
+                    RawValue::from_string(value.to_string()).unwrap(),
+                )))
             };
             for result in [
                 Ok(data.clone().into()),

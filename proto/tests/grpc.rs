@@ -490,7 +490,8 @@ async fn a_run_walks_through_the_real_runtime_over_grpc_and_replays_exactly() {
         .unwrap();
     let service = client(&serve(Arc::new(runtime)).await);
     let caller = agent();
-    let ok = |outcome: ToolOutcome| match outcome.into_parsed() {
+    // Answers come off the wire as values.
+    let ok = |outcome: ToolOutcome| match outcome {
         ToolOutcome::Ok(data) => data,
         other => panic!("not data: {other:?}"),
     };

@@ -210,17 +210,6 @@ pub enum ToolOutcome {
     Refused(ToolRefusal),
 }
 
-impl ToolOutcome {
-    /// The same answer with rendered `data` read back into a [`Value`], for callers that look
-    /// inside it.
-    pub fn into_parsed(self) -> ToolOutcome {
-        match self {
-            ToolOutcome::Rendered(data) => ToolOutcome::Ok(data.to_value()),
-            other => other,
-        }
-    }
-}
-
 /// A result's `data` rendered as JSON by the run service: an agent's `get_work` page, spliced
 /// from its items' stored JSON instead of parsed into values and written again. It holds no file
 /// evidence, so nothing between the run service and the caller needs to rewrite it.
@@ -230,11 +219,6 @@ pub struct RenderedData(Box<RawValue>);
 impl RenderedData {
     pub fn new(json: Box<RawValue>) -> RenderedData {
         RenderedData(json)
-    }
-
-    /// Checks that `json` is one JSON value.
-    pub fn parse(json: String) -> Result<RenderedData, serde_json::Error> {
-        RawValue::from_string(json).map(RenderedData)
     }
 
     /// The JSON text.
