@@ -2,6 +2,8 @@
 //! per call on a shared keep-alive connection pool, against a stateless server answering in JSON.
 
 use agentprocess_gateway::error_chain;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::fmt;
 use std::time::Duration;
@@ -16,11 +18,36 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallOutcome {
     /// `{ ok: true, data }`.
-    Ok(Value),
+    Ok(Data),
     /// `{ ok: false, error: { code, message, issues? } }`: the protocol said no.
     Refused(Refusal),
     /// No tool result: the connection, the HTTP status, or the JSON-RPC layer failed.
     Failed(Failure),
+}
+
+/// A tool result's `data`, kept as the JSON text the server sent: a caller reads only the fields
+/// it needs ([`Data::parse`]) instead of building a value of the whole result, so the load
+/// generator's own CPU per call stays small next to the server's.
+#[derive(Debug, Clone)]
+pub struct Data(Box<RawValue>);
+
+impl Data {
+    /// The data read as `T`, borrowing its strings where it can; `None` if it is not a `T`.
+    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> Option<T> {
+        serde_json::from_str(self.0.get()).ok()
+    }
+
+    /// The data of a JSON value.
+    #[cfg(test)]
+    pub fn from_value(value: &Value) -> Data {
+        Data(RawValue::from_string(value.to_string()).expect("a JSON value writes valid JSON"))
+    }
+}
+
+impl PartialEq for Data {
+    fn eq(&self, other: &Data) -> bool {
+        self.0.get() == other.0.get()
+    }
 }
 
 /// A tool's `error` object.
@@ -137,36 +164,78 @@ pub fn tools_call_body(id: u64, tool: &str, arguments: &Value) -> String {
     .to_string()
 }
 
+/// A JSON-RPC answer, read only as far as the load generator needs it: the result's
+/// `content` (the same envelope again, as text) is skipped, not parsed.
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(borrow, default)]
+    result: Option<ToolCallResult<'a>>,
+    #[serde(default)]
+    error: Option<JsonRpcError>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallResult<'a> {
+    #[serde(rename = "structuredContent", borrow, default)]
+    structured_content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct JsonRpcError {
+    #[serde(default)]
+    code: Option<i64>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// A tool result envelope, its `data` left as JSON text.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default)]
+    ok: Option<Value>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
 /// Reads a `tools/call` answer: the `structuredContent` envelope of its result.
 pub fn parse_tools_call_response(body: &[u8]) -> CallOutcome {
-    let message: Value = match serde_json::from_slice(body) {
-        Ok(message) => message,
-        Err(e) => return CallOutcome::Failed(Failure::Malformed(format!("body is not JSON: {e}"))),
+    let answer: Answer<'_> = match serde_json::from_slice(body) {
+        Ok(answer) => answer,
+        Err(e) => {
+            return CallOutcome::Failed(Failure::Malformed(format!("body is not a JSON-RPC answer: {e}")));
+        }
     };
-    if let Some(error) = message.get("error") {
+    if let Some(error) = answer.error {
         return CallOutcome::Failed(Failure::JsonRpc {
-            code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
-            message: error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            code: error.code.unwrap_or(0),
+            message: error.message.unwrap_or_default(),
         });
     }
-    let Some(envelope) = message.pointer("/result/structuredContent") else {
+    let Some(envelope) = answer.result.and_then(|result| result.structured_content) else {
         return CallOutcome::Failed(Failure::Malformed(
             "no result.structuredContent in the answer".to_owned(),
         ));
     };
-    parse_envelope(envelope)
+    parse_envelope(envelope.get())
 }
 
-/// Reads a tool result envelope: `{ ok: true, data }` or `{ ok: false, error }`.
-pub fn parse_envelope(envelope: &Value) -> CallOutcome {
-    match envelope.get("ok").and_then(Value::as_bool) {
-        Some(true) => CallOutcome::Ok(envelope.get("data").cloned().unwrap_or(Value::Null)),
+/// Reads a tool result envelope (JSON text): `{ ok: true, data }` or `{ ok: false, error }`.
+pub fn parse_envelope(envelope: &str) -> CallOutcome {
+    let envelope: Envelope<'_> = match serde_json::from_str(envelope) {
+        Ok(envelope) => envelope,
+        Err(e) => {
+            return CallOutcome::Failed(Failure::Malformed(format!("the envelope is not an object: {e}")));
+        }
+    };
+    match envelope.ok.as_ref().and_then(Value::as_bool) {
+        Some(true) => CallOutcome::Ok(Data(match envelope.data {
+            Some(data) => data.to_owned(),
+            None => RawValue::from_string("null".to_owned()).expect("null is JSON"),
+        })),
         Some(false) => {
-            let error = envelope.get("error").unwrap_or(&Value::Null);
+            let error = envelope.error.unwrap_or(Value::Null);
             let text = |key: &str| error.get(key).and_then(Value::as_str).map(str::to_owned);
             let Some(code) = text("code") else {
                 return CallOutcome::Failed(Failure::Malformed(
@@ -217,7 +286,7 @@ mod tests {
             "isError": false } });
         assert_eq!(
             parse_tools_call_response(body.to_string().as_bytes()),
-            CallOutcome::Ok(json!({ "token": "t" }))
+            CallOutcome::Ok(Data::from_value(&json!({ "token": "t" })))
         );
     }
 

@@ -325,7 +325,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load_cmd::mcp_client::Failure;
+    use crate::load_cmd::mcp_client::{Data, Failure};
     use serde_json::json;
 
     fn window() -> Window {
@@ -355,7 +355,7 @@ mod tests {
     fn only_calls_completing_inside_the_window_count() {
         let w = window();
         let mut recorder = Recorder::new(w);
-        let ok = CallOutcome::Ok(json!({}));
+        let ok = CallOutcome::Ok(Data::from_value(&json!({})));
         let during_warmup = w.start - Duration::from_millis(1);
         recorder.record_call(ToolName::Claim, during_warmup, during_warmup, &ok);
         recorder.record_call(
@@ -432,7 +432,12 @@ mod tests {
             at,
             &refusal("conflict", &["claimed_by_other"]),
         );
-        two.record_call(ToolName::Claim, at, at, &CallOutcome::Ok(json!({})));
+        two.record_call(
+            ToolName::Claim,
+            at,
+            at,
+            &CallOutcome::Ok(Data::from_value(&json!({}))),
+        );
         two.record_run("load-agent-step", at);
         one.merge(two);
         let report = one.report();

@@ -2,11 +2,14 @@
 //! looping `get_work` → `decide`, then finishing the runs they started. Each is one task with its
 //! own [`Recorder`].
 
-use super::mcp_client::{CallOutcome, McpClient};
+use super::mcp_client::{CallOutcome, Data, McpClient};
 use super::processes;
 use super::stats::{Recorder, Window, is_expected_refusal};
 use agentprocess_gateway::ToolName;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -122,50 +125,119 @@ pub fn get_work_arguments(limit: u64, process: Option<&str>) -> Value {
     arguments
 }
 
-/// The `items` of a `get_work` result.
-pub fn work_items(data: &Value) -> &[Value] {
-    data.get("items")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
+/// What the load generator reads of a run view (`start_run`, `submit`, `decide`).
+#[derive(Debug, Deserialize)]
+pub struct RunView<'a> {
+    #[serde(borrow)]
+    pub run: RunHead<'a>,
+    #[serde(borrow, default)]
+    pub steps: Vec<StepHead<'a>>,
+}
+
+/// A run view's `run`, as far as it is read.
+#[derive(Debug, Deserialize)]
+pub struct RunHead<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub process: Cow<'a, str>,
+    #[serde(borrow)]
+    pub state: Cow<'a, str>,
+}
+
+/// One of a run view's `steps`.
+#[derive(Debug, Deserialize)]
+pub struct StepHead<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub state: Option<Cow<'a, str>>,
+}
+
+/// A `get_work` page, each item read only for its run and the exact call it names: an agent's
+/// `claim`, or a person's `workItem.decide`.
+#[derive(Debug, Deserialize)]
+pub struct WorkPage<'a> {
+    #[serde(borrow)]
+    pub items: Vec<WorkItem<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WorkItem<'a> {
+    #[serde(rename = "runId", borrow)]
+    pub run_id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub claim: Option<NamedCall<'a>>,
+    #[serde(rename = "workItem", borrow, default)]
+    pub work_item: Option<PersonWorkItem<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PersonWorkItem<'a> {
+    #[serde(borrow)]
+    pub decide: NamedCall<'a>,
+}
+
+/// A call a result names (`{ tool, arguments }`), its arguments left as JSON text.
+#[derive(Debug, Deserialize)]
+pub struct NamedCall<'a> {
+    #[serde(borrow)]
+    pub arguments: &'a RawValue,
+}
+
+/// What the load generator reads of a `claim` result.
+#[derive(Debug, Deserialize)]
+struct ClaimResult<'a> {
+    #[serde(borrow)]
+    token: Cow<'a, str>,
+}
+
+/// The items of a `get_work` result (none if it is not a page).
+pub fn work_items(data: &Data) -> Vec<WorkItem<'_>> {
+    data.parse::<WorkPage<'_>>()
+        .map_or_else(Vec::new, |page| page.items)
 }
 
 /// The item an agent claims: the step of its own run when listed, else one chosen by the agent's
 /// index so that agents spread over the list instead of all racing for the oldest item.
-pub fn pick_agent_item<'a>(
-    items: &'a [Value],
+pub fn pick_agent_item<'i, 'a>(
+    items: &'i [WorkItem<'a>],
     own_run: Option<&str>,
     agent_index: usize,
-) -> Option<&'a Value> {
+) -> Option<&'i WorkItem<'a>> {
     if items.is_empty() {
         return None;
     }
     own_run
-        .and_then(|run| {
-            items
-                .iter()
-                .find(|item| item.get("runId").and_then(Value::as_str) == Some(run))
-        })
+        .and_then(|run| items.iter().find(|item| item.run_id == run))
         .or_else(|| items.get(agent_index % items.len()))
 }
 
+/// Arguments a result names, with a fresh `requestId`, and `extra` fields set.
+fn named_arguments(call: &NamedCall<'_>, extra: &[(&str, Value)]) -> Option<Value> {
+    let mut arguments: serde_json::Map<String, Value> = serde_json::from_str(call.arguments.get()).ok()?;
+    arguments.insert("requestId".into(), json!(request_id()));
+    for (key, value) in extra {
+        arguments.insert((*key).into(), value.clone());
+    }
+    Some(Value::Object(arguments))
+}
+
 /// The exact `claim` call a `get_work` item names, with a fresh `requestId`.
-pub fn claim_arguments(item: &Value) -> Option<Value> {
-    let mut arguments = item.pointer("/claim/arguments")?.clone();
-    arguments
-        .as_object_mut()?
-        .insert("requestId".into(), json!(request_id()));
-    Some(arguments)
+pub fn claim_arguments(item: &WorkItem<'_>) -> Option<Value> {
+    named_arguments(item.claim.as_ref()?, &[])
 }
 
 /// The `claim` call of the agent step a run view shows ready, with a fresh `requestId`: how an agent
 /// finishes its own run after the window without looking for it in `get_work`.
-pub fn own_claim_arguments(view: &Value) -> Option<Value> {
-    let run_id = run_id(view)?;
-    let step = view.get("steps")?.as_array()?.iter().find(|step| {
-        step.get("kind").and_then(Value::as_str) == Some("agent")
-            && step.get("state").and_then(Value::as_str) == Some("ready")
-    })?;
-    Some(json!({ "runId": run_id, "stepId": step.get("id")?, "requestId": request_id() }))
+pub fn own_claim_arguments(view: &RunView<'_>) -> Option<Value> {
+    let step = view
+        .steps
+        .iter()
+        .find(|step| step.kind == "agent" && step.state.as_deref() == Some("ready"))?;
+    Some(json!({ "runId": view.run.id, "stepId": step.id, "requestId": request_id() }))
 }
 
 /// `submit` arguments for the benchmark step, whose output is `{ result: number }`.
@@ -179,25 +251,25 @@ pub fn submit_arguments(token: &str, n: u64) -> Value {
 }
 
 /// The exact `decide` call a person's `get_work` item names, approving, with a fresh `requestId`.
-pub fn approve_arguments(item: &Value) -> Option<Value> {
-    let mut arguments = item.pointer("/workItem/decide/arguments")?.clone();
-    let object = arguments.as_object_mut()?;
-    object.insert("requestId".into(), json!(request_id()));
-    object.insert("decision".into(), json!("approved"));
-    Some(arguments)
-}
-
-/// The run's id in a run view.
-pub fn run_id(view: &Value) -> Option<&str> {
-    view.pointer("/run/id").and_then(Value::as_str)
+pub fn approve_arguments(item: &WorkItem<'_>) -> Option<Value> {
+    named_arguments(
+        &item.work_item.as_ref()?.decide,
+        &[("decision", json!("approved"))],
+    )
 }
 
 /// The process of an ended run in a run view; `None` while the run is live.
-pub fn ended_process(view: &Value) -> Option<&str> {
-    let state = view.pointer("/run/state").and_then(Value::as_str)?;
-    (state == "ended")
-        .then(|| view.pointer("/run/process").and_then(Value::as_str))
-        .flatten()
+pub fn ended_process<'v>(view: &'v RunView<'_>) -> Option<&'v str> {
+    (view.run.state == "ended").then_some(&*view.run.process)
+}
+
+/// The process of the run an ok write answered with its run view, if that run ended.
+fn ended_process_of(outcome: &CallOutcome) -> Option<String> {
+    let CallOutcome::Ok(data) = outcome else {
+        return None;
+    };
+    let view = data.parse::<RunView<'_>>()?;
+    ended_process(&view).map(str::to_owned)
 }
 
 /// One agent: starts a run, claims a ready step (its own run's when listed) and submits it, until
@@ -225,8 +297,11 @@ pub async fn agent(context: Arc<LoadContext>, index: usize, token: String) -> Re
         let started = context
             .call(&mut recorder, &token, ToolName::StartRun, &arguments)
             .await;
-        let (own_run, own_claim) = match &started {
-            CallOutcome::Ok(view) => (run_id(view).map(str::to_owned), own_claim_arguments(view)),
+        let (own_run, own_claim) = match started {
+            CallOutcome::Ok(data) => match data.parse::<RunView<'_>>() {
+                Some(view) => (Some(view.run.id.to_string()), own_claim_arguments(&view)),
+                None => (None, None),
+            },
             _ => continue,
         };
         let claimed = claim_a_step(&context, &mut recorder, &token, index, own_run.as_deref()).await;
@@ -246,9 +321,9 @@ pub async fn agent(context: Arc<LoadContext>, index: usize, token: String) -> Re
         if let CallOutcome::Ok(claim) = context
             .call(&mut recorder, &token, ToolName::Claim, &arguments)
             .await
-            && let Some(step_token) = claim.get("token").and_then(Value::as_str)
+            && let Some(claim) = claim.parse::<ClaimResult<'_>>()
         {
-            submit_step(&context, &mut recorder, &token, step_token, n).await;
+            submit_step(&context, &mut recorder, &token, &claim.token, n).await;
         }
     }
     context.agents_running.fetch_sub(1, Ordering::AcqRel);
@@ -258,10 +333,9 @@ pub async fn agent(context: Arc<LoadContext>, index: usize, token: String) -> Re
 /// Submits the benchmark step claimed with `step_token`, counting the run when it ended.
 async fn submit_step(context: &LoadContext, recorder: &mut Recorder, token: &str, step_token: &str, n: u64) {
     let arguments = submit_arguments(step_token, n);
-    if let CallOutcome::Ok(view) = context.call(recorder, token, ToolName::Submit, &arguments).await
-        && let Some(process) = ended_process(&view)
-    {
-        recorder.record_run(process, Instant::now());
+    let submitted = context.call(recorder, token, ToolName::Submit, &arguments).await;
+    if let Some(process) = ended_process_of(&submitted) {
+        recorder.record_run(&process, Instant::now());
     }
 }
 
@@ -283,19 +357,20 @@ async fn claim_a_step(
         let CallOutcome::Ok(data) = context.call(recorder, token, ToolName::GetWork, &get_work).await else {
             return None;
         };
-        let Some(item) = pick_agent_item(work_items(&data), own_run, index) else {
+        let items = work_items(&data);
+        let Some(item) = pick_agent_item(&items, own_run, index) else {
             recorder.record_empty_poll(Instant::now());
             tokio::time::sleep(AGENT_POLL_PAUSE).await;
             continue;
         };
         let arguments = claim_arguments(item)?;
         let run = arguments.get("runId").and_then(Value::as_str)?.to_owned();
+        drop(items);
         match context.call(recorder, token, ToolName::Claim, &arguments).await {
             CallOutcome::Ok(claim) => {
                 return claim
-                    .get("token")
-                    .and_then(Value::as_str)
-                    .map(|token| (token.to_owned(), run));
+                    .parse::<ClaimResult<'_>>()
+                    .map(|claim| (claim.token.into_owned(), run));
             }
             CallOutcome::Refused(refusal) if is_expected_refusal(ToolName::Claim, &refusal) => continue,
             _ => return None,
@@ -329,12 +404,12 @@ pub async fn person(context: Arc<LoadContext>, index: usize, token: String) -> R
         let Some(arguments) = approve_arguments(&items[index % items.len()]) else {
             continue;
         };
-        if let CallOutcome::Ok(view) = context
+        drop(items);
+        let decided = context
             .call(&mut recorder, &token, ToolName::Decide, &arguments)
-            .await
-            && let Some(process) = ended_process(&view)
-        {
-            recorder.record_run(process, Instant::now());
+            .await;
+        if let Some(process) = ended_process_of(&decided) {
+            recorder.record_run(&process, Instant::now());
         }
     }
     recorder
@@ -344,6 +419,10 @@ pub async fn person(context: Arc<LoadContext>, index: usize, token: String) -> R
 mod tests {
     use super::*;
 
+    fn data(value: Value) -> Data {
+        Data::from_value(&value)
+    }
+
     fn agent_item(run: &str) -> Value {
         json!({ "runId": run, "stepId": "work", "process": "load-agent-step", "version": 1,
                 "mode": "live", "readySince": "2026-10-06T09:00:00Z", "due": null, "overdue": false,
@@ -352,46 +431,69 @@ mod tests {
                            "arguments": { "runId": run, "stepId": "work", "requestId": "<new UUID>" } } })
     }
 
+    fn page(items: &[Value]) -> Data {
+        data(json!({ "items": items, "nextCursor": null }))
+    }
+
     #[test]
     fn an_agent_claims_its_own_run_when_listed() {
-        let items = [agent_item("r_1"), agent_item("r_2"), agent_item("r_3")];
-        assert_eq!(pick_agent_item(&items, Some("r_3"), 0).unwrap()["runId"], "r_3");
+        let page = page(&[agent_item("r_1"), agent_item("r_2"), agent_item("r_3")]);
+        let items = work_items(&page);
+        assert_eq!(pick_agent_item(&items, Some("r_3"), 0).unwrap().run_id, "r_3");
     }
 
     #[test]
     fn without_its_own_run_agents_spread_over_the_list() {
-        let items = [agent_item("r_1"), agent_item("r_2")];
-        assert_eq!(pick_agent_item(&items, Some("r_9"), 0).unwrap()["runId"], "r_1");
-        assert_eq!(pick_agent_item(&items, None, 3).unwrap()["runId"], "r_2");
+        let page = page(&[agent_item("r_1"), agent_item("r_2")]);
+        let items = work_items(&page);
+        assert_eq!(pick_agent_item(&items, Some("r_9"), 0).unwrap().run_id, "r_1");
+        assert_eq!(pick_agent_item(&items, None, 3).unwrap().run_id, "r_2");
         assert!(pick_agent_item(&[], Some("r_1"), 0).is_none());
+    }
+
+    #[test]
+    fn a_page_is_read_for_each_items_run_and_call_only() {
+        // Fields the load generator does not read, escapes included, are skipped, not refused.
+        let mut item = agent_item("r_1");
+        item["handoff"] = json!({ "progress": "half \"done\"\n" });
+        let page = page(&[item]);
+        let items = work_items(&page);
+        assert_eq!(items.len(), 1);
+        assert_eq!(claim_arguments(&items[0]).unwrap()["stepId"], "work");
+        assert!(work_items(&data(json!({ "nextCursor": null }))).is_empty());
     }
 
     #[test]
     fn an_agent_finishes_its_own_run_by_the_agent_step_its_view_shows_ready() {
         let view = |state: &str| {
-            json!({ "run": { "id": "r_1", "state": "active" },
-                    "steps": [ { "id": "approve", "kind": "approve", "state": null },
-                               { "id": "work", "kind": "agent", "state": state } ] })
+            data(
+                json!({ "run": { "id": "r_1", "process": "load-agent-step", "state": "active" },
+                         "steps": [ { "id": "approve", "kind": "approve", "state": null },
+                                    { "id": "work", "kind": "agent", "state": state } ] }),
+            )
         };
-        let arguments = own_claim_arguments(&view("ready")).unwrap();
+        let own_claim = |view: Data| own_claim_arguments(&view.parse::<RunView<'_>>().unwrap());
+        let arguments = own_claim(view("ready")).unwrap();
         assert_eq!(arguments["runId"], "r_1");
         assert_eq!(arguments["stepId"], "work");
         assert!(uuid::Uuid::parse_str(arguments["requestId"].as_str().unwrap()).is_ok());
-        assert!(own_claim_arguments(&view("claimed")).is_none());
+        assert!(own_claim(view("claimed")).is_none());
     }
 
     #[test]
     fn the_claim_call_is_the_one_get_work_names_with_a_fresh_request_id() {
-        let arguments = claim_arguments(&agent_item("r_1")).unwrap();
+        let page = page(&[agent_item("r_1"), json!({ "runId": "r_2" })]);
+        let items = work_items(&page);
+        let arguments = claim_arguments(&items[0]).unwrap();
         assert_eq!(arguments["runId"], "r_1");
         assert_eq!(arguments["stepId"], "work");
         let request_id = arguments["requestId"].as_str().unwrap();
         assert!(uuid::Uuid::parse_str(request_id).is_ok(), "{request_id}");
         assert_ne!(
-            claim_arguments(&agent_item("r_1")).unwrap()["requestId"],
+            claim_arguments(&items[0]).unwrap()["requestId"],
             arguments["requestId"]
         );
-        assert!(claim_arguments(&json!({ "runId": "r_1" })).is_none());
+        assert!(claim_arguments(&items[1]).is_none());
     }
 
     #[test]
@@ -402,7 +504,8 @@ mod tests {
                             "arguments": { "runId": "r_1", "workItemId": "w_1", "snapshot": "9b7e",
                                            "requestId": "<new UUID>" },
                             "decisions": ["approved", "rejected", "failed"] } } });
-        let arguments = approve_arguments(&item).unwrap();
+        let page = page(&[item]);
+        let arguments = approve_arguments(&work_items(&page)[0]).unwrap();
         assert_eq!(arguments["decision"], "approved");
         assert_eq!(arguments["snapshot"], "9b7e");
         assert_eq!(arguments["workItemId"], "w_1");
@@ -422,12 +525,21 @@ mod tests {
 
     #[test]
     fn a_run_counts_only_once_its_view_says_ended() {
-        let view =
-            |state: &str| json!({ "run": { "id": "r_1", "process": "load-agent-step", "state": state } });
-        assert_eq!(ended_process(&view("ended")), Some("load-agent-step"));
-        assert_eq!(ended_process(&view("waiting")), None);
-        assert_eq!(ended_process(&view("cancelled")), None);
-        assert_eq!(run_id(&view("active")), Some("r_1"));
+        let answer = |state: &str| {
+            CallOutcome::Ok(data(
+                json!({ "run": { "id": "r_1", "process": "load-agent-step", "state": state } }),
+            ))
+        };
+        assert_eq!(
+            ended_process_of(&answer("ended")).as_deref(),
+            Some("load-agent-step")
+        );
+        assert_eq!(ended_process_of(&answer("waiting")), None);
+        assert_eq!(ended_process_of(&answer("cancelled")), None);
+        assert_eq!(
+            ended_process_of(&CallOutcome::Ok(data(json!({ "token": "t" })))),
+            None
+        );
     }
 
     #[test]
