@@ -1,10 +1,10 @@
 //! Applying transactions and lease changes on top of the durable state, inside the writer.
 //!
 //! The writer applies a batch of requests to an overlay (the batch's pending changes) over a
-//! read view of the engine, which readers keep reading undisturbed. The batch is committed to
-//! the engine in one write transaction; only then do readers see it. So readers never see a write
-//! that could still be lost, and each transaction in a batch sees the effects of the ones before
-//! it, including those of the batch still being committed (a second, lower overlay).
+//! read view of the engine and the batches acknowledged but not yet in the engine (lower
+//! overlays). Readers see a batch once its journal is synced, through the same lower overlays, so
+//! they never see a write that could still be lost; each transaction in a batch sees the effects
+//! of the ones before it, including those of the batch whose journal is still being synced.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -63,11 +63,11 @@ impl Entry {
     }
 }
 
-/// The engine's state seen through the pending changes of the batch being committed (`lower`)
-/// and of the batch being applied (`overlay`), upper layers winning.
+/// The engine's state seen through the changes of batches the engine does not hold yet (`lower`,
+/// oldest first) and of the batch being applied (`overlay`), upper layers winning.
 pub(crate) struct View<'a> {
     pub base: &'a ReadView,
-    pub lower: Option<&'a Overlay>,
+    pub lower: Vec<&'a Overlay>,
     pub overlay: Overlay,
     pub revision: i64,
 }
@@ -93,7 +93,7 @@ impl<'a> View<'a> {
     pub fn new(base: &'a ReadView, revision: i64) -> Self {
         View {
             base,
-            lower: None,
+            lower: Vec::new(),
             overlay: BTreeMap::new(),
             revision,
         }
@@ -103,8 +103,10 @@ impl<'a> View<'a> {
         if let Some(pending) = self.overlay.get(key) {
             return Ok(pending.clone());
         }
-        if let Some(pending) = self.lower.and_then(|lower| lower.get(key)) {
-            return Ok(pending.clone());
+        for lower in self.lower.iter().rev() {
+            if let Some(pending) = lower.get(key) {
+                return Ok(pending.clone());
+            }
         }
         self.base.get(key)
     }
@@ -117,7 +119,7 @@ impl<'a> View<'a> {
         };
         // The pending layers are one batch each: merge them first, the upper one winning.
         let mut pending: BTreeMap<&[u8], Option<&Stored>> = BTreeMap::new();
-        for layer in self.lower.into_iter().chain([&self.overlay]) {
+        for layer in self.lower.iter().copied().chain([&self.overlay]) {
             for (key, kv) in layer.range::<[u8], _>(bounds) {
                 pending.insert(key.as_slice(), kv.as_ref());
             }
@@ -327,11 +329,10 @@ impl<'a> View<'a> {
     }
 }
 
-/// Runs a transaction that only reads, directly on one commit's state.
-pub(crate) fn read_only_txn(base: &ReadView, txn: Txn, limits: Limits) -> Result<TxnResult, StoreError> {
+/// Runs a transaction that only reads, on one consistent view.
+pub(crate) fn read_only_txn(view: &View<'_>, txn: Txn, limits: Limits) -> Result<TxnResult, StoreError> {
     validate(&txn, limits)?;
-    let revision = base.revision;
-    let view = View::new(base, revision);
+    let revision = view.revision;
     let succeeded = view.compares_hold(&txn)?;
     let ops = if succeeded { txn.then } else { txn.otherwise };
     let results = ops
@@ -441,7 +442,7 @@ mod tests {
             let committed: Overlay = base.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
             engine
                 .commit(&Commit {
-                    overlay: &committed,
+                    overlays: &[&committed],
                     lease_changes: &[],
                     revision: 100,
                     next_lease_id: 1,
@@ -449,32 +450,34 @@ mod tests {
                 })
                 .unwrap();
             let read = engine.read().unwrap();
-            let mut lower = Overlay::new();
+            // Zero to three acknowledged batches the engine does not hold yet, oldest first.
+            let mut lowers = Vec::new();
             let mut merged = base.clone();
-            for i in 0..rng.next(10) {
-                let key = rng.key();
-                if rng.next(3) == 0 {
-                    lower.insert(key.clone(), None);
-                    merged.remove(&key);
-                } else {
-                    lower.insert(key.clone(), Some(stored(100 + i as i64)));
-                    merged.insert(key, stored(100 + i as i64));
+            for layer in 0..rng.next(4) {
+                let mut lower = Overlay::new();
+                for i in 0..rng.next(10) {
+                    let key = rng.key();
+                    let revision = 100 + 20 * layer as i64 + i as i64;
+                    if rng.next(3) == 0 {
+                        lower.insert(key.clone(), None);
+                        merged.remove(&key);
+                    } else {
+                        lower.insert(key.clone(), Some(stored(revision)));
+                        merged.insert(key, stored(revision));
+                    }
                 }
+                lowers.push(lower);
             }
             let mut view = View::new(&read, 100);
-            if rng.next(2) == 0 {
-                view.lower = Some(&lower);
-            } else {
-                merged = base.clone();
-            }
+            view.lower = lowers.iter().collect();
             for i in 0..rng.next(20) {
                 let key = rng.key();
                 if rng.next(3) == 0 {
                     view.overlay.insert(key.clone(), None);
                     merged.remove(&key);
                 } else {
-                    view.overlay.insert(key.clone(), Some(stored(200 + i as i64)));
-                    merged.insert(key, stored(200 + i as i64));
+                    view.overlay.insert(key.clone(), Some(stored(300 + i as i64)));
+                    merged.insert(key, stored(300 + i as i64));
                 }
             }
             for _ in 0..10 {

@@ -113,10 +113,11 @@ fn into<E: Into<redb::Error>>(context: &'static str) -> impl Fn(E) -> StoreError
     move |error| map(error.into())
 }
 
-/// Everything one batch changes, committed in one write transaction.
+/// Everything one or more batches change, committed in one write transaction.
 #[derive(Debug)]
 pub(crate) struct Commit<'a> {
-    pub overlay: &'a Overlay,
+    /// The batches' changes, oldest first: a later batch's state of a key wins.
+    pub overlays: &'a [&'a Overlay],
     /// Lease grants (`Some(ttl)`) and revokes (`None`), in order.
     pub lease_changes: &'a [(i64, Option<i64>)],
     pub revision: i64,
@@ -276,7 +277,18 @@ impl Engine {
             let mut kvs = txn.open_table(KVS).map_err(into(context))?;
             let mut lease_keys = txn.open_multimap_table(LEASE_KEYS).map_err(into(context))?;
             let mut buf = Vec::new();
-            for (key, state) in batch.overlay {
+            // Several batches: each key once, in key order, in the state of the last batch.
+            let mut merged: BTreeMap<&Vec<u8>, &Option<Stored>> = BTreeMap::new();
+            let changes: Box<dyn Iterator<Item = (&Vec<u8>, &Option<Stored>)>> = match batch.overlays {
+                [one] => Box::new(one.iter()),
+                several => {
+                    for (key, state) in several.iter().flat_map(|overlay| overlay.iter()) {
+                        merged.insert(key, state);
+                    }
+                    Box::new(merged.iter().map(|(key, state)| (*key, *state)))
+                }
+            };
+            for (key, state) in changes {
                 let previous_lease = match state {
                     Some(kv) => {
                         kv.encode(&mut buf);

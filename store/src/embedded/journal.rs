@@ -291,12 +291,18 @@ impl Journal {
 
     /// Removes the journals before the current generation: a checkpoint holds all they say.
     pub fn remove_before(&self) -> Result<(), StoreError> {
-        for generation in generations(&self.dir)? {
-            if generation < self.generation {
-                fs::remove_file(journal_path(&self.dir, generation))
-                    .map_err(|e| StoreError::io("removing a checkpointed journal", e))?;
-            }
-        }
-        Ok(())
+        remove_before(&self.dir, self.generation)
     }
+}
+
+/// Removes the journals in `dir` before generation `generation`: a checkpoint at `generation`
+/// holds all they say.
+pub(crate) fn remove_before(dir: &Path, generation: u64) -> Result<(), StoreError> {
+    for older in generations(dir)? {
+        if older < generation {
+            fs::remove_file(journal_path(dir, older))
+                .map_err(|e| StoreError::io("removing a checkpointed journal", e))?;
+        }
+    }
+    Ok(())
 }

@@ -425,7 +425,7 @@ pub(crate) fn import(dir: &Path, cache_bytes: usize) -> Result<Option<LegacyImpo
                 .map(|(key, kv)| (key, Some(kv)))
                 .collect();
             engine.commit(&Commit {
-                overlay: &chunk,
+                overlays: &[&chunk],
                 lease_changes: if first { &leases } else { &[] },
                 revision: replayed.revision,
                 next_lease_id: replayed.next_lease_id,

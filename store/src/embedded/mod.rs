@@ -5,15 +5,17 @@
 //! [`EmbeddedOptions::cache_bytes`], and not the key space.
 //!
 //! Writes (transactions that may write, lease grants and revokes, lease expiry) go through ONE
-//! writer task. It takes every request queued, applies them in order to an overlay over a read
-//! view of the engine, appends the whole batch to the journal and syncs it (one sequential write,
-//! see [`journal`]), commits it in ONE engine write transaction (not synced: the journal holds
-//! it), then announces the batch to watchers and acknowledges it. A write acknowledged is a write
-//! that survives `kill -9`. Once the journal outgrows [`EmbeddedOptions::checkpoint_after_bytes`],
-//! the batch's engine commit is a checkpoint instead: synced, and the journals before it removed. The writer is pipelined one batch deep: while one batch's commit runs, it
-//! applies the next batch on top of it, so applying and committing overlap. Reads never wait for
-//! the writer: each reads one engine read transaction (MVCC), which sees the last commit, never a
-//! write before it is durable.
+//! writer task. It takes every request queued, applies them in order to an overlay over a
+//! snapshot, appends the whole batch to the journal and syncs it (one sequential write, see
+//! [`journal`]), then makes the batch visible to readers, announces it to watchers and
+//! acknowledges it. A write acknowledged is a write that survives `kill -9`. The engine takes the
+//! acknowledged batches later, several in ONE write transaction (not synced: the journal holds
+//! them), while the next batch is journaled; once the journal outgrows
+//! [`EmbeddedOptions::checkpoint_after_bytes`], that engine commit is a checkpoint instead: synced,
+//! and the journals before it removed. Applying, journaling and engine commits overlap. Reads
+//! never wait for the writer: each reads a snapshot, one engine read transaction (MVCC) seen
+//! through the acknowledged batches the engine does not hold yet, so it sees every acknowledged
+//! write and never one before it is durable.
 //!
 //! Leases and watches are emulated in process ([`lease`], [`watch`]). A directory written in the
 //! store's former format (a snapshot and logs) is imported into the engine on open ([`legacy`]).
@@ -123,14 +125,75 @@ struct Shared {
     stats: Counters,
     /// Set by the writer at its first failed commit: every later write fails.
     writes_failed: AtomicBool,
+    /// The acknowledged batches the engine does not hold yet, which reads see through.
+    visible: Mutex<Visible>,
     /// Tests set this to make commits fail.
     #[cfg(test)]
     fail_writes: AtomicBool,
+    /// Tests set this to hold engine commits until it is cleared.
+    #[cfg(test)]
+    hold_engine: AtomicBool,
+    /// Tests set this to make engine commits fail.
+    #[cfg(test)]
+    fail_engine: AtomicBool,
 }
 
 impl Shared {
     fn engine(&self) -> Result<Arc<Engine>, StoreError> {
         self.engine.read().unwrap().clone().ok_or(StoreError::Closed)
+    }
+
+    /// A consistent view of every acknowledged write: an engine read transaction, and the
+    /// acknowledged batches newer than it.
+    fn snapshot(&self, engine: &Engine) -> Result<Snapshot, StoreError> {
+        loop {
+            let read = engine.read()?;
+            let visible = self.visible.lock().unwrap();
+            // Batches leave `layers` only once the engine holds them. If the engine moved past
+            // this read since it began, batches it lacks may be gone from `layers`: read again.
+            if visible.engine_revision > read.revision {
+                continue;
+            }
+            let layers = visible
+                .layers
+                .iter()
+                .filter(|(revision, _)| *revision > read.revision)
+                .map(|(_, overlay)| overlay.clone())
+                .collect();
+            let revision = visible.revision.max(read.revision);
+            return Ok(Snapshot {
+                read,
+                layers,
+                revision,
+            });
+        }
+    }
+}
+
+/// Acknowledged batches the engine does not hold yet.
+#[derive(Debug)]
+struct Visible {
+    /// Each batch's changes with its newest revision, oldest first.
+    layers: std::collections::VecDeque<(i64, Arc<Overlay>)>,
+    /// The newest acknowledged revision.
+    revision: i64,
+    /// The revision of the newest batch the engine holds and `layers` no longer does.
+    engine_revision: i64,
+}
+
+/// What one read sees: the engine as of one commit, through the acknowledged batches after it.
+struct Snapshot {
+    read: engine::ReadView,
+    /// Oldest first.
+    layers: Vec<Arc<Overlay>>,
+    revision: i64,
+}
+
+impl Snapshot {
+    fn view(&self) -> View<'_> {
+        let mut view = View::new(&self.read, self.revision);
+        view.lower = self.layers.iter().map(|layer| &**layer).collect();
+        view
     }
 }
 
@@ -138,14 +201,18 @@ impl Shared {
 #[derive(Debug, Default)]
 struct Counters {
     syncs: AtomicU64,
+    engine_commits: AtomicU64,
     records: AtomicU64,
 }
 
 /// What the writer has done since the store was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmbeddedStats {
-    /// Engine commits, each one sync: one per batch that changed anything.
+    /// Batches made durable, each one journal sync (in memory: each acknowledged at once): one
+    /// per batch that changed anything.
     pub syncs: u64,
+    /// Engine write transactions, each holding one or more of those batches.
+    pub engine_commits: u64,
     /// Change sets committed (one per transaction that changed something, lease grant or revoke).
     pub records: u64,
 }
@@ -257,8 +324,17 @@ impl EmbeddedStore {
             watch_channel: options.watch_channel.max(1),
             stats: Counters::default(),
             writes_failed: AtomicBool::new(false),
+            visible: Mutex::new(Visible {
+                layers: std::collections::VecDeque::new(),
+                revision,
+                engine_revision: revision,
+            }),
             #[cfg(test)]
             fail_writes: AtomicBool::new(false),
+            #[cfg(test)]
+            hold_engine: AtomicBool::new(false),
+            #[cfg(test)]
+            fail_engine: AtomicBool::new(false),
         });
         let (dir, journal, lock) = match disk {
             Some(Disk { dir, lock, journal }) => (Some(dir), Some(Arc::new(Mutex::new(journal))), Some(lock)),
@@ -269,8 +345,11 @@ impl EmbeddedStore {
             shared: shared.clone(),
             engine,
             journal,
+            dir: dir.clone(),
             committed: committed_tx,
             options,
+            acknowledged: Vec::new(),
+            unengined_bytes: 0,
             failed: None,
             _lock: lock,
         };
@@ -293,6 +372,7 @@ impl EmbeddedStore {
         let c = &self.shared.stats;
         EmbeddedStats {
             syncs: c.syncs.load(Ordering::Relaxed),
+            engine_commits: c.engine_commits.load(Ordering::Relaxed),
             records: c.records.load(Ordering::Relaxed),
         }
     }
@@ -337,15 +417,15 @@ impl EmbeddedStore {
 impl Store for EmbeddedStore {
     async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
         self.check_open()?;
-        let read = self.shared.engine()?.read()?;
-        let kv = read.get(key)?.map(|kv| key_value(key, &kv));
-        Ok((kv, read.revision))
+        let snapshot = self.shared.snapshot(&*self.shared.engine()?)?;
+        let kv = snapshot.view().get(key)?.map(|kv| key_value(key, &kv));
+        Ok((kv, snapshot.revision))
     }
 
     async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
         self.check_open()?;
-        let read = self.shared.engine()?.read()?;
-        View::new(&read, read.revision).range_result(&request, read.revision)
+        let snapshot = self.shared.snapshot(&*self.shared.engine()?)?;
+        snapshot.view().range_result(&request, snapshot.revision)
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
@@ -353,8 +433,8 @@ impl Store for EmbeddedStore {
             return self.call(|reply| Request::Txn(txn, reply)).await;
         }
         self.check_open()?;
-        let read = self.shared.engine()?.read()?;
-        read_only_txn(&read, txn, self.shared.limits)
+        let snapshot = self.shared.snapshot(&*self.shared.engine()?)?;
+        read_only_txn(&snapshot.view(), txn, self.shared.limits)
     }
 
     async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
@@ -472,7 +552,7 @@ fn replay_journals(dir: &Path, engine: &Engine) -> Result<(Journal, journal::Rep
         .max(checkpointed.journal_generation);
     let journal = Journal::create(dir, generation)?;
     engine.commit(&Commit {
-        overlay: &overlay,
+        overlays: &[&overlay],
         lease_changes: &lease_changes,
         revision,
         next_lease_id,
@@ -518,21 +598,34 @@ impl Reply {
     }
 }
 
-/// The single writer: applies batches and commits each in one engine write transaction.
+/// How many acknowledged batches gather, while the journal is busy, before the engine takes them
+/// in one commit.
+const ENGINE_COMMIT_BATCHES: usize = 16;
+
+/// The single writer: applies batches, makes each durable in the journal and acknowledges it,
+/// and commits what was acknowledged to the engine, several batches per engine commit.
 struct Writer {
     shared: Arc<Shared>,
     engine: Arc<Engine>,
-    /// The journal of a store on disk (`None` in memory). Only the commit in flight uses it.
+    /// The journal of a store on disk (`None` in memory). Only the batch being journaled uses it.
     journal: Option<Arc<Mutex<Journal>>>,
+    /// The store's directory, where the journals are (`None` in memory).
+    dir: Option<PathBuf>,
     committed: tokio::sync::watch::Sender<i64>,
     options: EmbeddedOptions,
-    /// Set by the first failed commit; every later write fails with it.
+    /// Batches acknowledged and not yet handed to an engine commit, oldest first.
+    acknowledged: Vec<Acknowledged>,
+    /// About how many bytes of changes are acknowledged and not yet in the engine (including an
+    /// engine commit running): past [`Writer::most_unengined_bytes`], no batch is journaled
+    /// until the engine catches up.
+    unengined_bytes: usize,
+    /// Set by the first failed journal append or engine commit; every later write fails with it.
     failed: Option<StoreError>,
     /// The directory's lock, held while the writer runs (`None` for a store in memory).
     _lock: Option<File>,
 }
 
-/// A batch applied in memory, waiting for (or without need of) its commit.
+/// A batch applied in memory, waiting for (or without need of) its journal.
 struct Pending {
     overlay: Overlay,
     revision: i64,
@@ -549,24 +642,65 @@ struct Pending {
     bytes: usize,
 }
 
-/// A batch whose commit is running.
-struct InFlight {
+/// A batch whose journal append and sync is running.
+struct Journaling {
     pending: Pending,
-    /// The batch's changes, read by the commit and by the next batch's view.
+    /// The batch's changes, read by the next batch's view.
     overlay: Arc<Overlay>,
-    commit: tokio::task::JoinHandle<Result<(), StoreError>>,
+    /// `Some(generation)` when the journal started generation `generation` after this batch.
+    append: tokio::task::JoinHandle<Result<Option<u64>, StoreError>>,
+}
+
+/// A batch in the journal and acknowledged, whose changes the engine does not hold yet.
+struct Acknowledged {
+    overlay: Arc<Overlay>,
+    lease_changes: Vec<(i64, Option<i64>)>,
+    revision: i64,
+    next_lease_id: i64,
+    /// `Some(generation)` when the journal started generation `generation` after this batch: an
+    /// engine commit that holds it may be the checkpoint at that generation.
+    new_generation: Option<u64>,
+    bytes: usize,
+}
+
+/// An engine commit running over acknowledged batches.
+struct EngineCommit {
+    bytes: usize,
+    /// The revision of the newest batch it holds.
+    commit: tokio::task::JoinHandle<Result<i64, StoreError>>,
 }
 
 impl Writer {
-    /// The writer loop, pipelined one batch deep: while batch N's commit runs, the writer keeps
-    /// receiving requests and applying them, as batch N+1, on top of N's pending changes. Once N
-    /// is committed, announced and acknowledged, N+1 takes what else is queued and is committed
-    /// in turn. If N's commit fails, N+1 fails with it.
+    /// Whether the engine should take the acknowledged batches now even though the journal is
+    /// busy: enough of them wait, or one ends a journal generation. While the journal is busy,
+    /// batches are left to gather, so that one engine commit copies each page they touch once;
+    /// once it is idle, the engine takes whatever waits.
+    fn engine_commit_is_due(&self) -> bool {
+        self.acknowledged.len() >= ENGINE_COMMIT_BATCHES
+            || self.unengined_bytes >= self.most_unengined_bytes() / 2
+            || self
+                .acknowledged
+                .iter()
+                .any(|batch| batch.new_generation.is_some())
+    }
+
+    /// How many bytes of acknowledged changes may wait for the engine before journaling pauses.
+    fn most_unengined_bytes(&self) -> usize {
+        self.options.max_batch_bytes.saturating_mul(4)
+    }
+
+    /// The writer loop. Three stages overlap: while batch N's journal append and sync runs, the
+    /// writer keeps receiving requests and applying them, as batch N+1, on top of N's changes,
+    /// and an engine commit writes the batches acknowledged before N into the engine. Once N is
+    /// durable it is visible to readers, announced and acknowledged, and N+1 takes what else is
+    /// queued and is journaled in turn. If N's journal fails, N+1 fails with it.
     async fn run(mut self, mut receiver: mpsc::Receiver<Request>) {
         let max_batch = self.options.max_batch.max(1);
         let mut batch = Vec::with_capacity(max_batch);
         let mut closing = Vec::new();
-        let mut in_flight: Option<InFlight> = None;
+        let mut next: Option<Pending> = None;
+        let mut journaling: Option<Journaling> = None;
+        let mut engine_commit: Option<EngineCommit> = None;
         let mut open = true;
         loop {
             let stopping = !open || !closing.is_empty();
@@ -574,45 +708,58 @@ impl Writer {
                 // Requests after a close are dropped: their callers see `Closed`.
                 batch.clear();
             }
-            if batch.is_empty() && in_flight.is_none() {
-                if stopping {
-                    break;
-                }
-                open = receiver.recv_many(&mut batch, max_batch).await > 0;
-                continue;
-            }
-
-            let mut next = None;
-            self.apply(&mut next, &mut batch, &mut closing, in_flight.as_ref());
-            while let Some(flight) = in_flight.as_mut() {
-                let full = next
-                    .as_ref()
-                    .is_some_and(|n: &Pending| n.bytes >= self.options.max_batch_bytes);
-                let receiving = open && closing.is_empty() && !full;
-                tokio::select! {
-                    received = receiver.recv_many(&mut batch, max_batch), if receiving => {
-                        open = received > 0;
-                        self.apply(&mut next, &mut batch, &mut closing, in_flight.as_ref());
-                    }
-                    committed = &mut flight.commit => {
-                        let flight = in_flight.take().expect("a commit in flight");
-                        let committed = committed.expect("the commit task does not panic");
-                        self.finish(flight.pending, Some(committed));
-                    }
-                }
-            }
-            // The previous batch is out of the way: take what else is queued, then commit.
-            if open && closing.is_empty() {
-                while batch.len() < max_batch {
-                    match receiver.try_recv() {
-                        Ok(request) => batch.push(request),
-                        Err(_) => break,
+            // After a failure, batches are answered with it at once, whatever waits for the engine.
+            let engine_keeps_up = self.unengined_bytes < self.most_unengined_bytes() || self.failed.is_some();
+            if journaling.is_none() && engine_keeps_up {
+                // The batch before is out of the way: take what else is queued, then journal.
+                if open && closing.is_empty() {
+                    while batch.len() < max_batch {
+                        match receiver.try_recv() {
+                            Ok(request) => batch.push(request),
+                            Err(_) => break,
+                        }
                     }
                 }
                 self.apply(&mut next, &mut batch, &mut closing, None);
+                if let Some(pending) = next.take() {
+                    journaling = self.journal(pending);
+                }
             }
-            if let Some(next) = next {
-                in_flight = self.commit(next);
+            if engine_commit.is_none() && (journaling.is_none() || self.engine_commit_is_due()) {
+                engine_commit = self.commit_to_engine();
+            }
+            if journaling.is_none() && engine_commit.is_none() && next.is_none() && batch.is_empty() {
+                // A close may have come with the requests taken above.
+                if !open || !closing.is_empty() {
+                    break;
+                }
+                open = receiver.recv_many(&mut batch, max_batch).await > 0;
+                self.apply(&mut next, &mut batch, &mut closing, None);
+                continue;
+            }
+            let full = next
+                .as_ref()
+                .is_some_and(|n: &Pending| n.bytes >= self.options.max_batch_bytes);
+            let receiving = open && closing.is_empty() && !full;
+            tokio::select! {
+                received = receiver.recv_many(&mut batch, max_batch), if receiving => {
+                    open = received > 0;
+                    self.apply(&mut next, &mut batch, &mut closing, journaling.as_ref());
+                }
+                appended = async { (&mut journaling.as_mut().expect("checked").append).await },
+                    if journaling.is_some() =>
+                {
+                    let flight = journaling.take().expect("a journal append in flight");
+                    let appended = appended.expect("the journal task does not panic");
+                    self.journaled(flight, appended);
+                }
+                committed = async { (&mut engine_commit.as_mut().expect("checked").commit).await },
+                    if engine_commit.is_some() =>
+                {
+                    let flight = engine_commit.take().expect("an engine commit in flight");
+                    let committed = committed.expect("the engine commit task does not panic");
+                    self.engine_committed(flight.bytes, committed);
+                }
             }
         }
         receiver.close();
@@ -656,22 +803,22 @@ impl Writer {
     }
 
     /// Applies the requests at the front of `batch`, up to the byte limit, to the batch being
-    /// built (`next`, started if `None`), on top of the batch in flight. Requests past the limit
-    /// stay in `batch`. A failure to read the engine stops every write.
+    /// built (`next`, started if `None`), on top of the batch being journaled. Requests past the
+    /// limit stay in `batch`. A failure to read the engine stops every write.
     fn apply(
         &mut self,
         next: &mut Option<Pending>,
         batch: &mut Vec<Request>,
         closing: &mut Vec<oneshot::Sender<()>>,
-        in_flight: Option<&InFlight>,
+        journaling: Option<&Journaling>,
     ) {
         if batch.is_empty() {
             return;
         }
         if self.failed.is_none() {
-            match self.engine.read() {
-                Ok(read) => {
-                    if let Err(error) = self.apply_on(&read, next, batch, closing, in_flight) {
+            match self.shared.snapshot(&self.engine) {
+                Ok(snapshot) => {
+                    if let Err(error) = self.apply_on(&snapshot, next, batch, closing, journaling) {
                         self.stop_writes(error);
                     }
                 }
@@ -685,21 +832,21 @@ impl Writer {
         }
     }
 
-    /// [`Writer::apply`] on one read view of the engine. Returns the first engine failure.
+    /// [`Writer::apply`] on one snapshot. Returns the first engine failure.
     fn apply_on(
         &self,
-        read: &engine::ReadView,
+        snapshot: &Snapshot,
         next: &mut Option<Pending>,
         batch: &mut Vec<Request>,
         closing: &mut Vec<oneshot::Sender<()>>,
-        in_flight: Option<&InFlight>,
+        journaling: Option<&Journaling>,
     ) -> Result<(), StoreError> {
         let shared = &self.shared;
         let now = Instant::now();
         let mut leases = shared.leases.lock().unwrap();
         let pending = next.get_or_insert_with(|| Pending {
             overlay: Overlay::new(),
-            revision: in_flight.map_or(read.revision, |flight| flight.pending.revision),
+            revision: journaling.map_or(snapshot.revision, |flight| flight.pending.revision),
             next_lease_id: leases.next_id(),
             published: Vec::new(),
             lease_changes: Vec::new(),
@@ -708,8 +855,9 @@ impl Writer {
             records: 0,
             bytes: 0,
         });
-        let mut view = View::new(read, pending.revision);
-        view.lower = in_flight.map(|flight| &*flight.overlay);
+        let mut view = snapshot.view();
+        view.revision = pending.revision;
+        view.lower.extend(journaling.map(|flight| &*flight.overlay));
         view.overlay = std::mem::take(&mut pending.overlay);
         let Pending {
             published,
@@ -808,78 +956,83 @@ impl Writer {
         engine_failure.map_or(Ok(()), Err)
     }
 
-    /// Starts the batch's commit off the async threads; a batch that changed nothing (or one
-    /// after a failure) is finished at once.
-    fn commit(&mut self, mut pending: Pending) -> Option<InFlight> {
+    /// Starts appending the batch to the journal and syncing it, off the async threads. A batch
+    /// that changed nothing (or one after a failure) is answered at once, and a batch of a store
+    /// in memory is acknowledged at once.
+    fn journal(&mut self, mut pending: Pending) -> Option<Journaling> {
         if pending.records == 0 || self.failed.is_some() {
-            self.finish(pending, None);
+            self.answer(pending);
             return None;
         }
         let overlay = Arc::new(std::mem::take(&mut pending.overlay));
-        let lease_changes = std::mem::take(&mut pending.lease_changes);
+        let Some(journal) = self.journal.clone() else {
+            self.acknowledge(pending, overlay, None);
+            return None;
+        };
         let frames = std::mem::take(&mut pending.frames);
-        let (revision, next_lease_id) = (pending.revision, pending.next_lease_id);
-        let engine = self.engine.clone();
-        let journal = self.journal.clone();
         let checkpoint_after_bytes = self.options.checkpoint_after_bytes;
         #[cfg(test)]
         let inject_failure = self.shared.fail_writes.load(Ordering::Relaxed);
         #[cfg(not(test))]
         let inject_failure = false;
-        let changes = overlay.clone();
-        let commit = tokio::task::spawn_blocking(move || {
+        let append = tokio::task::spawn_blocking(move || {
             if inject_failure {
                 return Err(StoreError::io(
-                    "committing to the store",
+                    "writing the journal",
                     std::io::Error::other("injected write failure"),
                 ));
             }
-            let Some(journal) = journal else {
-                return engine.commit(&Commit {
-                    overlay: &changes,
-                    lease_changes: &lease_changes,
-                    revision,
-                    next_lease_id,
-                    checkpoint: None,
-                });
-            };
             let mut journal = journal.lock().unwrap();
             journal.append(&frames)?;
-            let checkpoint = if journal.appended() >= checkpoint_after_bytes {
+            if journal.appended() >= checkpoint_after_bytes {
                 journal.rotate()?;
-                Some(journal.generation())
-            } else {
-                None
-            };
-            engine.commit(&Commit {
-                overlay: &changes,
-                lease_changes: &lease_changes,
-                revision,
-                next_lease_id,
-                checkpoint,
-            })?;
-            if checkpoint.is_some() {
-                journal.remove_before()?;
+                return Ok(Some(journal.generation()));
             }
-            Ok(())
+            Ok(None)
         });
-        Some(InFlight {
+        Some(Journaling {
             pending,
             overlay,
-            commit,
+            append,
         })
     }
 
-    /// Completes a batch after its commit (if it had one): on success, announces its changes to
-    /// watchers and acknowledges them; on failure, fails every request in it.
-    fn finish(&mut self, pending: Pending, committed: Option<Result<(), StoreError>>) {
-        match committed {
-            Some(Ok(())) => {
-                self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+    /// Completes a batch's journal append: acknowledges the batch, or fails it and every later
+    /// write.
+    fn journaled(&mut self, flight: Journaling, appended: Result<Option<u64>, StoreError>) {
+        match appended {
+            Ok(new_generation) => self.acknowledge(flight.pending, flight.overlay, new_generation),
+            Err(error) => {
+                self.stop_writes(error);
+                self.answer(flight.pending);
             }
-            Some(Err(error)) => self.stop_writes(error),
-            None => {}
         }
+    }
+
+    /// A durable batch: readers see it from now on, the engine will hold it, and its requests
+    /// are answered.
+    fn acknowledge(&mut self, mut pending: Pending, overlay: Arc<Overlay>, new_generation: Option<u64>) {
+        self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut visible = self.shared.visible.lock().unwrap();
+            visible.layers.push_back((pending.revision, overlay.clone()));
+            visible.revision = pending.revision;
+        }
+        self.unengined_bytes += pending.bytes;
+        self.acknowledged.push(Acknowledged {
+            overlay,
+            lease_changes: std::mem::take(&mut pending.lease_changes),
+            revision: pending.revision,
+            next_lease_id: pending.next_lease_id,
+            new_generation,
+            bytes: pending.bytes,
+        });
+        self.answer(pending);
+    }
+
+    /// Answers a batch's requests: with the failure if writes have stopped, else announcing its
+    /// changes to watchers and acknowledging them.
+    fn answer(&mut self, pending: Pending) {
         if let Some(failed) = &self.failed {
             for reply in pending.replies {
                 reply.send(Some(failed));
@@ -897,6 +1050,81 @@ impl Writer {
         }
         for reply in pending.replies {
             reply.send(None);
+        }
+    }
+
+    /// Starts committing the acknowledged batches to the engine in one write transaction, off
+    /// the async threads: not synced (the journal holds them). A batch that was the last of a
+    /// journal generation ends the commit, which is then the checkpoint at the next generation
+    /// (synced, and the journals before it removed once it returns): a checkpoint holds exactly
+    /// the journals it removes, and replay starts at the first batch it does not hold.
+    fn commit_to_engine(&mut self) -> Option<EngineCommit> {
+        if self.acknowledged.is_empty() || self.failed.is_some() {
+            return None;
+        }
+        let end = self
+            .acknowledged
+            .iter()
+            .position(|batch| batch.new_generation.is_some())
+            .map_or(self.acknowledged.len(), |last| last + 1);
+        let batches: Vec<Acknowledged> = self.acknowledged.drain(..end).collect();
+        let bytes = batches.iter().map(|batch| batch.bytes).sum();
+        let engine = self.engine.clone();
+        let journal_dir = self.dir.clone();
+        #[cfg(test)]
+        let shared = self.shared.clone();
+        let commit = tokio::task::spawn_blocking(move || {
+            #[cfg(test)]
+            while shared.hold_engine.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            #[cfg(test)]
+            if shared.fail_engine.load(Ordering::Relaxed) {
+                return Err(StoreError::io(
+                    "committing to the store",
+                    std::io::Error::other("injected engine failure"),
+                ));
+            }
+            let newest = batches.last().expect("at least one batch");
+            let checkpoint = newest.new_generation;
+            let overlays: Vec<&Overlay> = batches.iter().map(|batch| &*batch.overlay).collect();
+            let lease_changes: Vec<(i64, Option<i64>)> = batches
+                .iter()
+                .flat_map(|batch| batch.lease_changes.iter().copied())
+                .collect();
+            engine.commit(&Commit {
+                overlays: &overlays,
+                lease_changes: &lease_changes,
+                revision: newest.revision,
+                next_lease_id: newest.next_lease_id,
+                checkpoint,
+            })?;
+            if let (Some(generation), Some(dir)) = (checkpoint, journal_dir) {
+                journal::remove_before(&dir, generation)?;
+            }
+            Ok(newest.revision)
+        });
+        Some(EngineCommit { bytes, commit })
+    }
+
+    /// Completes an engine commit: readers find its batches in the engine from now on. A failed
+    /// commit stops every write (the batches stay readable: they are in the journal).
+    fn engine_committed(&mut self, bytes: usize, committed: Result<i64, StoreError>) {
+        self.unengined_bytes -= bytes;
+        match committed {
+            Ok(revision) => {
+                self.shared.stats.engine_commits.fetch_add(1, Ordering::Relaxed);
+                let mut visible = self.shared.visible.lock().unwrap();
+                while visible
+                    .layers
+                    .front()
+                    .is_some_and(|(layer, _)| *layer <= revision)
+                {
+                    visible.layers.pop_front();
+                }
+                visible.engine_revision = revision;
+            }
+            Err(error) => self.stop_writes(error),
         }
     }
 
@@ -968,5 +1196,124 @@ mod tests {
         assert!(store.is_open());
         store.close().await;
         assert!(!store.is_open());
+    }
+
+    /// An engine commit that fails stops every later write, but loses nothing acknowledged: the
+    /// batches it held stay readable, and the journal brings them back when the store reopens.
+    #[tokio::test]
+    async fn a_failed_engine_commit_stops_writes_and_loses_nothing_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+            .await
+            .unwrap();
+        put(&store, "before").await.unwrap();
+        wait_for_engine_commits(&store, 1).await;
+        store.shared.hold_engine.store(true, Ordering::Relaxed);
+        put(&store, "held").await.unwrap();
+        put(&store, "waiting").await.unwrap();
+        store.shared.fail_engine.store(true, Ordering::Relaxed);
+        store.shared.hold_engine.store(false, Ordering::Relaxed);
+        for _ in 0..2500 {
+            if !store.is_open() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        assert!(!store.is_open(), "the failed engine commit stops writes");
+        assert!(matches!(put(&store, "later").await, Err(StoreError::Io { .. })));
+        for key in ["before", "held", "waiting"] {
+            assert!(store.get(key.as_bytes()).await.unwrap().0.is_some(), "{key}");
+        }
+        store.close().await;
+
+        let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            report.replayed_records, 3,
+            "the journal holds every acknowledged batch"
+        );
+        for key in ["before", "held", "waiting"] {
+            assert!(store.get(key.as_bytes()).await.unwrap().0.is_some(), "{key}");
+        }
+        assert_eq!(store.get(b"later").await.unwrap().0, None);
+        store.close().await;
+    }
+
+    async fn wait_for_engine_commits(store: &EmbeddedStore, commits: u64) {
+        for _ in 0..2500 {
+            if store.stats().engine_commits >= commits {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        panic!("fewer than {commits} engine commits: {:?}", store.stats());
+    }
+
+    fn value(found: Option<KeyValue>) -> Option<Vec<u8>> {
+        found.map(|kv| kv.value)
+    }
+
+    /// A write is acknowledged once its journal is synced: reads see it, and later writes build
+    /// on it, while the engine does not hold it yet. The engine then takes every batch
+    /// acknowledged meanwhile in one commit, each key in its latest state, and a reopened store
+    /// has exactly that.
+    #[tokio::test]
+    async fn reads_see_acknowledged_writes_the_engine_does_not_hold_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+            .await
+            .unwrap();
+        put(&store, "before").await.unwrap();
+        wait_for_engine_commits(&store, 1).await;
+        store.shared.hold_engine.store(true, Ordering::Relaxed);
+        // The first write's engine commit starts and is held; the next ones wait behind it.
+        for key in ["a", "b", "c", "gone"] {
+            put(&store, key).await.unwrap();
+        }
+        store
+            .txn(Txn::new().and_then([TxnOp::delete("gone"), TxnOp::put("a", "again")]))
+            .await
+            .unwrap();
+        let kept_version = store
+            .txn(
+                Txn::new()
+                    .when([crate::types::Compare::version_is("a", 2)])
+                    .and_then([TxnOp::put("b", "seen a twice")]),
+            )
+            .await
+            .unwrap();
+        assert!(kept_version.succeeded, "a later write sees the earlier ones");
+        assert_eq!(value(store.get(b"a").await.unwrap().0), Some(b"again".to_vec()));
+        assert_eq!(value(store.get(b"gone").await.unwrap().0), None);
+        let listed = store.range(RangeRequest::new(KeyRange::from("a"))).await.unwrap();
+        let keys: Vec<&[u8]> = listed.kvs.iter().map(|kv| kv.key.as_slice()).collect();
+        assert_eq!(keys, [&b"a"[..], b"b", b"before", b"c"]);
+        let stats = store.stats();
+        assert_eq!(stats.syncs, 7, "{stats:?}");
+        assert_eq!(stats.engine_commits, 1, "the engine was held: {stats:?}");
+
+        store.shared.hold_engine.store(false, Ordering::Relaxed);
+        wait_for_engine_commits(&store, 3).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(
+            store.stats().engine_commits,
+            3,
+            "the six held batches go in two engine commits: the first one's, then the rest"
+        );
+        assert_eq!(
+            value(store.get(b"b").await.unwrap().0),
+            Some(b"seen a twice".to_vec())
+        );
+        store.close().await;
+
+        let (store, report) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(report.replayed_records, 0, "the clean close checkpointed");
+        assert_eq!(value(store.get(b"a").await.unwrap().0), Some(b"again".to_vec()));
+        assert_eq!(value(store.get(b"gone").await.unwrap().0), None);
+        assert_eq!(report.keys, 4);
+        store.close().await;
     }
 }
