@@ -1203,23 +1203,12 @@ mod tests {
     #[tokio::test]
     async fn a_failed_engine_commit_stops_writes_and_loses_nothing_acknowledged() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
-            .await
-            .unwrap();
-        put(&store, "before").await.unwrap();
-        wait_for_engine_commits(&store, 1).await;
-        store.shared.hold_engine.store(true, Ordering::Relaxed);
+        let store = open_with_the_engine_held(dir.path()).await;
         put(&store, "held").await.unwrap();
         put(&store, "waiting").await.unwrap();
         store.shared.fail_engine.store(true, Ordering::Relaxed);
         store.shared.hold_engine.store(false, Ordering::Relaxed);
-        for _ in 0..2500 {
-            if !store.is_open() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        }
-        assert!(!store.is_open(), "the failed engine commit stops writes");
+        eventually("the failed engine commit stops writes", || !store.is_open()).await;
         assert!(matches!(put(&store, "later").await, Err(StoreError::Io { .. })));
         for key in ["before", "held", "waiting"] {
             assert!(store.get(key.as_bytes()).await.unwrap().0.is_some(), "{key}");
@@ -1240,14 +1229,30 @@ mod tests {
         store.close().await;
     }
 
-    async fn wait_for_engine_commits(store: &EmbeddedStore, commits: u64) {
+    /// Waits up to 5 s for `condition`.
+    async fn eventually(what: &str, condition: impl Fn() -> bool) {
         for _ in 0..2500 {
-            if store.stats().engine_commits >= commits {
+            if condition() {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
-        panic!("fewer than {commits} engine commits: {:?}", store.stats());
+        panic!("not within 5 s: {what}");
+    }
+
+    /// A store in `dir` holding the key `before` in its engine, whose next engine commits wait
+    /// until the test clears `hold_engine`.
+    async fn open_with_the_engine_held(dir: &Path) -> EmbeddedStore {
+        let (store, _) = EmbeddedStore::open(dir, EmbeddedOptions::default())
+            .await
+            .unwrap();
+        put(&store, "before").await.unwrap();
+        eventually("the engine holds the first write", || {
+            store.stats().engine_commits == 1
+        })
+        .await;
+        store.shared.hold_engine.store(true, Ordering::Relaxed);
+        store
     }
 
     fn value(found: Option<KeyValue>) -> Option<Vec<u8>> {
@@ -1261,12 +1266,7 @@ mod tests {
     #[tokio::test]
     async fn reads_see_acknowledged_writes_the_engine_does_not_hold_yet() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
-            .await
-            .unwrap();
-        put(&store, "before").await.unwrap();
-        wait_for_engine_commits(&store, 1).await;
-        store.shared.hold_engine.store(true, Ordering::Relaxed);
+        let store = open_with_the_engine_held(dir.path()).await;
         // The first write's engine commit starts and is held; the next ones wait behind it.
         for key in ["a", "b", "c", "gone"] {
             put(&store, key).await.unwrap();
@@ -1294,7 +1294,7 @@ mod tests {
         assert_eq!(stats.engine_commits, 1, "the engine was held: {stats:?}");
 
         store.shared.hold_engine.store(false, Ordering::Relaxed);
-        wait_for_engine_commits(&store, 3).await;
+        eventually("three engine commits", || store.stats().engine_commits >= 3).await;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(
             store.stats().engine_commits,
