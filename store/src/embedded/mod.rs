@@ -136,6 +136,9 @@ struct Shared {
     /// Tests set this to make engine commits fail.
     #[cfg(test)]
     fail_engine: AtomicBool,
+    /// Tests set this to hold journal appends until it is cleared.
+    #[cfg(test)]
+    hold_journal: AtomicBool,
 }
 
 impl Shared {
@@ -335,6 +338,8 @@ impl EmbeddedStore {
             hold_engine: AtomicBool::new(false),
             #[cfg(test)]
             fail_engine: AtomicBool::new(false),
+            #[cfg(test)]
+            hold_journal: AtomicBool::new(false),
         });
         let (dir, journal, lock) = match disk {
             Some(Disk { dir, lock, journal }) => (Some(dir), Some(Arc::new(Mutex::new(journal))), Some(lock)),
@@ -975,7 +980,13 @@ impl Writer {
         let inject_failure = self.shared.fail_writes.load(Ordering::Relaxed);
         #[cfg(not(test))]
         let inject_failure = false;
+        #[cfg(test)]
+        let shared = self.shared.clone();
         let append = tokio::task::spawn_blocking(move || {
+            #[cfg(test)]
+            while shared.hold_journal.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
             if inject_failure {
                 return Err(StoreError::io(
                     "writing the journal",
@@ -1027,11 +1038,11 @@ impl Writer {
             new_generation,
             bytes: pending.bytes,
         });
-        self.answer(pending);
+        self.announce(pending);
     }
 
-    /// Answers a batch's requests: with the failure if writes have stopped, else announcing its
-    /// changes to watchers and acknowledging them.
+    /// Answers a batch that was not made durable: with the failure if writes have stopped, else
+    /// (it changed nothing) with what it read.
     fn answer(&mut self, pending: Pending) {
         if let Some(failed) = &self.failed {
             for reply in pending.replies {
@@ -1039,6 +1050,13 @@ impl Writer {
             }
             return;
         }
+        self.announce(pending);
+    }
+
+    /// Announces a batch's changes to watchers and answers its requests. A durable batch is
+    /// announced even if writes stopped while its journal was synced: it is visible, and the
+    /// journal brings it back on the next open.
+    fn announce(&mut self, pending: Pending) {
         if !pending.published.is_empty() {
             {
                 let mut history = self.shared.history.lock().unwrap();
@@ -1226,6 +1244,37 @@ mod tests {
             assert!(store.get(key.as_bytes()).await.unwrap().0.is_some(), "{key}");
         }
         assert_eq!(store.get(b"later").await.unwrap().0, None);
+        store.close().await;
+    }
+
+    /// A batch whose journal sync completes after an engine commit failed is durable: it is
+    /// acknowledged, readable, and back after reopening; only the writes after it fail.
+    #[tokio::test]
+    async fn a_batch_made_durable_as_the_engine_fails_is_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_with_the_engine_held(dir.path()).await;
+        put(&store, "held").await.unwrap();
+        store.shared.hold_journal.store(true, Ordering::Relaxed);
+        let journaled = tokio::spawn({
+            let store = store.clone();
+            async move { put(&store, "journaled").await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        store.shared.fail_engine.store(true, Ordering::Relaxed);
+        store.shared.hold_engine.store(false, Ordering::Relaxed);
+        eventually("the failed engine commit stops writes", || !store.is_open()).await;
+        store.shared.hold_journal.store(false, Ordering::Relaxed);
+        journaled.await.unwrap().expect("a durable batch is acknowledged");
+        assert!(store.get(b"journaled").await.unwrap().0.is_some());
+        assert!(matches!(put(&store, "later").await, Err(StoreError::Io { .. })));
+        store.close().await;
+
+        let (store, _) = EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+            .await
+            .unwrap();
+        for key in ["before", "held", "journaled"] {
+            assert!(store.get(key.as_bytes()).await.unwrap().0.is_some(), "{key}");
+        }
         store.close().await;
     }
 
