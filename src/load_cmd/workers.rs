@@ -164,6 +164,7 @@ pub struct WorkPage<'a> {
     pub items: Vec<WorkItem<'a>>,
 }
 
+/// One item of a `get_work` page: an agent's (with `claim`) or a person's (with `workItem`).
 #[derive(Debug, Deserialize)]
 pub struct WorkItem<'a> {
     #[serde(rename = "runId", borrow)]
@@ -174,6 +175,7 @@ pub struct WorkItem<'a> {
     pub work_item: Option<PersonWorkItem<'a>>,
 }
 
+/// A person's work item, read for the `decide` call it names.
 #[derive(Debug, Deserialize)]
 pub struct PersonWorkItem<'a> {
     #[serde(borrow)]
