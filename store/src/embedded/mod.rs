@@ -127,18 +127,36 @@ struct Shared {
     writes_failed: AtomicBool,
     /// The acknowledged batches the engine does not hold yet, which reads see through.
     visible: Mutex<Visible>,
-    /// Tests set this to make commits fail.
+    /// Switches tests use to hold or fail journal appends.
     #[cfg(test)]
-    fail_writes: AtomicBool,
-    /// Tests set this to hold engine commits until it is cleared.
+    journal_switch: StageSwitch,
+    /// Switches tests use to hold or fail engine commits.
     #[cfg(test)]
-    hold_engine: AtomicBool,
-    /// Tests set this to make engine commits fail.
-    #[cfg(test)]
-    fail_engine: AtomicBool,
-    /// Tests set this to hold journal appends until it is cleared.
-    #[cfg(test)]
-    hold_journal: AtomicBool,
+    engine_switch: StageSwitch,
+}
+
+/// Test-only switches of one of the writer's blocking stages (a journal append, an engine commit).
+#[cfg(test)]
+#[derive(Debug, Default)]
+struct StageSwitch {
+    /// The stage waits while this is set.
+    hold: AtomicBool,
+    /// The stage fails (with an I/O error naming `context`) while this is set.
+    fail: AtomicBool,
+}
+
+#[cfg(test)]
+impl StageSwitch {
+    /// Called at the start of the stage, on its blocking thread.
+    fn pass(&self, context: &'static str) -> Result<(), StoreError> {
+        while self.hold.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        if self.fail.load(Ordering::Relaxed) {
+            return Err(StoreError::io(context, std::io::Error::other("injected failure")));
+        }
+        Ok(())
+    }
 }
 
 impl Shared {
@@ -333,13 +351,9 @@ impl EmbeddedStore {
                 engine_revision: revision,
             }),
             #[cfg(test)]
-            fail_writes: AtomicBool::new(false),
+            journal_switch: StageSwitch::default(),
             #[cfg(test)]
-            hold_engine: AtomicBool::new(false),
-            #[cfg(test)]
-            fail_engine: AtomicBool::new(false),
-            #[cfg(test)]
-            hold_journal: AtomicBool::new(false),
+            engine_switch: StageSwitch::default(),
         });
         let (dir, journal, lock) = match disk {
             Some(Disk { dir, lock, journal }) => (Some(dir), Some(Arc::new(Mutex::new(journal))), Some(lock)),
@@ -977,22 +991,10 @@ impl Writer {
         let frames = std::mem::take(&mut pending.frames);
         let checkpoint_after_bytes = self.options.checkpoint_after_bytes;
         #[cfg(test)]
-        let inject_failure = self.shared.fail_writes.load(Ordering::Relaxed);
-        #[cfg(not(test))]
-        let inject_failure = false;
-        #[cfg(test)]
         let shared = self.shared.clone();
         let append = tokio::task::spawn_blocking(move || {
             #[cfg(test)]
-            while shared.hold_journal.load(Ordering::Relaxed) {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            if inject_failure {
-                return Err(StoreError::io(
-                    "writing the journal",
-                    std::io::Error::other("injected write failure"),
-                ));
-            }
+            shared.journal_switch.pass("writing the journal")?;
             let mut journal = journal.lock().unwrap();
             journal.append(&frames)?;
             if journal.appended() >= checkpoint_after_bytes {
@@ -1093,16 +1095,7 @@ impl Writer {
         let shared = self.shared.clone();
         let commit = tokio::task::spawn_blocking(move || {
             #[cfg(test)]
-            while shared.hold_engine.load(Ordering::Relaxed) {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            #[cfg(test)]
-            if shared.fail_engine.load(Ordering::Relaxed) {
-                return Err(StoreError::io(
-                    "committing to the store",
-                    std::io::Error::other("injected engine failure"),
-                ));
-            }
+            shared.engine_switch.pass("committing to the store")?;
             let newest = batches.last().expect("at least one batch");
             let checkpoint = newest.new_generation;
             let overlays: Vec<&Overlay> = batches.iter().map(|batch| &*batch.overlay).collect();
@@ -1195,10 +1188,10 @@ mod tests {
             .unwrap();
         put(&store, "acknowledged").await.unwrap();
         assert!(store.is_open());
-        store.shared.fail_writes.store(true, Ordering::Relaxed);
+        store.shared.journal_switch.fail.store(true, Ordering::Relaxed);
         assert!(matches!(put(&store, "failed").await, Err(StoreError::Io { .. })));
         assert!(!store.is_open());
-        store.shared.fail_writes.store(false, Ordering::Relaxed);
+        store.shared.journal_switch.fail.store(false, Ordering::Relaxed);
         assert!(matches!(put(&store, "later").await, Err(StoreError::Io { .. })));
         assert!(matches!(store.lease_grant(10).await, Err(StoreError::Io { .. })));
         assert!(store.get(b"acknowledged").await.unwrap().0.is_some());
@@ -1224,8 +1217,8 @@ mod tests {
         let store = open_with_the_engine_held(dir.path()).await;
         put(&store, "held").await.unwrap();
         put(&store, "waiting").await.unwrap();
-        store.shared.fail_engine.store(true, Ordering::Relaxed);
-        store.shared.hold_engine.store(false, Ordering::Relaxed);
+        store.shared.engine_switch.fail.store(true, Ordering::Relaxed);
+        store.shared.engine_switch.hold.store(false, Ordering::Relaxed);
         eventually("the failed engine commit stops writes", || !store.is_open()).await;
         assert!(matches!(put(&store, "later").await, Err(StoreError::Io { .. })));
         for key in ["before", "held", "waiting"] {
@@ -1254,16 +1247,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = open_with_the_engine_held(dir.path()).await;
         put(&store, "held").await.unwrap();
-        store.shared.hold_journal.store(true, Ordering::Relaxed);
+        store.shared.journal_switch.hold.store(true, Ordering::Relaxed);
         let journaled = tokio::spawn({
             let store = store.clone();
             async move { put(&store, "journaled").await }
         });
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        store.shared.fail_engine.store(true, Ordering::Relaxed);
-        store.shared.hold_engine.store(false, Ordering::Relaxed);
+        store.shared.engine_switch.fail.store(true, Ordering::Relaxed);
+        store.shared.engine_switch.hold.store(false, Ordering::Relaxed);
         eventually("the failed engine commit stops writes", || !store.is_open()).await;
-        store.shared.hold_journal.store(false, Ordering::Relaxed);
+        store.shared.journal_switch.hold.store(false, Ordering::Relaxed);
         journaled.await.unwrap().expect("a durable batch is acknowledged");
         assert!(store.get(b"journaled").await.unwrap().0.is_some());
         assert!(matches!(put(&store, "later").await, Err(StoreError::Io { .. })));
@@ -1290,7 +1283,7 @@ mod tests {
     }
 
     /// A store in `dir` holding the key `before` in its engine, whose next engine commits wait
-    /// until the test clears `hold_engine`.
+    /// until the test releases `engine_switch.hold`.
     async fn open_with_the_engine_held(dir: &Path) -> EmbeddedStore {
         let (store, _) = EmbeddedStore::open(dir, EmbeddedOptions::default())
             .await
@@ -1300,7 +1293,7 @@ mod tests {
             store.stats().engine_commits == 1
         })
         .await;
-        store.shared.hold_engine.store(true, Ordering::Relaxed);
+        store.shared.engine_switch.hold.store(true, Ordering::Relaxed);
         store
     }
 
@@ -1342,7 +1335,7 @@ mod tests {
         assert_eq!(stats.syncs, 7, "{stats:?}");
         assert_eq!(stats.engine_commits, 1, "the engine was held: {stats:?}");
 
-        store.shared.hold_engine.store(false, Ordering::Relaxed);
+        store.shared.engine_switch.hold.store(false, Ordering::Relaxed);
         eventually("three engine commits", || store.stats().engine_commits >= 3).await;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(
