@@ -4,6 +4,7 @@
 
 mod runtime_support;
 
+use agentprocess_org::{BlobStore, Folder};
 use agentprocess_run_actor::machine::{Caller, ErrorCode, RunId, StepId};
 use agentprocess_run_actor::runtime::{
     Clock, Decision, ListRuns, LocalBlobs, Mode, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
@@ -13,6 +14,7 @@ use runtime_support::*;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const ARCHIVE_AFTER: Duration = Duration::from_secs(60);
@@ -248,6 +250,91 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
         refused(restarted.get_run(&stranger, ended[0]).await.unwrap()).code,
         ErrorCode::NotFound
     );
+}
+
+/// A blob store in a local folder that counts the objects read from it.
+#[derive(Debug)]
+struct CountingBlobs {
+    inner: LocalBlobs,
+    gets: AtomicUsize,
+}
+
+impl CountingBlobs {
+    fn gets(&self) -> usize {
+        self.gets.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl BlobStore for CountingBlobs {
+    async fn put(&self, path: &str, bytes: &[u8]) -> Result<(), String> {
+        self.inner.put(path, bytes).await
+    }
+
+    async fn get(&self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get(path).await
+    }
+
+    async fn put_all(&self, objects: Vec<(String, Vec<u8>)>) -> Result<(), String> {
+        self.inner.put_all(objects).await
+    }
+
+    async fn list_folder(&self, dir: &str) -> Result<Folder, String> {
+        self.inner.list_folder(dir).await
+    }
+}
+
+/// Starting a run does not look for it in the archive: its id carries the clock's current
+/// millisecond, so no archived run can have it once archiving waits a second or more. With
+/// archiving at once, and for a run neither tier holds, the archive is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starting_a_run_reads_the_archive_only_when_archiving_waits_under_a_second() {
+    for (archive_after, starts_read_the_archive) in [(ARCHIVE_AFTER, false), (Duration::ZERO, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_store(&dir.path().join("store")).await;
+        let blobs = Arc::new(CountingBlobs {
+            inner: LocalBlobs::new(dir.path().join("blobs")),
+            gets: AtomicUsize::new(0),
+        });
+        let runtime = Runtime::new(
+            store,
+            blobs.clone(),
+            RuntimeConfig {
+                archive_ended_runs_after: archive_after,
+                ..RuntimeConfig::default()
+            },
+            Clock::starting_at(START),
+        );
+        publish_fixture(&runtime, ORG, "support-escalation").await;
+        let before = blobs.gets();
+        for i in 0..3 {
+            let view = start(
+                &runtime,
+                &agent("starter"),
+                "support-escalation",
+                json!({ "ticketId": format!("T-{i}") }),
+                &format!("s-{i}"),
+            )
+            .await;
+            assert_eq!(view["run"]["state"], "active", "{view}");
+        }
+        assert_eq!(
+            blobs.gets() > before,
+            starts_read_the_archive,
+            "archiving after {archive_after:?}: {} archive reads for three starts",
+            blobs.gets() - before
+        );
+
+        let before = blobs.gets();
+        let unknown = RunId::from("r_0000000000000000000000000000");
+        let refusal = refused(runtime.get_run(&agent("reader"), &unknown).await.unwrap());
+        assert_eq!(refusal.code, ErrorCode::NotFound);
+        assert!(
+            blobs.gets() > before,
+            "a run the hot store lacks is looked for in the archive"
+        );
+    }
 }
 
 /// A decision on the run's only open work item, as it stands now.

@@ -4,7 +4,7 @@
 //! hot keys. A crash in between leaves
 //! the run hot (and archived too: hot wins, and the timer, still there, archives it again).
 
-use super::{Actor, RunAddress, records};
+use super::{Actor, RunAddress, Search, records};
 use crate::call::RuntimeError;
 use agentprocess_org::ArchivedRun;
 use agentprocess_store::{Compare, Txn, TxnOp};
@@ -13,7 +13,7 @@ impl Actor {
     /// Moves the run to the archive if it ended long enough ago; does nothing for a run that
     /// is open, not yet due, already archived or unknown (a timer that outlived its reason).
     pub(super) async fn archive(&mut self) -> Result<(), RuntimeError> {
-        self.load().await?;
+        self.load(Search::HotStoreAndArchive).await?;
         let host = self.host.clone();
         let loaded = self.loaded.as_ref().expect("loaded above");
         let (Some(run), false) = (&loaded.run, loaded.archived) else {

@@ -99,12 +99,13 @@ pub(crate) enum RunRecord {
 }
 
 impl Host {
-    /// The record of run `run_id`: from the hot store, else from the archive; `None` when
-    /// neither holds it.
+    /// The record of run `run_id`: from the hot store, else (if `search` says so) from the
+    /// archive; `None` when neither holds it.
     pub(crate) async fn run_record(
         &self,
         organization: &OrgId,
         run_id: &RunId,
+        search: Search,
     ) -> Result<Option<RunRecord>, RuntimeError> {
         let (record, _) = self.store.get(&self.keys.run(organization, run_id)).await?;
         if let Some(record) = record {
@@ -112,6 +113,9 @@ impl Host {
                 bytes: record.value,
                 version: record.version,
             }));
+        }
+        if search == Search::HotStoreOnly {
+            return Ok(None);
         }
         Ok(self
             .archive
@@ -410,13 +414,13 @@ impl Actor {
         )));
     }
 
-    async fn load(&mut self) -> Result<(), RuntimeError> {
+    async fn load(&mut self, search: Search) -> Result<(), RuntimeError> {
         if self.loaded.is_some() {
             return Ok(());
         }
         let host = &self.host;
         let RunAddress { organization, run_id } = &self.address;
-        let (record, version, archived) = match host.run_record(organization, run_id).await? {
+        let (record, version, archived) = match host.run_record(organization, run_id, search).await? {
             Some(RunRecord::Hot { bytes, version }) => (bytes, version, false),
             Some(RunRecord::Archived(bytes)) => (bytes, 0, true),
             None => {
@@ -482,7 +486,8 @@ impl Actor {
     /// One try at a batch: apply its commands to a working copy of the run, plan the
     /// transaction, add the claim keys (which need store leases), commit, then act.
     async fn attempt(&mut self, batch: Vec<Envelope>) -> Attempt {
-        if let Err(e) = self.load().await {
+        let search = search_for(batch.iter().map(|e| &e.command), &self.host.config);
+        if let Err(e) = self.load(search).await {
             for envelope in batch {
                 envelope.answer(Err(e.clone()));
             }
@@ -855,7 +860,85 @@ impl Actor {
     }
 }
 
+/// Where to look for a run's record when loading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Search {
+    /// The hot store, then the archive.
+    HotStoreAndArchive,
+    /// The hot store alone: the archive cannot hold the run.
+    HotStoreOnly,
+}
+
+/// Where to look for the run of a batch of `commands`. A batch of `start_run`s alone names a
+/// run id carrying the clock's current millisecond ([`machine::start_run_id`]): a run archived
+/// under that id started in this same millisecond and has since ended and waited out its
+/// archiving delay, so only a clock gone back could find one. With `archive_ended_runs_after`
+/// at a second or more, such a batch leaves the archive out (reading it would cost a blob store
+/// lookup for every run started). Under a second, where a run could start, end and be archived
+/// within one millisecond, and for every other batch, both are read.
+pub(crate) fn search_for<'a>(
+    commands: impl IntoIterator<Item = &'a Command>,
+    config: &RuntimeConfig,
+) -> Search {
+    let mut commands = commands.into_iter().peekable();
+    let starts_only = commands.peek().is_some() && commands.all(|c| matches!(c, Command::StartRun(_)));
+    if starts_only && config.archive_ended_runs_after >= std::time::Duration::from_secs(1) {
+        Search::HotStoreOnly
+    } else {
+        Search::HotStoreAndArchive
+    }
+}
+
 /// How long an ended run stays hot, in milliseconds.
 pub(crate) fn archive_after_ms(config: &RuntimeConfig) -> u64 {
     u64::try_from(config.archive_ended_runs_after.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{Caller, Mode, StartRun, Timestamp};
+    use std::time::Duration;
+
+    fn start_run() -> Command {
+        Command::StartRun(StartRun {
+            run_id: machine::start_run_id([7; 32], Timestamp::from_millis(1_000)),
+            caller: Caller::agent("acme", "a1"),
+            inputs: serde_json::json!({}),
+            mode: Mode::Live,
+        })
+    }
+
+    fn claim() -> Command {
+        Command::Claim {
+            caller: Caller::agent("acme", "a1"),
+            step: StepId::from_wire("triage"),
+        }
+    }
+
+    fn archiving_after(after: Duration) -> RuntimeConfig {
+        RuntimeConfig {
+            archive_ended_runs_after: after,
+            ..RuntimeConfig::default()
+        }
+    }
+
+    /// A batch of `start_run`s alone creates a run whose id carries this millisecond: the archive
+    /// cannot hold it once archiving takes a second or more. Any other batch reads both tiers.
+    #[test]
+    fn only_a_batch_of_starts_leaves_the_archive_out() {
+        let days = archiving_after(Duration::from_secs(3 * 24 * 3600));
+        let second = archiving_after(Duration::from_secs(1));
+        let instant = archiving_after(Duration::from_millis(999));
+        let starts = [start_run(), start_run()];
+        assert_eq!(search_for(&starts, &days), Search::HotStoreOnly);
+        assert_eq!(search_for(&starts, &second), Search::HotStoreOnly);
+        assert_eq!(search_for(&starts, &instant), Search::HotStoreAndArchive);
+        assert_eq!(
+            search_for(&[start_run(), claim()], &days),
+            Search::HotStoreAndArchive
+        );
+        assert_eq!(search_for(&[claim()], &days), Search::HotStoreAndArchive);
+        assert_eq!(search_for(&[], &days), Search::HotStoreAndArchive);
+    }
 }

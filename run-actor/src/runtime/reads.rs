@@ -4,7 +4,7 @@
 //! per page), never to the number of runs. `list_runs` merges each process's hot index with its
 //! archive index, both in start order. Cursors are opaque: the hex of the last position read.
 
-use crate::actor::{Host, RunRecord};
+use crate::actor::{Host, RunRecord, Search};
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
@@ -29,7 +29,10 @@ pub(super) async fn get_run(
     caller: &Caller,
     run_id: &RunId,
 ) -> Result<ToolOutcome, RuntimeError> {
-    let record = match host.run_record(&caller.organization, run_id).await? {
+    let record = match host
+        .run_record(&caller.organization, run_id, Search::HotStoreAndArchive)
+        .await?
+    {
         Some(RunRecord::Hot { bytes, .. } | RunRecord::Archived(bytes)) => bytes,
         None => {
             return Ok(ToolOutcome::Refused(Refusal::not_found(
