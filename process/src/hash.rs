@@ -84,5 +84,57 @@ pub fn content_hash(frontmatter: &Value, body: &str) -> ContentHash {
 /// A number too large for a double has no canonical form; such a value (never one that
 /// [`crate::parse`] produced) gives empty bytes rather than a panic.
 pub fn canonical_json(value: &Value) -> Vec<u8> {
-    serde_json_canonicalizer::to_vec(value).unwrap_or_default()
+    let mut canonical = Vec::with_capacity(128);
+    match write_canonical(value, &mut canonical) {
+        Some(()) => canonical,
+        None => Vec::new(),
+    }
+}
+
+/// Writes the canonical JSON of `value` to `out` in one pass; `None` when a number is not
+/// finite as a double. Strings and keys are escaped as `serde_json` escapes them, which is what
+/// RFC 8785 §3.2.2.2 asks (`"`, `\` and control characters only, `\u00XX` in lower case); every
+/// number is read as a double and written as ECMAScript writes it (§3.2.2.3); object members
+/// are sorted by their keys' UTF-16 code units (§3.2.3).
+fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Option<()> {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(number) => {
+            let double = number.as_f64().filter(|double| double.is_finite())?;
+            out.extend_from_slice(ryu_js::Buffer::new().format_finite(double).as_bytes());
+        }
+        Value::String(text) => write_string(text, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(members) => {
+            let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
+            sorted.sort_unstable_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+            out.push(b'{');
+            for (index, (key, member)) in sorted.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_string(key, out);
+                out.push(b':');
+                write_canonical(member, out)?;
+            }
+            out.push(b'}');
+        }
+    }
+    Some(())
+}
+
+/// Writes `text` as a JSON string, escaped as RFC 8785 asks.
+fn write_string(text: &str, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, text).expect("a string serializes into memory");
 }

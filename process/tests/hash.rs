@@ -2,7 +2,8 @@
 
 use agentprocess_process::hash::canonical_json;
 use agentprocess_process::{ContentHash, content_hash, parse_document};
-use serde_json::json;
+use proptest::prelude::*;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
@@ -114,4 +115,56 @@ fn hex_round_trips() {
         ContentHash([0xab; 32]).to_string(),
         "abababababababababababababababababababababababababababababababab"
     );
+}
+
+/// Number texts as a document or a call may spell them: integers of any size, doubles in
+/// exponent form, and decimals whose exponent may leave a double's range (no canonical form).
+fn number_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<u64>().prop_map(|n| n.to_string()),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| format!("{f:e}")),
+        (any::<i32>(), 0u32..100_000, -400i32..400)
+            .prop_map(|(whole, fraction, exponent)| format!("{whole}.{fraction}e{exponent}")),
+        "[1-9][0-9]{15,40}",
+    ]
+}
+
+/// Strings with what RFC 8785 escapes or sorts specially: quotes, backslashes, control
+/// characters, DEL, and characters above the Basic Multilingual Plane.
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "[\\x00-\\x1f\"\\\\/a\\x7f\u{80}\u{e000}-\u{e010}\u{fb33}\u{1f600}-\u{1f610}]{0,6}",
+    ]
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        number_text().prop_map(|number| serde_json::from_str(&number).expect("a JSON number")),
+        text().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((text(), inner), 0..6)
+                .prop_map(|members| Value::Object(members.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    /// Our one-pass canonical JSON writes exactly what the reference RFC 8785 implementation
+    /// writes (stored fingerprints and content hashes depend on it), and has no canonical form
+    /// (empty bytes) exactly when it has none.
+    #[test]
+    fn canonical_json_is_byte_for_byte_the_reference_implementation(value in json_value()) {
+        let reference = serde_json_canonicalizer::to_vec(&value).unwrap_or_default();
+        let ours = canonical_json(&value);
+        prop_assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&reference));
+    }
 }
