@@ -10,6 +10,7 @@ mod roles;
 mod serve_cmd;
 mod settings;
 mod store_cmd;
+mod telemetry;
 mod token_cmd;
 
 use clap::{Parser, Subcommand};

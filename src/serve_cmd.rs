@@ -2,6 +2,7 @@
 
 use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
+use crate::telemetry::{MetricsEndpoint, Telemetry, TelemetryArgs};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
 use agentprocess_gateway::ui::UiAdmin;
@@ -10,6 +11,7 @@ use agentprocess_gateway::{
 };
 use agentprocess_process::Offer;
 use agentprocess_run_actor::OpenAiEvaluator;
+use agentprocess_run_actor::backlog::Backlog;
 use agentprocess_run_actor::runtime::{
     BlobStore, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
 };
@@ -52,6 +54,8 @@ pub struct ServeArgs {
     /// A TOML settings file.
     #[arg(long, value_name = "FILE", env = "AGENTPROCESS_CONFIG")]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
 }
 
 pub fn run(args: ServeArgs) -> ExitCode {
@@ -60,6 +64,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
         data_dir: args.data,
         public_url: args.public_url,
         lease_seconds: args.lease_seconds,
+        log_format: args.telemetry.log_format,
+        metrics_listen: args.telemetry.metrics_listen,
         ..FlagSettings::default()
     };
     let settings = match Settings::load(args.config.as_deref(), flags) {
@@ -69,47 +75,15 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let _flush_logs = start_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(settings)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::roles::run_with_telemetry("serve", settings, serve)
 }
 
-/// Log lines are written by a thread of their own, so a busy server never waits on stderr inside
-/// a tool call; the writer blocks instead of dropping lines when it falls behind, and dropping
-/// the guard returned writes what is left.
-pub(crate) fn start_logging() -> tracing_appender::non_blocking::WorkerGuard {
-    let (log_writer, flush_logs) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .finish(std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(log_writer)
-        .init();
-    flush_logs
-}
-
-async fn serve(mut settings: Settings) -> anyhow::Result<()> {
+async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
     let data_dir = settings.data_dir.clone();
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
     let (store, recovery) = open_store(&settings).await?;
-    tracing::info!(?recovery, "store opened");
+    tracing::info!(%recovery, "store opened");
     let store = Arc::new(store);
     let blobs: Arc<dyn BlobStore> = match &settings.uploads {
         Some(url) => blob_store_from_url(url).with_context(|| format!("uploads = {url:?}"))?,
@@ -169,7 +143,12 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let app =
         agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;
 
-    print_banner(&settings, local);
+    let metrics = telemetry.serve_metrics(settings.metrics_listen).await?;
+    if metrics.is_some() {
+        let store: Arc<dyn agentprocess_store::Store> = store.clone();
+        Backlog::start(store, runtime.keys().clone(), clock.clone(), settings.backlog());
+    }
+    print_banner(&settings, local, metrics);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
@@ -247,9 +226,10 @@ pub(crate) fn scheduler_parts(runtime: &Runtime) -> SchedulerParts {
     }
 }
 
-fn print_banner(settings: &Settings, local: SocketAddr) {
+fn print_banner(settings: &Settings, local: SocketAddr, metrics: Option<MetricsEndpoint>) {
     let public_url = settings.public_url();
     println!("agentprocess {} listening on {local}", env!("CARGO_PKG_VERSION"));
+    crate::telemetry::print_metrics_endpoint(metrics);
     println!("MCP endpoint: {}/mcp", public_url.trim_end_matches('/'));
     if settings.auth.provider.is_none() {
         // The token command finds this server's URL in the data folder.

@@ -1,8 +1,10 @@
 //! The server's settings: defaults, then a TOML file, then `AGENTPROCESS_*` variables, then flags.
 
+use crate::telemetry::LogFormat;
 use agentprocess_gateway::files::FileUrlConfig;
 use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, GatewayConfig};
 use agentprocess_run_actor::EvaluatorConfig;
+use agentprocess_run_actor::backlog::BacklogOptions;
 use agentprocess_run_actor::machine::{Assignment, Limits, Probability};
 use agentprocess_scheduler::SchedulerConfig;
 use agentprocess_store::{EmbeddedOptions, GroupCommitOptions};
@@ -66,6 +68,35 @@ pub struct Settings {
     pub dev_key: Option<PathBuf>,
     /// The cluster roles (`gateway`, `actor`, `scheduler`): where etcd is, how runs are sharded.
     pub cluster: ClusterSettings,
+    /// How log lines are written: `text` or `json`.
+    pub log_format: LogFormat,
+    /// Where Prometheus metrics are served (`GET /metrics`), off the public port; none: no metrics.
+    pub metrics_listen: Option<SocketAddr>,
+    pub metrics: MetricsSettings,
+}
+
+/// What the metrics say beyond each crate's instruments.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// Whether the backlog gauges carry an `organization` label (off by default: one shared
+    /// cluster can serve many organizations, each a set of series).
+    pub organization_label: bool,
+    /// How often the backlog gauges are read off the store's indexes, in seconds.
+    pub backlog_sample_seconds: u64,
+    /// The most index entries one sample reads per organization and index; past it the sample
+    /// says it was cut short (`agentprocess_backlog_truncated`).
+    pub backlog_scan_limit: usize,
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        MetricsSettings {
+            organization_label: false,
+            backlog_sample_seconds: 15,
+            backlog_scan_limit: 100_000,
+        }
+    }
 }
 
 /// What the roles of a cluster share. `serve` reads none of it.
@@ -151,6 +182,17 @@ impl Default for ClusterSettings {
             advertise_url: None,
             etcd_upkeep_seconds: 300,
             group_commit_in_flight: GroupCommitOptions::default().max_in_flight,
+        }
+    }
+}
+
+impl Settings {
+    /// How the backlog gauges are sampled.
+    pub fn backlog(&self) -> BacklogOptions {
+        BacklogOptions {
+            every: Duration::from_secs(self.metrics.backlog_sample_seconds),
+            scan_limit: self.metrics.backlog_scan_limit,
+            organization_label: self.metrics.organization_label,
         }
     }
 }
@@ -323,6 +365,9 @@ impl Default for Settings {
             testing: TestingSettings::default(),
             dev_key: None,
             cluster: ClusterSettings::default(),
+            log_format: LogFormat::default(),
+            metrics_listen: None,
+            metrics: MetricsSettings::default(),
         }
     }
 }
@@ -358,6 +403,10 @@ pub struct FlagSettings {
     pub dev_key: Option<PathBuf>,
     #[serde(skip_serializing_if = "ClusterFlags::is_empty")]
     pub cluster: ClusterFlags,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<LogFormat>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// The `[cluster]` settings a role's flags set.
@@ -447,6 +496,12 @@ impl Settings {
                 "escalate_to_operators = false needs an escalation_group to send escalations to".to_owned(),
             ),
             _ => {}
+        }
+        if self.metrics.backlog_sample_seconds == 0 {
+            problems.push("metrics.backlog_sample_seconds must be at least 1".to_owned());
+        }
+        if self.metrics.backlog_scan_limit == 0 {
+            problems.push("metrics.backlog_scan_limit must be at least 1".to_owned());
         }
         if self.store.cache_bytes < 1 << 20 {
             problems.push("store.cache_bytes must be at least 1048576".to_owned());

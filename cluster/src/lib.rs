@@ -30,6 +30,7 @@ mod guard;
 mod lease;
 mod map;
 mod membership;
+pub mod metrics;
 mod mirror;
 mod routing;
 pub mod shards;

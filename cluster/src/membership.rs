@@ -585,6 +585,9 @@ impl Inner {
                         .or_insert_with(|| Held::new(result.revision));
                 }
             }
+            crate::metrics::ClusterMetrics::global()
+                .shards_taken
+                .add(shards.len() as u64, &[]);
             tracing::debug!(host = %self.host.id, ?shards, "took shards");
         }
         Ok(result.succeeded)
@@ -628,6 +631,9 @@ impl Inner {
                     }
                     if result.succeeded {
                         state.released_at.insert(shard, result.revision);
+                        crate::metrics::ClusterMetrics::global()
+                            .shards_given_up
+                            .add(1, &[]);
                         tracing::debug!(host = %self.host.id, shard, "gave a shard up");
                     }
                     return;

@@ -51,14 +51,21 @@ fn trace_of<T>(request: &Request<T>) -> Option<TraceParent> {
         .and_then(TraceParent::parse)
 }
 
-/// Runs `call` in a `run_service` span naming the method and the caller's trace id, with the
-/// caller's trace context as the current one, so this host's log lines of the call carry the
-/// trace id the gateway's do.
+/// Runs `call` in a `run_service` span naming the method and the trace, a child of the
+/// caller's span (the gRPC hop of the trace), with its context as the current one, so this
+/// host's log lines and spans of the call carry the trace id the gateway's do.
 async fn in_trace<F: Future>(method: &'static str, trace: Option<TraceParent>, call: F) -> F::Output {
-    let span = tracing::info_span!("run_service", method, traceId = tracing::field::Empty);
+    let span = tracing::info_span!(
+        "run_service",
+        method,
+        traceId = tracing::field::Empty,
+        spanId = tracing::field::Empty,
+    );
     match trace {
         Some(trace) => {
-            span.record("traceId", trace.trace_id());
+            let mut random = [0u8; 24];
+            getrandom::fill(&mut random).expect("the operating system's random source works");
+            let trace = agentprocess_service::trace::join(&span, Some(trace), random);
             agentprocess_service::trace::scope(trace, call.instrument(span)).await
         }
         None => call.instrument(span).await,

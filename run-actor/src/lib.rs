@@ -31,6 +31,7 @@
 pub use agentprocess_machine as machine;
 
 pub mod actor;
+pub mod backlog;
 mod call;
 mod config;
 pub mod evaluator;

@@ -1,5 +1,6 @@
 //! The run actors' metric names, each defined once, and the instruments that record them.
 
+use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -17,6 +18,24 @@ pub const RACED_BATCHES: &str = "agentprocess.run_actor.raced_batches";
 pub const RUNS_ARCHIVED: &str = "agentprocess.run_actor.runs_archived";
 /// Run actors in memory.
 pub const LIVE_ACTORS: &str = "agentprocess.run_actor.live_actors";
+/// Runs started, by `process`.
+pub const RUNS_STARTED: &str = "agentprocess.run_actor.runs_started";
+/// Runs ended, by `process` and `outcome`: the finish outcome (`done`, `rejected`, `failed`, or
+/// a process's own), or `cancelled`.
+pub const RUNS_ENDED: &str = "agentprocess.run_actor.runs_ended";
+/// Claims granted (`claim`).
+pub const CLAIMS_GRANTED: &str = "agentprocess.run_actor.claims_granted";
+/// Claims renewed (`renew`).
+pub const CLAIMS_RENEWED: &str = "agentprocess.run_actor.claims_renewed";
+/// Claims whose lease ran out before they were renewed or submitted.
+pub const LEASE_EXPIRIES: &str = "agentprocess.run_actor.lease_expiries";
+
+/// The attribute naming a run's process.
+pub const ATTRIBUTE_PROCESS: &str = "process";
+/// The attribute naming how a run ended.
+pub const ATTRIBUTE_OUTCOME: &str = "outcome";
+/// The outcome of a cancelled run.
+pub const OUTCOME_CANCELLED: &str = "cancelled";
 
 /// The run actors' instruments. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -26,6 +45,11 @@ pub struct RunActorMetrics {
     pub(crate) raced_batches: Counter<u64>,
     pub(crate) runs_archived: Counter<u64>,
     pub(crate) live_actors: UpDownCounter<i64>,
+    runs_started: Counter<u64>,
+    runs_ended: Counter<u64>,
+    claims_granted: Counter<u64>,
+    claims_renewed: Counter<u64>,
+    lease_expiries: Counter<u64>,
 }
 
 impl RunActorMetrics {
@@ -53,6 +77,26 @@ impl RunActorMetrics {
                 .i64_up_down_counter(LIVE_ACTORS)
                 .with_description("Run actors in memory.")
                 .build(),
+            runs_started: meter
+                .u64_counter(RUNS_STARTED)
+                .with_description("Runs started, by process.")
+                .build(),
+            runs_ended: meter
+                .u64_counter(RUNS_ENDED)
+                .with_description("Runs ended, by process and outcome.")
+                .build(),
+            claims_granted: meter
+                .u64_counter(CLAIMS_GRANTED)
+                .with_description("Claims granted.")
+                .build(),
+            claims_renewed: meter
+                .u64_counter(CLAIMS_RENEWED)
+                .with_description("Claims renewed.")
+                .build(),
+            lease_expiries: meter
+                .u64_counter(LEASE_EXPIRIES)
+                .with_description("Claims whose lease ran out.")
+                .build(),
         }
     }
 
@@ -61,6 +105,38 @@ impl RunActorMetrics {
         static GLOBAL: LazyLock<RunActorMetrics> =
             LazyLock::new(|| RunActorMetrics::new(&opentelemetry::global::meter(METER)));
         GLOBAL.clone()
+    }
+
+    /// Records a committed command that was `command` (its name) and was accepted: a claim
+    /// granted or renewed.
+    pub(crate) fn record_accepted(&self, command: &'static str) {
+        match command {
+            "claim" => self.claims_granted.add(1, &[]),
+            "renew" => self.claims_renewed.add(1, &[]),
+            _ => {}
+        }
+    }
+
+    /// Records a run of `process` started.
+    pub(crate) fn record_run_started(&self, process: &str) {
+        self.runs_started
+            .add(1, &[KeyValue::new(ATTRIBUTE_PROCESS, process.to_owned())]);
+    }
+
+    /// Records a run of `process` ended with `outcome` (`None`: cancelled).
+    pub(crate) fn record_run_ended(&self, process: &str, outcome: Option<&str>) {
+        self.runs_ended.add(
+            1,
+            &[
+                KeyValue::new(ATTRIBUTE_PROCESS, process.to_owned()),
+                KeyValue::new(ATTRIBUTE_OUTCOME, outcome.unwrap_or(OUTCOME_CANCELLED).to_owned()),
+            ],
+        );
+    }
+
+    /// Records a claim's lease that ran out.
+    pub(crate) fn record_lease_expired(&self) {
+        self.lease_expiries.add(1, &[]);
     }
 
     /// Records one commit transaction: committed or raced, and how long it took.

@@ -93,6 +93,72 @@ impl fmt::Display for TraceParent {
     }
 }
 
+impl TraceParent {
+    /// The id of the span that passes this context on, in hex, as log lines carry it.
+    pub fn span_id(&self) -> String {
+        hex(&self.parent_id)
+    }
+
+    /// Whether the trace is sampled (its `sampled` flag).
+    pub fn sampled(&self) -> bool {
+        self.sampled
+    }
+
+    /// This context as OpenTelemetry's remote span context: what a span of this role takes as
+    /// its parent.
+    pub fn remote_context(&self) -> opentelemetry::Context {
+        use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
+        let flags = if self.sampled {
+            TraceFlags::SAMPLED
+        } else {
+            TraceFlags::default()
+        };
+        let remote = SpanContext::new(
+            TraceId::from_bytes(self.trace_id),
+            SpanId::from_bytes(self.parent_id),
+            flags,
+            true,
+            TraceState::default(),
+        );
+        opentelemetry::Context::new().with_remote_span_context(remote)
+    }
+}
+
+/// Makes `span` this role's span of a trace, and answers the context to pass on from it.
+///
+/// `parent` (a caller's `traceparent`, or the context a call arrived in) becomes the span's
+/// parent. When traces are exported (an OpenTelemetry layer is installed), the context passed on
+/// names the exported span, so what this role calls hangs under it; otherwise it is `parent`
+/// with a span id from `random`, or a new trace from `random`, as without an exporter. Either way
+/// the span's `traceId` and `spanId` fields are recorded, when it declares them, so log lines in
+/// it carry both. Call it before the span is first entered.
+pub fn join(span: &tracing::Span, parent: Option<TraceParent>, random: [u8; 24]) -> TraceParent {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if let Some(parent) = parent {
+        // Without an OpenTelemetry layer the span has no exported context: nothing to set.
+        let _ = span.set_parent(parent.remote_context());
+    }
+    let exported = span.context().span().span_context().clone();
+    let trace = if exported.is_valid() {
+        TraceParent {
+            trace_id: exported.trace_id().to_bytes(),
+            parent_id: exported.span_id().to_bytes(),
+            sampled: exported.is_sampled(),
+        }
+    } else {
+        let mut span_id = [0u8; 8];
+        span_id.copy_from_slice(&random[16..]);
+        match parent {
+            Some(parent) => parent.child(span_id),
+            None => TraceParent::new(random),
+        }
+    };
+    span.record("traceId", trace.trace_id());
+    span.record("spanId", trace.span_id());
+    trace
+}
+
 /// The trace context of the call this task serves, if one was set.
 pub fn current() -> Option<TraceParent> {
     CURRENT.try_with(|trace| *trace).ok()

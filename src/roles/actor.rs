@@ -5,6 +5,7 @@
 
 use super::{CommonArgs, connect_etcd, grpc_message_bytes, run_role, shared_blobs};
 use crate::settings::{ClusterFlags, FlagSettings, Settings};
+use crate::telemetry::Telemetry;
 use agentprocess_cluster::{ActorMembership, HostRecord, MembershipOptions, ShardGuard, shard_of};
 use agentprocess_proto::run_service_server;
 use agentprocess_run_actor::RunFence;
@@ -85,7 +86,7 @@ impl RunFence for ShardFence {
     }
 }
 
-async fn actor(settings: Settings) -> anyhow::Result<()> {
+async fn actor(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
     let tls = super::role_tls(&settings.cluster)?;
     let (store, keys) = connect_etcd(&settings).await?;
     let blobs = shared_blobs(&settings, "actor")?;
@@ -150,12 +151,17 @@ async fn actor(settings: Settings) -> anyhow::Result<()> {
     let runtime = Runtime::new(grouped, blobs, config, clock);
     let service = ShardGuard::new(Arc::new(runtime), membership.clone(), shards);
     let server = run_service_server(Arc::new(service), grpc_message_bytes(&settings));
+    let metrics = telemetry.serve_metrics(settings.metrics_listen).await?;
+    let _shards_owned = metrics
+        .is_some()
+        .then(|| agentprocess_cluster::metrics::shards_owned_gauge(&membership));
 
     println!(
         "agentprocess {} actor host {} serving runs at {url}",
         env!("CARGO_PKG_VERSION"),
         membership.host_id()
     );
+    crate::telemetry::print_metrics_endpoint(metrics);
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = &tls {
         // Callers must show a certificate the cluster's CA signed.

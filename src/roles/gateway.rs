@@ -5,6 +5,7 @@
 use super::test_clock;
 use super::{CommonArgs, connect_etcd, run_role, shared_blobs};
 use crate::settings::{FlagSettings, Settings};
+use crate::telemetry::Telemetry;
 use agentprocess_cluster::{RoutedRunService, ShardMap};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
@@ -12,6 +13,7 @@ use agentprocess_gateway::ui::UiAdmin;
 use agentprocess_gateway::{
     AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, UiKey, admin_routes, trust_routes,
 };
+use agentprocess_run_actor::backlog::Backlog;
 use agentprocess_run_actor::runtime::{Catalog, Clock, NoHints, Uploads};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
@@ -69,7 +71,7 @@ pub fn run(args: GatewayArgs) -> ExitCode {
     run_role("gateway", &args.common, flags, gateway)
 }
 
-async fn gateway(settings: Settings) -> anyhow::Result<()> {
+async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
     let (store, keys) = connect_etcd(&settings).await?;
     let blobs = shared_blobs(&settings, "gateway")?;
     let clock = Clock::system();
@@ -140,7 +142,12 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         authenticated: authenticated.merge(trust),
         ui_key: Some(UiKey::new(signer.derive_key(crate::serve_cmd::UI_KEY_PURPOSE))),
         ui_admin: Some(ui_admin),
-        public: file_routes(Uploads::new(store, keys, blobs), clock, signer).merge(health_routes(map)),
+        public: file_routes(
+            Uploads::new(store.clone(), keys.clone(), blobs),
+            clock.clone(),
+            signer,
+        )
+        .merge(health_routes(map)),
     };
     let app =
         agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;
@@ -148,10 +155,17 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let local = listener.local_addr().context("the listener has no address")?;
+    let metrics = telemetry.serve_metrics(settings.metrics_listen).await?;
+    if metrics.is_some() {
+        // Every gateway samples the backlog, so each one's scrape carries what autoscaling
+        // needs; the reads are bounded by the settings.
+        Backlog::start(store, keys, clock, settings.backlog());
+    }
     println!(
         "agentprocess {} gateway listening on {local}",
         env!("CARGO_PKG_VERSION")
     );
+    crate::telemetry::print_metrics_endpoint(metrics);
     println!(
         "MCP endpoint: http://{local}/mcp (public URL {})",
         settings.public_url()

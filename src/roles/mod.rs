@@ -16,6 +16,7 @@ pub mod scheduler;
 mod test_clock;
 
 use crate::settings::{ClusterFlags, ClusterSettings, FlagSettings, Settings};
+use crate::telemetry::{Telemetry, TelemetryArgs, TelemetryOptions};
 use agentprocess_cluster::RoutingOptions;
 use agentprocess_proto::{ClientOptions, RoleTls};
 use agentprocess_run_actor::runtime::{BlobStore, RuntimeConfig, blob_store_from_url};
@@ -41,6 +42,8 @@ pub struct CommonArgs {
     /// A TOML settings file: the same settings as `serve`, plus `[cluster]`.
     #[arg(long, value_name = "FILE", env = "AGENTPROCESS_CONFIG")]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
 }
 
 impl CommonArgs {
@@ -54,15 +57,17 @@ impl CommonArgs {
             };
         }
         flags.uploads = self.uploads.clone();
+        flags.log_format = self.telemetry.log_format;
+        flags.metrics_listen = self.telemetry.metrics_listen;
         Settings::load(self.config.as_deref(), flags).map_err(|e| e.to_string())
     }
 }
 
-/// Loads the settings, starts logging and the async runtime, and runs `role` to its end: what
+/// Loads the settings, starts the async runtime and telemetry, and runs `role` to its end: what
 /// every role's `run` does.
-fn run_role<F, Fut>(name: &str, common: &CommonArgs, flags: FlagSettings, role: F) -> ExitCode
+fn run_role<F, Fut>(name: &'static str, common: &CommonArgs, flags: FlagSettings, role: F) -> ExitCode
 where
-    F: FnOnce(Settings) -> Fut,
+    F: FnOnce(Settings, Arc<Telemetry>) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
     let settings = match common.settings(flags) {
@@ -76,7 +81,16 @@ where
         eprintln!("error: `agentprocess {name}` needs etcd: pass --etcd URL[,URL...] (or set cluster.etcd)");
         return ExitCode::from(2);
     }
-    let _flush_logs = crate::serve_cmd::start_logging();
+    run_with_telemetry(name, settings, role)
+}
+
+/// Starts the async runtime and the role's telemetry (the log, traces, the meter provider), runs
+/// `role` to its end, then exports what telemetry still holds: how `serve` and every role run.
+pub(crate) fn run_with_telemetry<F, Fut>(name: &'static str, settings: Settings, role: F) -> ExitCode
+where
+    F: FnOnce(Settings, Arc<Telemetry>) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -84,7 +98,25 @@ where
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(role(settings)) {
+    let options = TelemetryOptions {
+        role: name,
+        log_format: settings.log_format,
+        metrics_listen: settings.metrics_listen,
+    };
+    // The OTLP gRPC exporter is made inside the runtime, whose reactor its connection uses.
+    let telemetry = match runtime.block_on(async { Telemetry::start(&options) }) {
+        Ok(telemetry) => Arc::new(telemetry),
+        Err(error) => {
+            eprintln!("error: telemetry cannot be set up: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = runtime.block_on(role(settings, telemetry.clone()));
+    // The runtime still runs: the last spans go out through its connections.
+    if let Ok(telemetry) = Arc::try_unwrap(telemetry) {
+        telemetry.shutdown();
+    }
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");

@@ -6,6 +6,7 @@
 
 use super::{CommonArgs, routing_options, run_role};
 use crate::settings::{FlagSettings, Settings};
+use crate::telemetry::Telemetry;
 use agentprocess_cluster::{Election, RoutedRunService, ShardMap};
 use agentprocess_run_actor::runtime::Clock;
 use agentprocess_scheduler::{HttpTransport, Scheduler, SchedulerParts, StoreWatchHints};
@@ -32,7 +33,7 @@ pub fn run(args: SchedulerArgs) -> ExitCode {
     run_role("scheduler", &args.common, FlagSettings::default(), scheduler)
 }
 
-async fn scheduler(settings: Settings) -> anyhow::Result<()> {
+async fn scheduler(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<()> {
     let etcd = super::connect_etcd_store(&settings).await?;
     let store: Arc<dyn Store> = Arc::new(etcd.clone());
     let keys = super::cluster_keys();
@@ -57,10 +58,12 @@ async fn scheduler(settings: Settings) -> anyhow::Result<()> {
         )
         .await?;
     }
+    let metrics = telemetry.serve_metrics(settings.metrics_listen).await?;
     println!(
         "agentprocess {} scheduler {candidate} campaigning",
         env!("CARGO_PKG_VERSION")
     );
+    crate::telemetry::print_metrics_endpoint(metrics);
     let shutdown = super::shutdown_signal();
     tokio::pin!(shutdown);
     loop {

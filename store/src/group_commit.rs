@@ -13,6 +13,7 @@
 
 use crate::error::StoreError;
 use crate::limits::{Limits, request_bytes};
+use crate::metrics::StoreMetrics;
 use crate::store::Store;
 use crate::types::{
     KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus, RangeRequest, RangeResult, Txn, TxnOp, TxnResult,
@@ -165,7 +166,15 @@ impl Batch {
         self.members.push(queued);
     }
 
+    /// Commits the batch as one transaction, measured: its size and how long it took.
     async fn commit(self, store: Arc<dyn Store>) {
+        let started = std::time::Instant::now();
+        let transactions = self.members.len();
+        self.commit_merged(store).await;
+        StoreMetrics::global().record_commit("etcd", transactions, started.elapsed());
+    }
+
+    async fn commit_merged(self, store: Arc<dyn Store>) {
         if self.members.len() == 1 {
             let queued = self.members.into_iter().next().expect("one member");
             let _ = queued.reply.send(store.txn(queued.txn).await);

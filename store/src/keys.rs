@@ -258,6 +258,12 @@ impl Keys {
         self.org(org).prefix()
     }
 
+    /// Every organization's keys, organization by organization: read one key, take its
+    /// organization ([`Keys::family_of`]), and go on past [`Keys::organization`] to list them.
+    pub fn organizations(&self) -> KeyRange {
+        self.key().lit("o").prefix()
+    }
+
     // Runs and idempotency.
 
     pub fn run(&self, org: &OrgId, run_id: &RunId) -> Vec<u8> {
@@ -318,6 +324,12 @@ impl Keys {
             .id(run_id.as_str())
             .id(work_item_id)
             .leaf()
+    }
+
+    /// Every work item entry of the organization, by assignee (an item assigned to the operator
+    /// queue and a group is filed under both).
+    pub fn all_work_items(&self, org: &OrgId) -> KeyRange {
+        self.org(org).lit("work").prefix()
     }
 
     /// The work items waiting for a group or a person, oldest first.

@@ -29,6 +29,7 @@ mod etcd;
 mod group_commit;
 pub mod keys;
 mod limits;
+pub mod metrics;
 mod store;
 mod types;
 

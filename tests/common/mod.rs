@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod checked;
+pub mod scrape;
 pub mod ui;
 
 use agentprocess_gateway::IdentityKind;
@@ -41,6 +42,8 @@ pub struct Server {
     pub args: Vec<String>,
     /// Environment variables added to the server's, kept for restarts.
     pub env: Vec<(String, String)>,
+    /// `http://<addr>/metrics` when started with `--metrics-listen`.
+    pub metrics_url: Option<String>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -156,6 +159,7 @@ impl Server {
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut url = None;
         let mut local = None;
+        let mut metrics_url = None;
         let mut line = String::new();
         while url.is_none() {
             line.clear();
@@ -165,6 +169,9 @@ impl Server {
                     "serve exited ({status}) before it printed its endpoint:\n{}",
                     stderr.lock().unwrap()
                 );
+            }
+            if let Some(endpoint) = line.trim().strip_prefix("metrics: ") {
+                metrics_url = Some(endpoint.to_owned());
             }
             if let Some(endpoint) = line.trim().strip_prefix("MCP endpoint: ") {
                 url = Some(endpoint.trim_end_matches("/mcp").to_owned());
@@ -185,6 +192,7 @@ impl Server {
             folder,
             args: args.iter().map(|a| a.to_string()).collect(),
             env: env.to_vec(),
+            metrics_url,
             stderr,
         }
     }

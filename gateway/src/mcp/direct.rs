@@ -72,7 +72,7 @@ impl<B: ToolBackend> DirectCalls<B> {
         let ToolsCall { id, tool, arguments } = call;
         // Like rmcp, which runs each handler in a task of its own: a call, once started, runs to
         // its end (and is counted) even if the client goes away.
-        let trace = super::server::trace_of_call(&parts.headers);
+        let trace = super::server::trace_of_call(&parts.headers, None);
         let call = tokio::spawn(
             async move { server.answer(&identity, tool, arguments, trace).await }.in_current_span(),
         );

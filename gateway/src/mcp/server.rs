@@ -102,27 +102,32 @@ impl<B: ToolBackend> ProtocolServer<B> {
 
 impl<B: ToolBackend> ProtocolServer<B> {
     /// Runs one tool call of the MCP endpoint: [`ProtocolServer::call`] in a `tool_call` span
-    /// naming the tool, the organization, the run and the trace, with a refusal logged at debug
-    /// level, in `trace` ([`trace_of_call`]: the caller's W3C trace when its request carried a
-    /// valid `traceparent` header, else a new one), which the roles it calls get over gRPC. Both ways a
-    /// `tools/call` is answered (rmcp's handler and the direct path) go through here.
+    /// naming the tool, the organization, the run and the trace, with the outcome logged (a
+    /// refusal with its code), in the caller's W3C trace when its request carried a valid
+    /// `traceparent` ([`trace_of_call`]), else in a new one; the roles it calls get the trace
+    /// over gRPC, with this span as their parent. Both ways a `tools/call` is answered (rmcp's
+    /// handler and the direct path) go through here.
     pub(crate) async fn answer(
         &self,
         identity: &Identity,
         tool: ToolName,
         arguments: Option<Map<String, Value>>,
-        trace: TraceParent,
+        caller_trace: Option<TraceParent>,
     ) -> ToolResult {
         let span = tracing::info_span!(
             "tool_call",
             tool = tool.as_str(),
             organization = identity.organization.as_str(),
             runId = tracing::field::Empty,
-            traceId = trace.trace_id(),
+            traceId = tracing::field::Empty,
+            spanId = tracing::field::Empty,
         );
         if let Some(run_id) = run_id_of_call(arguments.as_ref()) {
             span.record("runId", run_id);
         }
+        let mut random = [0u8; 24];
+        getrandom::fill(&mut random).expect("the operating system's random source works");
+        let trace = trace::join(&span, caller_trace, random);
         let result = trace::scope(
             trace,
             self.call(identity, tool, arguments).instrument(span.clone()),
@@ -143,23 +148,19 @@ impl<B: ToolBackend> ProtocolServer<B> {
     }
 }
 
-/// The trace a call runs in: the caller's (`traceparent`), with a span of this gateway's as the
-/// parent of what it calls, or a new one.
-pub(crate) fn trace_of_call(headers: &HeaderMap) -> TraceParent {
-    let mut random = [0u8; 24];
-    getrandom::fill(&mut random).expect("the operating system's random source works");
-    let incoming = headers
-        .get(TRACEPARENT)
-        .and_then(|value| value.to_str().ok())
+/// The caller's trace, when its call carried a valid W3C `traceparent`: in the request's
+/// `_meta` (MCP 2026-07-28 carries it per request), else in the HTTP header.
+pub(crate) fn trace_of_call(headers: &HeaderMap, meta: Option<&Map<String, Value>>) -> Option<TraceParent> {
+    let in_meta = meta
+        .and_then(|meta| meta.get(TRACEPARENT))
+        .and_then(Value::as_str)
         .and_then(TraceParent::parse);
-    match incoming {
-        Some(trace) => {
-            let mut span_id = [0u8; 8];
-            span_id.copy_from_slice(&random[16..]);
-            trace.child(span_id)
-        }
-        None => TraceParent::new(random),
-    }
+    in_meta.or_else(|| {
+        headers
+            .get(TRACEPARENT)
+            .and_then(|value| value.to_str().ok())
+            .and_then(TraceParent::parse)
+    })
 }
 
 /// The header (and gRPC metadata key) of W3C Trace Context.
@@ -229,9 +230,14 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
             .ok_or_else(|| {
                 McpError::internal_error("the call reached the tools without an identity", None)
             })?;
+        // rmcp hands a request's `_meta` to the handler in the context, or leaves it in the
+        // parameters.
+        let meta = Some(&context.meta.0.0)
+            .filter(|meta| meta.contains_key(TRACEPARENT))
+            .or(request.meta.as_ref().map(|meta| &meta.0.0));
         let trace = match context.extensions.get::<Parts>() {
-            Some(parts) => trace_of_call(&parts.headers),
-            None => trace_of_call(&HeaderMap::new()),
+            Some(parts) => trace_of_call(&parts.headers, meta),
+            None => trace_of_call(&HeaderMap::new(), meta),
         };
         let result = self.answer(&identity, tool, request.arguments, trace).await;
         Ok(respond::tool_result(result).into())

@@ -104,6 +104,20 @@ pub(crate) fn log(address: &RunAddress, events: &[RunEvent]) {
     }
 }
 
+/// Counts committed events in the run metrics: runs started and ended (by the run's process)
+/// and lapsed leases.
+pub(crate) fn count(metrics: &crate::metrics::RunActorMetrics, run: Option<&RunState>, events: &[RunEvent]) {
+    let process = run.map_or("", |run| run.process.as_str());
+    for event in events {
+        match event {
+            RunEvent::Started { process, .. } => metrics.record_run_started(process),
+            RunEvent::Ended { outcome, .. } => metrics.record_run_ended(process, outcome.as_deref()),
+            RunEvent::ClaimLapsed { .. } => metrics.record_lease_expired(),
+            RunEvent::Escalated { .. } => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

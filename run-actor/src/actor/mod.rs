@@ -36,6 +36,7 @@ use crate::machine::{
 use crate::packed;
 use crate::pinned::PinnedProcesses;
 use agentprocess_org::{Archive, Clock};
+use agentprocess_service::trace::{self, TraceParent};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{RangeRequest, StoreError, Txn, TxnOp};
@@ -145,6 +146,9 @@ pub(crate) struct Envelope {
     /// Upload statuses looked up for the command's file evidence.
     pub uploads: HashMap<String, UploadStatus>,
     pub reply: Option<oneshot::Sender<Result<ToolOutcome, RuntimeError>>>,
+    /// The trace of the call that sent the command, if it came in one: the actor's spans of the
+    /// command hang under it.
+    pub trace: Option<TraceParent>,
 }
 
 impl Envelope {
@@ -162,6 +166,7 @@ impl Envelope {
             pinned,
             uploads,
             reply: None,
+            trace: trace::current(),
         }
     }
 
@@ -261,6 +266,8 @@ struct AppliedBatch {
     pinned: Option<Arc<PinnedProcess>>,
     outcomes: Vec<Applied>,
     events: Vec<events::RunEvent>,
+    /// Each command's span, in its order.
+    spans: Vec<tracing::Span>,
 }
 
 struct Actor {
@@ -580,9 +587,20 @@ impl Actor {
                 return Attempt::Done;
             }
         }
+        let operations = ops.len();
         let txn = Txn::new().when(compares).and_then(ops);
+        // One span per command, in that command's trace: each call's trace shows the commit it
+        // waited for, with the batch it shared.
+        let commit_spans: Vec<tracing::Span> = applied
+            .spans
+            .iter()
+            .map(|command| {
+                tracing::debug_span!(parent: command, "store_commit", commands = batch.len(), operations)
+            })
+            .collect();
         let started = Instant::now();
         let committed = self.host.store.txn(txn).await;
+        drop(commit_spans);
         if let Ok(result) = &committed {
             self.host
                 .config
@@ -601,6 +619,12 @@ impl Actor {
                     archived: false,
                 });
                 self.after_commit(plan.earliest_new_timer, plan.notified, &applied.events);
+                let metrics = &self.host.config.metrics;
+                for (envelope, outcome) in batch.iter().zip(&applied.outcomes) {
+                    if matches!(outcome, Applied::Ok { .. }) {
+                        metrics.record_accepted(envelope.command.name());
+                    }
+                }
                 self.answer(batch, applied.outcomes).await;
                 Attempt::Done
             }
@@ -694,6 +718,7 @@ impl Actor {
         let mut pinned = loaded.pinned.clone();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut events = Vec::new();
+        let mut spans = Vec::with_capacity(batch.len());
         for envelope in batch {
             let Some(process) = pinned.clone().or_else(|| envelope.pinned.clone()) else {
                 outcomes.push(Applied::Refused(machine::no_such_run(&envelope.command)));
@@ -711,11 +736,7 @@ impl Actor {
                 };
                 machine::apply(&process, run, command, &ctx)
             };
-            let span = tracing::debug_span!(
-                "run_command",
-                runId = %run_id,
-                command = envelope.command.name(),
-            );
+            let span = command_span(run_id, envelope);
             let mut result = span.in_scope(|| apply(envelope.command.clone(), work.as_ref()));
             // check-1: ask the evaluator, then apply the same command with its outcome. The run
             // waits meanwhile: the outcome is judged against the state it was asked about.
@@ -724,8 +745,9 @@ impl Actor {
                 ..
             }) = &result
             {
+                let evaluator_call = tracing::debug_span!(parent: &span, "evaluator_call");
                 let outcome = crate::config::evaluate(config.evaluator.as_ref(), request)
-                    .instrument(span.clone())
+                    .instrument(evaluator_call)
                     .await;
                 result =
                     span.in_scope(|| apply(envelope.command.clone().with_evaluation(outcome), work.as_ref()));
@@ -758,12 +780,14 @@ impl Actor {
                     outcomes.push(Applied::Refused(refusal));
                 }
             }
+            spans.push(span);
         }
         AppliedBatch {
             run: work,
             pinned,
             outcomes,
             events,
+            spans,
         }
     }
 
@@ -780,6 +804,11 @@ impl Actor {
             host.config.hints.outbox_written();
         }
         events::log(&self.address, events);
+        events::count(
+            &host.config.metrics,
+            self.loaded.as_ref().and_then(|l| l.run.as_ref()),
+            events,
+        );
     }
 
     /// The claim key operations that bring the store's claims to `work`'s, each key attached to
@@ -876,6 +905,27 @@ pub(crate) enum Search {
 /// at a second or more, such a batch leaves the archive out (reading it would cost a blob store
 /// lookup for every run started). Under a second, where a run could start, end and be archived
 /// within one millisecond, and for every other batch, both are read.
+/// The span of one command applied by an actor: `run_command`, naming the run and the command,
+/// in the trace of the call that sent it. Debug level: free unless traces are exported (or the
+/// log asks for debug spans).
+fn command_span(run_id: &RunId, envelope: &Envelope) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "run_command",
+        runId = %run_id,
+        command = envelope.command.name(),
+        traceId = tracing::field::Empty,
+        spanId = tracing::field::Empty,
+    );
+    if !span.is_disabled()
+        && let Some(parent) = envelope.trace
+    {
+        let mut random = [0u8; 24];
+        getrandom::fill(&mut random).expect("the operating system's random source works");
+        trace::join(&span, Some(parent), random);
+    }
+    span
+}
+
 pub(crate) fn search_for<'a>(
     commands: impl IntoIterator<Item = &'a Command>,
     config: &RuntimeConfig,

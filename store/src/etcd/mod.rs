@@ -25,6 +25,7 @@ mod watch;
 
 pub use maintenance::MemberStatus;
 
+use crate::metrics::{EtcdFailure, StoreMetrics};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -491,14 +492,25 @@ impl Inner {
             })
             .await;
             attempts += 1;
+            let metrics = StoreMetrics::global();
             let reason = match outcome {
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(Failure::Final(error))) => return Err(CallError::Store(error)),
+                Ok(Err(Failure::Final(error))) => {
+                    metrics.record_etcd_failure(EtcdFailure::Refused);
+                    return Err(CallError::Store(error));
+                }
                 Ok(Err(Failure::LeaseNotFound)) => return Err(CallError::LeaseNotFound),
                 Ok(Err(Failure::Compacted)) => return Err(CallError::Compacted),
-                Ok(Err(Failure::NotSent(reason))) => reason,
-                Ok(Err(Failure::Unknown(reason))) if repeat == Repeat::Safe => reason,
+                Ok(Err(Failure::NotSent(reason))) => {
+                    metrics.record_etcd_failure(EtcdFailure::Unreachable);
+                    reason
+                }
+                Ok(Err(Failure::Unknown(reason))) if repeat == Repeat::Safe => {
+                    metrics.record_etcd_failure(EtcdFailure::Unknown);
+                    reason
+                }
                 Ok(Err(Failure::Unknown(reason))) => {
+                    metrics.record_etcd_failure(EtcdFailure::Unknown);
                     self.move_on_from(index);
                     return Err(CallError::Store(StoreError::Unavailable {
                         context: context.into(),
@@ -509,6 +521,7 @@ impl Inner {
                     }));
                 }
                 Err(_) => {
+                    metrics.record_etcd_failure(EtcdFailure::Timeout);
                     let reason = format!("{}: no answer within {timeout:?}", member.endpoint);
                     self.move_on_from(index);
                     let reason = match repeat {
@@ -545,6 +558,7 @@ impl Inner {
                     reason: format!("no member served it within {timeout:?} ({})", failures.join("; ")),
                 }));
             }
+            metrics.record_etcd_retry();
         }
     }
 
