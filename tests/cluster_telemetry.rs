@@ -1,0 +1,307 @@
+//! What leaves a loopback cluster's processes: every role's Prometheus metrics, checked against
+//! what was done, and one trace per tool call over OTLP, received here by a collector's trace
+//! service: a `submit` sent with the client's `traceparent` yields the gateway's span under it,
+//! the actor host's gRPC span under the gateway's, the command and its store commit under that.
+
+mod cluster_support;
+mod common;
+
+use cluster_support::{Cluster, Role, Shape};
+use common::scrape::{scrape, value};
+use common::{Who, request_id};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const AGENT: Who = Who::Agent("a_ap");
+const PROCESS: (&str, &str) = ("process", "invoice-approval");
+/// The client's trace and its span, as it sends them in `traceparent`.
+const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+/// One span as the collector received it.
+#[derive(Debug, Clone)]
+struct ReceivedSpan {
+    service: String,
+    name: String,
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+    attributes: Vec<(String, String)>,
+}
+
+/// The collector's trace service: keeps every span it is sent.
+#[derive(Debug, Clone, Default)]
+struct Collector {
+    spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut spans = self.spans.lock().unwrap();
+        for resource_spans in request.into_inner().resource_spans {
+            let service = resource_spans
+                .resource
+                .iter()
+                .flat_map(|resource| &resource.attributes)
+                .find(|attribute| attribute.key == "service.name")
+                .map(|attribute| text(attribute.value.as_ref()))
+                .unwrap_or_default();
+            for scope in resource_spans.scope_spans {
+                for span in scope.spans {
+                    spans.push(ReceivedSpan {
+                        service: service.clone(),
+                        name: span.name,
+                        trace_id: hex(&span.trace_id),
+                        span_id: hex(&span.span_id),
+                        parent_span_id: hex(&span.parent_span_id),
+                        attributes: span
+                            .attributes
+                            .iter()
+                            .map(|a| (a.key.clone(), text(a.value.as_ref())))
+                            .collect(),
+                    });
+                }
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn text(value: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Starts the collector on a free loopback port; answers its endpoint and what it received.
+async fn start_collector() -> (String, Collector) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let collector = Collector::default();
+    let service = TraceServiceServer::new(collector.clone());
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    (endpoint, collector)
+}
+
+/// The metrics URL a role printed in its log.
+fn metrics_url(cluster: &Cluster, role: Role, index: usize) -> String {
+    let log = cluster.log(role, index);
+    log.lines()
+        .find_map(|line| line.trim().strip_prefix("metrics: "))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("{role:?} {index} printed no metrics endpoint:\n{log}"))
+}
+
+/// A `tools/call` as a plain HTTP client sends it, with its own `traceparent`.
+async fn call_with_traceparent(
+    cluster: &Cluster,
+    gateway: usize,
+    token: &str,
+    tool: &str,
+    arguments: Value,
+) -> Value {
+    let response = reqwest::Client::new()
+        .post(cluster.mcp_url(gateway))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": tool, "arguments": arguments },
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    serde_json::from_str(body["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
+    let (endpoint, collector) = start_collector().await;
+    let env = [
+        ("AGENTPROCESS_METRICS_LISTEN", "127.0.0.1:0"),
+        ("AGENTPROCESS_METRICS__BACKLOG_SAMPLE_SECONDS", "1"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        // Export each batch at once, so the test need not wait the default 5 s.
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let cluster = Cluster::start(Shape {
+        actors: 2,
+        schedulers: 1,
+        gateways: 2,
+        env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    })
+    .await;
+    cluster.publish_fixture_in(common::ORG, "invoice-approval");
+    let agent = cluster.client(1, &AGENT).await;
+    let started = agent.start_invoice("INV-T1").await;
+    let run_id = started["run"]["id"].as_str().unwrap().to_owned();
+    let claimed = agent
+        .ok(
+            "claim",
+            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+        )
+        .await;
+    let token = cluster.token_in(common::ORG, &AGENT);
+    let submitted = call_with_traceparent(
+        &cluster,
+        1,
+        &token,
+        "submit",
+        json!({
+            "token": claimed["token"],
+            "output": { "totalUsd": 420.0, "supplier": "Acme", "matchSummary": "PO and GR match" },
+            "evidence": [{ "kind": "link", "ref": "https://erp.test/m/1" }],
+            "summary": "Matched", "next": "manager_review", "reason": "under 10000",
+            "requestId": request_id(),
+        }),
+    )
+    .await;
+    assert_eq!(submitted["ok"], true, "{submitted}");
+
+    // The trace: gateway → gRPC hop on an actor host → command → store commit.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let spans = loop {
+        let spans: Vec<ReceivedSpan> = collector
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|span| span.trace_id == CLIENT_TRACE)
+            .cloned()
+            .collect();
+        let names = ["tool_call", "run_service", "run_command", "store_commit"];
+        if names
+            .iter()
+            .all(|name| spans.iter().any(|span| span.name == *name))
+        {
+            break spans;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every span of the call in the client's trace; received: {spans:#?}\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let named = |name: &str| {
+        spans
+            .iter()
+            .find(|span| span.name == name)
+            .unwrap_or_else(|| panic!("no {name} span in {spans:#?}"))
+    };
+    let tool_call = named("tool_call");
+    assert_eq!(tool_call.service, "agentprocess-gateway");
+    assert_eq!(
+        tool_call.parent_span_id, CLIENT_SPAN,
+        "the client's span is the parent"
+    );
+    assert!(tool_call.attributes.contains(&("tool".into(), "submit".into())));
+    let hop = named("run_service");
+    assert_eq!(
+        hop.service, "agentprocess-actor",
+        "the gRPC hop is the actor host's"
+    );
+    assert_eq!(hop.parent_span_id, tool_call.span_id);
+    let command = named("run_command");
+    assert_eq!(command.service, "agentprocess-actor");
+    assert_eq!(command.parent_span_id, hop.span_id);
+    assert!(command.attributes.contains(&("command".into(), "submit".into())));
+    let commit = named("store_commit");
+    assert_eq!(commit.parent_span_id, command.span_id);
+    assert!(
+        commit.attributes.iter().any(|(key, _)| key == "commands"),
+        "the commit says its batch size: {commit:?}"
+    );
+
+    // Every role's metrics.
+    let gateway = metrics_url(&cluster, Role::Gateway, 1);
+    let samples = scrape(&gateway).await;
+    assert_eq!(
+        value(
+            &samples,
+            "agentprocess_gateway_tool_calls_total",
+            &[("tool", "submit"), ("outcome", "ok")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&samples, "agentprocess_build_info", &[("role", "gateway")]),
+        Some(1.0)
+    );
+    // The manager's approval is the only open work: every gateway's backlog says so.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let samples = scrape(&metrics_url(&cluster, Role::Gateway, 0)).await;
+        if value(&samples, "agentprocess_backlog_work_items", &[PROCESS]) == Some(1.0)
+            && value(&samples, "agentprocess_backlog_ready_steps", &[PROCESS]).unwrap_or(0.0) == 0.0
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the backlog never showed the approval: {samples:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut started_runs = 0.0;
+    let mut shards = 0.0;
+    for actor in 0..2 {
+        let samples = scrape(&metrics_url(&cluster, Role::Actor, actor)).await;
+        assert_eq!(
+            value(&samples, "agentprocess_build_info", &[("role", "actor")]),
+            Some(1.0)
+        );
+        started_runs +=
+            value(&samples, "agentprocess_run_actor_runs_started_total", &[PROCESS]).unwrap_or(0.0);
+        shards += value(&samples, "agentprocess_cluster_shards_owned", &[]).unwrap_or(0.0);
+        if value(&samples, "agentprocess_run_actor_runs_started_total", &[PROCESS]).is_some() {
+            let commits = value(
+                &samples,
+                "agentprocess_store_commit_batch_size_count",
+                &[("store", "etcd")],
+            );
+            assert!(
+                commits.is_some_and(|c| c >= 1.0),
+                "the actor host's etcd commits: {commits:?}"
+            );
+        }
+    }
+    assert_eq!(started_runs, 1.0, "one run started, on one of the hosts");
+    assert_eq!(shards, 256.0, "the hosts own every shard between them");
+    let samples = scrape(&metrics_url(&cluster, Role::Scheduler, 0)).await;
+    assert_eq!(
+        value(&samples, "agentprocess_build_info", &[("role", "scheduler")]),
+        Some(1.0)
+    );
+    agent.close().await;
+}
