@@ -1,6 +1,7 @@
 //! What whoever runs `agentprocess serve` watches: `/healthz` and `/readyz`, answered without a
 //! token, and the log: info lines for publishes, runs started and ended, escalations, lapsed
-//! claims and failed webhook deliveries; tool refusals, by code, at debug.
+//! claims and failed webhook deliveries, and tool refusals by code; as text or as JSON lines that
+//! carry the call's trace.
 
 mod common;
 
@@ -45,12 +46,12 @@ async fn logged(server: &Server, parts: &[&str]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
+async fn the_log_says_what_happened_and_what_was_refused_at_info() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start_with_env(
         data.path(),
         &["--lease-seconds", "60"],
-        &[("RUST_LOG", "info,rmcp=warn,agentprocess_gateway::mcp=debug")],
+        &[("RUST_LOG", "info,rmcp=warn")],
     );
     server.publish_fixture("invoice-approval");
     logged(
@@ -120,7 +121,7 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
     logged(
         &server,
         &[
-            "DEBUG",
+            " INFO ",
             "tool call refused",
             "code=\"conflict\"",
             "tool=\"claim\"",
@@ -158,7 +159,7 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
     let run_field = format!("runId=\"{escalated}\"");
     logged(
         &server,
-        &["DEBUG", "tool call refused", "tool=\"submit\"", &run_field],
+        &[" INFO ", "tool call refused", "tool=\"submit\"", &run_field],
     )
     .await;
     logged(
@@ -192,4 +193,63 @@ async fn the_log_says_what_happened_at_info_and_refusals_at_debug() {
     .await;
     agent.close().await;
     ops.close().await;
+}
+
+/// The client's trace, as it sends it in `traceparent`.
+const CLIENT_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_log_lines_parse_and_a_calls_lines_carry_its_trace() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with_env(
+        data.path(),
+        &["--log-format", "json"],
+        &[("RUST_LOG", "info,rmcp=warn")],
+    );
+    server.publish_fixture("invoice-approval");
+    let agent = server.client(&AGENT).await;
+    let started = agent.start_invoice("INV-JSON").await;
+    let run_id = started["run"]["id"].as_str().unwrap().to_owned();
+    // A claim of a step that is not ready, sent with the client's own trace.
+    let response = reqwest::Client::new()
+        .post(server.mcp_url())
+        .bearer_auth(server.token(&AGENT))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("traceparent", format!("00-{CLIENT_TRACE}-b7ad6b7169203331-01"))
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": { "name": "claim", "arguments": { "runId": run_id, "stepId": "record", "requestId": request_id() } },
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let refused = logged(&server, &["tool call refused", CLIENT_TRACE]).await;
+    let line: serde_json::Value = serde_json::from_str(&refused).expect("a JSON line");
+    assert_eq!(line["level"], "INFO");
+    assert_eq!(line["traceId"], CLIENT_TRACE, "{line}");
+    assert_eq!(line["runId"], run_id.as_str(), "{line}");
+    assert_eq!(line["organization"], "acme", "{line}");
+    assert_eq!(line["tool"], "claim", "{line}");
+    assert_eq!(line["code"], "conflict", "{line}");
+    let span_id = line["spanId"].as_str().expect("a span id");
+    assert!(
+        span_id.len() == 16 && span_id != "b7ad6b7169203331",
+        "the gateway's own span, a child of the client's: {line}"
+    );
+    logged(&server, &["run started", &run_id]).await;
+    for text in server.stderr().lines() {
+        let line: serde_json::Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(line[key].is_string(), "{key} in {text}");
+        }
+        assert!(
+            !text.contains(" {") && !text.contains("Some("),
+            "a Debug dump in {text}"
+        );
+    }
+    agent.close().await;
 }

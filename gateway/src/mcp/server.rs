@@ -133,13 +133,14 @@ impl<B: ToolBackend> ProtocolServer<B> {
             self.call(identity, tool, arguments).instrument(span.clone()),
         )
         .await;
-        // A refusal is the caller's answer, not the server's trouble: debug level, by code.
+        // A refusal is the caller's answer, not the server's trouble; operators follow a run by
+        // it all the same: an info line with its code.
         if let Err(refusal) = &result {
             span.in_scope(|| {
-                tracing::debug!(
+                tracing::info!(
                     code = refusal.code.as_str(),
                     detail = %refusal.message,
-                    issues = ?refusal.issues,
+                    issues = %refusal.issues.join("; "),
                     "tool call refused"
                 )
             });
