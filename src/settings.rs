@@ -312,11 +312,14 @@ pub struct NotificationSettings {
 
 impl Default for NotificationSettings {
     fn default() -> Self {
-        let scheduler = SchedulerConfig::default();
+        // Not `SchedulerConfig::default()`: settings load before telemetry starts, and that
+        // would bind the scheduler's instruments to no meter provider.
         NotificationSettings {
-            max_attempts: scheduler.max_attempts,
-            first_backoff_ms: u64::try_from(scheduler.first_backoff.as_millis()).unwrap_or(u64::MAX),
-            max_backoff_ms: u64::try_from(scheduler.max_backoff.as_millis()).unwrap_or(u64::MAX),
+            max_attempts: agentprocess_scheduler::DEFAULT_MAX_ATTEMPTS,
+            first_backoff_ms: u64::try_from(agentprocess_scheduler::DEFAULT_FIRST_BACKOFF.as_millis())
+                .unwrap_or(u64::MAX),
+            max_backoff_ms: u64::try_from(agentprocess_scheduler::DEFAULT_MAX_BACKOFF.as_millis())
+                .unwrap_or(u64::MAX),
         }
     }
 }

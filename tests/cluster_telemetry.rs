@@ -153,6 +153,8 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
         // Export each batch at once, so the test need not wait the default 5 s.
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        // A cancelled run is archived a second later: a timer fires within the test.
+        ("AGENTPROCESS_ARCHIVE_ENDED_RUNS_AFTER_SECONDS", "1"),
     ];
     let cluster = Cluster::start(Shape {
         actors: 2,
@@ -303,5 +305,66 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         value(&samples, "agentprocess_build_info", &[("role", "scheduler")]),
         Some(1.0)
     );
+
+    // A run cancelled and archived: ended runs and a fired timer are counted too. Then every
+    // metric the dashboard queries is in a scrape of some role.
+    let cancelled = agent.start_invoice("INV-T2").await;
+    let ops = cluster.client(0, &Who::Operator("ops@acme.test", &["ops"])).await;
+    ops.ok(
+        "cancel",
+        json!({ "runId": cancelled["run"]["id"], "reason": "Duplicate.", "requestId": request_id() }),
+    )
+    .await;
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/grafana/agentprocess.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let queried = dashboard_metrics(&dashboard);
+    assert!(queried.len() >= 25, "the dashboard's metrics: {queried:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut scraped = std::collections::BTreeSet::new();
+        for (role, count) in [(Role::Gateway, 2), (Role::Actor, 2), (Role::Scheduler, 1)] {
+            for index in 0..count {
+                for sample in scrape(&metrics_url(&cluster, role, index)).await {
+                    scraped.insert(sample.name);
+                }
+            }
+        }
+        let missing: Vec<&String> = queried.iter().filter(|name| !scraped.contains(*name)).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dashboard queries metrics no role exports: {missing:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     agent.close().await;
+    ops.close().await;
+}
+
+/// Every metric name the dashboard's panels query.
+fn dashboard_metrics(dashboard: &Value) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(at) = rest.find("agentprocess_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                names.insert(name);
+            }
+        }
+    }
+    names
 }

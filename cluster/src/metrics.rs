@@ -36,9 +36,14 @@ impl ClusterMetrics {
     }
 
     /// The instruments of the process-wide meter provider (none installed: they record nothing).
+    /// Its counters start at 0, so a scrape shows them before the first move.
     pub fn global() -> Self {
-        static GLOBAL: LazyLock<ClusterMetrics> =
-            LazyLock::new(|| ClusterMetrics::new(&opentelemetry::global::meter(METER)));
+        static GLOBAL: LazyLock<ClusterMetrics> = LazyLock::new(|| {
+            let metrics = ClusterMetrics::new(&opentelemetry::global::meter(METER));
+            metrics.shards_taken.add(0, &[]);
+            metrics.shards_given_up.add(0, &[]);
+            metrics
+        });
         GLOBAL.clone()
     }
 }

@@ -101,9 +101,19 @@ impl RunActorMetrics {
     }
 
     /// The instruments of the process-wide meter provider (none installed: they record nothing).
+    /// The claim counters start at 0, so a scrape shows them before the first claim.
     pub fn global() -> Self {
-        static GLOBAL: LazyLock<RunActorMetrics> =
-            LazyLock::new(|| RunActorMetrics::new(&opentelemetry::global::meter(METER)));
+        static GLOBAL: LazyLock<RunActorMetrics> = LazyLock::new(|| {
+            let metrics = RunActorMetrics::new(&opentelemetry::global::meter(METER));
+            for counter in [
+                &metrics.claims_granted,
+                &metrics.claims_renewed,
+                &metrics.lease_expiries,
+            ] {
+                counter.add(0, &[]);
+            }
+            metrics
+        });
         GLOBAL.clone()
     }
 

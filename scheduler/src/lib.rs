@@ -64,14 +64,23 @@ pub struct SchedulerConfig {
     pub metrics: SchedulerMetrics,
 }
 
+/// Attempts before a notification becomes a dead letter, by default.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
+/// The wait before a notification's second attempt, by default.
+pub const DEFAULT_FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between attempts, by default.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(300);
+
 impl Default for SchedulerConfig {
+    /// The defaults, recording into the process-wide meter provider: make it only once that
+    /// provider is installed (the instruments bind to the provider of the moment).
     fn default() -> Self {
         SchedulerConfig {
             timer_window: 1024,
             max_firing: 256,
-            max_attempts: 8,
-            first_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(300),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            first_backoff: DEFAULT_FIRST_BACKOFF,
+            max_backoff: DEFAULT_MAX_BACKOFF,
             outbox_poll: Duration::from_secs(5),
             cleanup_every: Duration::from_secs(60),
             stop_patience: Duration::from_secs(5),

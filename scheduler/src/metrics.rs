@@ -74,9 +74,25 @@ impl SchedulerMetrics {
     }
 
     /// The instruments of the process-wide meter provider (none installed: they record nothing).
+    /// Its counters start at 0 (timers for each kind), so a scrape shows them before the first
+    /// timer or delivery.
     pub fn global() -> Self {
-        static GLOBAL: LazyLock<SchedulerMetrics> =
-            LazyLock::new(|| SchedulerMetrics::new(&opentelemetry::global::meter(METER)));
+        static GLOBAL: LazyLock<SchedulerMetrics> = LazyLock::new(|| {
+            let metrics = SchedulerMetrics::new(&opentelemetry::global::meter(METER));
+            for kind in TIMER_KINDS.into_iter().chain([OTHER_KIND]) {
+                metrics
+                    .timers_fired
+                    .add(0, &[KeyValue::new(ATTRIBUTE_KIND, kind)]);
+            }
+            for counter in [
+                &metrics.notifications_delivered,
+                &metrics.notifications_failed,
+                &metrics.notifications_dead_lettered,
+            ] {
+                counter.add(0, &[]);
+            }
+            metrics
+        });
         GLOBAL.clone()
     }
 

@@ -84,9 +84,24 @@ impl StoreMetrics {
     }
 
     /// The instruments of the process-wide meter provider (none installed: they record nothing).
+    /// The etcd counters start at 0 (errors for each kind), so a scrape shows them before the
+    /// first failure.
     pub fn global() -> Self {
-        static GLOBAL: LazyLock<StoreMetrics> =
-            LazyLock::new(|| StoreMetrics::new(&opentelemetry::global::meter(METER)));
+        static GLOBAL: LazyLock<StoreMetrics> = LazyLock::new(|| {
+            let metrics = StoreMetrics::new(&opentelemetry::global::meter(METER));
+            metrics.etcd_retries.add(0, &[]);
+            for failure in [
+                EtcdFailure::Unreachable,
+                EtcdFailure::Unknown,
+                EtcdFailure::Timeout,
+                EtcdFailure::Refused,
+            ] {
+                metrics
+                    .etcd_request_errors
+                    .add(0, &[KeyValue::new(ATTRIBUTE_KIND, failure.as_str())]);
+            }
+            metrics
+        });
         GLOBAL.clone()
     }
 
