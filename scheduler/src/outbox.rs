@@ -166,19 +166,30 @@ pub(crate) async fn run(
                 let (parts, transport) = (parts.clone(), transport.clone());
                 let metrics = config.metrics.clone();
                 let raw_key = kv.key.clone();
-                deliveries.spawn(async move {
-                    let outcome = deliver(
-                        &parts,
-                        transport.as_ref(),
-                        &metrics,
-                        &raw_key,
-                        &key,
-                        &entry,
-                        kv.value,
-                    )
-                    .await;
-                    (raw_key, entry, outcome)
-                });
+                // Each delivery is a trace of its own, naming the run it is about.
+                let span = tracing::debug_span!(
+                    parent: None,
+                    "webhook_delivery",
+                    organization = %key.org,
+                    runId = %key.run_id,
+                    kind = entry["type"].as_str().unwrap_or_default(),
+                );
+                deliveries.spawn(tracing::Instrument::instrument(
+                    async move {
+                        let outcome = deliver(
+                            &parts,
+                            transport.as_ref(),
+                            &metrics,
+                            &raw_key,
+                            &key,
+                            &entry,
+                            kv.value,
+                        )
+                        .await;
+                        (raw_key, entry, outcome)
+                    },
+                    span,
+                ));
             }
         }
         let next_retry = retries.values().map(|r| r.not_before).min();
@@ -225,7 +236,7 @@ pub(crate) async fn run(
                             tracing::info!(
                                 organization = %notification.organization, id = %notification.id,
                                 kind = %notification.kind, attempt = retry.attempts,
-                                max_attempts = config.max_attempts, retry_in = ?backoff, %error,
+                                max_attempts = config.max_attempts, retry_in_ms = backoff.as_millis() as u64, %error,
                                 "webhook delivery failed"
                             );
                         }
