@@ -1,5 +1,6 @@
 //! `agentprocess serve`: every role in one process (gateway, run actors, scheduler) on the embedded store.
 
+use crate::backup::control::ControlSocket;
 use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
@@ -110,6 +111,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
     let (store, recovery) = open_store(&settings).await?;
     tracing::info!(?recovery, "store opened");
+    let control_socket = ControlSocket::open(&data_dir, store.clone())?;
     let store = Arc::new(store);
     let blobs: Arc<dyn BlobStore> = match &settings.uploads {
         Some(url) => blob_store_from_url(url).with_context(|| format!("uploads = {url:?}"))?,
@@ -175,6 +177,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         .await
         .context("the HTTP server failed")?;
     eprintln!("agentprocess: shutting down");
+    control_socket.close();
     scheduler.stop().await;
     store.close().await;
     Ok(())
