@@ -18,6 +18,8 @@ use std::process::ExitCode;
 
 /// The uploads folder in a data folder, when `uploads` is not set.
 const LOCAL_UPLOADS: &str = "uploads";
+/// The page cache of a stopped server's store opened for a backup.
+const EXPORT_CACHE_BYTES: u64 = 32 << 20;
 /// Files being written by the blob store or the server (renamed into place when whole).
 const PARTIAL_SUFFIX: &str = ".partial";
 
@@ -180,13 +182,16 @@ fn write_backup(settings: &Settings, file: File) -> anyhow::Result<(Header, Sour
     Ok((header, source))
 }
 
-/// Opens the stopped server's store and writes its keys and leases.
+/// Opens the stopped server's store and writes its keys and leases. One pass in key order gains
+/// nothing from a large page cache: the store is opened with a small one.
 fn export_stopped_store(settings: &Settings, writer: &mut BackupWriter) -> anyhow::Result<(i64, i64)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let store = runtime.block_on(async { open_store(settings).await.map(|(store, _)| store) })?;
+    let mut settings = settings.clone();
+    settings.store.cache_bytes = settings.store.cache_bytes.min(EXPORT_CACHE_BYTES);
+    let store = runtime.block_on(async { open_store(&settings).await.map(|(store, _)| store) })?;
     let exported = store.export().map_err(anyhow::Error::from).and_then(|export| {
         let leases =
             export.for_each_key(|key| writer.write(&Record::Key(key)).context("cannot write the backup"))?;
