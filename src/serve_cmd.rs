@@ -111,7 +111,14 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
     let (store, recovery) = open_store(&settings).await?;
     tracing::info!(?recovery, "store opened");
-    let control_socket = ControlSocket::open(&data_dir, store.clone())?;
+    let control_socket = ControlSocket::open(&data_dir, store.clone())
+        .inspect_err(|error| {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "no control socket: `agentprocess store backup` cannot reach this server while it runs"
+            )
+        })
+        .ok();
     let store = Arc::new(store);
     let blobs: Arc<dyn BlobStore> = match &settings.uploads {
         Some(url) => blob_store_from_url(url).with_context(|| format!("uploads = {url:?}"))?,
@@ -177,7 +184,9 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         .await
         .context("the HTTP server failed")?;
     eprintln!("agentprocess: shutting down");
-    control_socket.close();
+    if let Some(control_socket) = control_socket {
+        control_socket.close();
+    }
     scheduler.stop().await;
     store.close().await;
     Ok(())

@@ -28,6 +28,26 @@ const REQUEST_PATIENCE: Duration = Duration::from_secs(10);
 /// Bytes of encoded records the export hands to the socket at a time.
 const CHUNK_BYTES: usize = 256 << 10;
 
+/// The longest path bound or connected to as it is: a Unix socket's address holds at most 108
+/// bytes.
+const MAX_SOCKET_PATH: usize = 100;
+
+/// The path to bind or connect to for the socket `name` in `folder`: the path itself when it is
+/// short enough for a socket address, else the same file reached through the open folder
+/// (`/proc/self/fd/N/name`), which the returned handle keeps open while the path is used.
+fn socket_path(folder: &Path, name: &str) -> std::io::Result<(PathBuf, Option<std::fs::File>)> {
+    let direct = folder.join(name);
+    if direct.as_os_str().len() <= MAX_SOCKET_PATH {
+        return Ok((direct, None));
+    }
+    let open = std::fs::File::open(folder)?;
+    let through = PathBuf::from(format!(
+        "/proc/self/fd/{}/{name}",
+        std::os::fd::AsRawFd::as_raw_fd(&open)
+    ));
+    Ok((through, Some(open)))
+}
+
 /// The listening socket of a running server. [`ControlSocket::close`] removes it.
 #[derive(Debug)]
 pub struct ControlSocket {
@@ -47,7 +67,8 @@ impl ControlSocket {
             .mode(0o700)
             .create(&private)
             .with_context(|| format!("cannot create {}", private.display()))?;
-        let bound = private.join(CONTROL_SOCKET);
+        let (bound, _held) = socket_path(&private, CONTROL_SOCKET)
+            .with_context(|| format!("cannot open {}", private.display()))?;
         let listener =
             UnixListener::bind(&bound).with_context(|| format!("cannot listen on {}", bound.display()));
         let placed = listener.and_then(|listener| {
@@ -188,7 +209,12 @@ impl ExportStream {
 /// Asks the server whose data folder is `data_dir` for an export of its store.
 pub fn request_export(data_dir: &Path) -> anyhow::Result<Reached> {
     let path = data_dir.join(CONTROL_SOCKET);
-    let mut stream = match std::os::unix::net::UnixStream::connect(&path) {
+    let (address, _held) = match socket_path(data_dir, CONTROL_SOCKET) {
+        Ok(found) => found,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Reached::NoServer),
+        Err(error) => return Err(error).with_context(|| format!("cannot open {}", data_dir.display())),
+    };
+    let mut stream = match std::os::unix::net::UnixStream::connect(&address) {
         Ok(stream) => stream,
         Err(error)
             if matches!(
@@ -243,9 +269,25 @@ mod tests {
     /// A server's socket answers an export of its store at one revision, in key order, with
     /// the leases; it is the server user's alone (0600); an unknown request is refused; and a
     /// folder whose socket nobody answers is told apart from a failure.
+    /// A data folder by its path, read as a temporary folder is.
+    struct DataFolder(PathBuf);
+
+    impl DataFolder {
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn the_socket_streams_the_store_and_only_to_its_owner() {
-        let dir = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        // Longer than a socket address holds: bound and reached through the open folder.
+        let dir = root
+            .path()
+            .join("a-data-folder-whose-path-is-longer-than-a-unix-socket-address-holds-".repeat(2));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(dir.join(CONTROL_SOCKET).as_os_str().len() > 108);
+        let dir = DataFolder(dir);
         let (store, _) = EmbeddedStore::open(dir.path().join("store"), EmbeddedOptions::default())
             .await
             .unwrap();
@@ -293,9 +335,8 @@ mod tests {
             }))
         );
 
-        let mut other = UnixStream::connect(dir.path().join(CONTROL_SOCKET))
-            .await
-            .unwrap();
+        let (address, _held) = socket_path(dir.path(), CONTROL_SOCKET).unwrap();
+        let mut other = UnixStream::connect(address).await.unwrap();
         other.write_all(b"shutdown\n").await.unwrap();
         let mut answer = String::new();
         other.read_to_string(&mut answer).await.unwrap();
