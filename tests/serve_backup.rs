@@ -373,4 +373,28 @@ fn restore_refuses_a_folder_in_use_and_a_damaged_file_and_leaves_nothing() {
     assert!(stats.status.success(), "{}", text(&stats));
     let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
     assert!(stats["total"]["keys"].as_u64().unwrap() > 0, "{stats:#}");
+
+    // Uploads kept elsewhere than the data folder are not in the backup, and both commands say so.
+    let elsewhere = folder.path().join("external.apb");
+    let external = Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(["store", "backup", "--data"])
+        .arg(&data)
+        .arg("--to")
+        .arg(&elsewhere)
+        .env("AGENTPROCESS_UPLOADS", "s3://bucket/uploads")
+        .output()
+        .unwrap();
+    assert!(external.status.success(), "{}", text(&external));
+    assert!(
+        String::from_utf8_lossy(&external.stdout).contains("are not in the backup"),
+        "{}",
+        text(&external)
+    );
+    let restored = restore(&elsewhere, &folder.path().join("external"));
+    assert!(restored.status.success(), "{}", text(&restored));
+    assert!(
+        String::from_utf8_lossy(&restored.stdout).contains("does not hold the uploads"),
+        "{}",
+        text(&restored)
+    );
 }
