@@ -1,5 +1,5 @@
 //! `agentprocess store stats`: what a stopped server's store holds, in keys and bytes per key
-//! family and per organization.
+//! family and per organization. `store backup` and `store restore` live in [`crate::backup`].
 
 use crate::serve_cmd::open_store;
 use crate::settings::{FlagSettings, Settings};
