@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test agentprocess: the protobuf compiler
-# (gRPC code generation), etcd 3.4 (the etcd store's tests start a real cluster), the Rust
+# (gRPC code generation), etcd 3.4 and etcdctl (the etcd store's tests start a real cluster), the Rust
 # components the checks use, cargo-fuzz, a Python venv at target/py-venv with
 # tests/python/requirements.txt (the official MCP Python SDK the tests drive, and Playwright),
 # Debian's chromium for Playwright to drive (it cannot download browsers of its own here), axe-core
@@ -15,6 +15,8 @@ venv="$root/target/py-venv"
 need_apt=()
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+# etcdctl: the cluster backup test saves and restores an etcd snapshot as an operator would.
+command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # The README's MCP Inspector recipe is tested as written, through npx.
 command -v npx >/dev/null 2>&1 || need_apt+=(nodejs npm)

@@ -1,5 +1,6 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
+mod backup;
 mod fixtures_cmd;
 mod health;
 mod load_cmd;
@@ -50,7 +51,7 @@ enum Command {
     Load(load_cmd::LoadArgs),
     /// Fill a stopped server's store with open, waiting, ended and timer runs, for measurements.
     Fixtures(fixtures_cmd::FixturesArgs),
-    /// Look into a stopped server's store: keys and bytes per key family.
+    /// Look into a stopped server's store (keys and bytes per key family); back a store up and restore it.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
 }

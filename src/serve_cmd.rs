@@ -1,5 +1,6 @@
 //! `agentprocess serve`: every role in one process (gateway, run actors, scheduler) on the embedded store.
 
+use crate::backup::control::ControlSocket;
 use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use crate::telemetry::{MetricsEndpoint, Telemetry, TelemetryArgs};
@@ -84,6 +85,14 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
     let (store, recovery) = open_store(&settings).await?;
     tracing::info!(%recovery, "store opened");
+    let control_socket = ControlSocket::open(&data_dir, store.clone())
+        .inspect_err(|error| {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "no control socket: `agentprocess store backup` cannot reach this server while it runs"
+            )
+        })
+        .ok();
     let store = Arc::new(store);
     let blobs: Arc<dyn BlobStore> = match &settings.uploads {
         Some(url) => blob_store_from_url(url).with_context(|| format!("uploads = {url:?}"))?,
@@ -154,6 +163,9 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
         .await
         .context("the HTTP server failed")?;
     eprintln!("agentprocess: shutting down");
+    if let Some(control_socket) = control_socket {
+        control_socket.close();
+    }
     scheduler.stop().await;
     store.close().await;
     Ok(())

@@ -1,5 +1,5 @@
 //! `agentprocess store stats`: what a stopped server's store holds, in keys and bytes per key
-//! family and per organization.
+//! family and per organization. `store backup` and `store restore` live in [`crate::backup`].
 
 use crate::serve_cmd::open_store;
 use crate::settings::{FlagSettings, Settings};
@@ -21,11 +21,16 @@ const OTHER: &str = "other";
 /// The row of keys that name no organization (shards, hosts, the scheduler election).
 const CLUSTER: &str = "(cluster)";
 
-/// Look into a stopped server's store.
+/// Look into a stopped server's store; back a store up and restore it.
 #[derive(Debug, Subcommand)]
 pub enum StoreCommand {
     /// Count keys and bytes (key + value) per key family and per organization, and in total.
     Stats(StatsArgs),
+    /// Back up a data folder (store at one revision, keys, local uploads) into one file, while
+    /// its server runs (through its control socket) or not.
+    Backup(crate::backup::BackupArgs),
+    /// Restore a backup file into an empty or missing data folder.
+    Restore(crate::backup::RestoreArgs),
 }
 
 #[derive(Debug, Args)]
@@ -42,7 +47,11 @@ pub struct StatsArgs {
 }
 
 pub fn run(command: StoreCommand) -> ExitCode {
-    let StoreCommand::Stats(args) = command;
+    let args = match command {
+        StoreCommand::Stats(args) => args,
+        StoreCommand::Backup(args) => return crate::backup::run_backup(args),
+        StoreCommand::Restore(args) => return crate::backup::run_restore(args),
+    };
     match stats(&args) {
         Ok(report) => {
             if args.json {

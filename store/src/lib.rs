@@ -33,7 +33,10 @@ pub mod metrics;
 mod store;
 mod types;
 
-pub use embedded::{EmbeddedOptions, EmbeddedStats, EmbeddedStore, LegacyImport, RecoveryReport};
+pub use embedded::{
+    EmbeddedOptions, EmbeddedStats, EmbeddedStore, ExportedKey, ExportedLease, ImportReport, LegacyImport,
+    RecoveryReport, StoreExport, StoreImport,
+};
 pub use error::StoreError;
 pub use etcd::{EtcdOptions, EtcdStore, EtcdTls, EtcdUser, MemberStatus, parse_endpoint_list};
 pub use group_commit::{GroupCommit, GroupCommitOptions};

@@ -23,6 +23,7 @@ const START_PATIENCE: Duration = Duration::from_secs(60);
 struct Member {
     name: String,
     client: SocketAddr,
+    peer: String,
     log: PathBuf,
     process: Option<Child>,
 }
@@ -31,6 +32,11 @@ struct Member {
 #[derive(Debug)]
 pub struct EtcdCluster {
     members: Vec<Member>,
+    /// `name=peer URL` of every member, comma-separated: etcd's `--initial-cluster`.
+    initial_cluster: String,
+    /// How many times the cluster was restored from a snapshot (each restore's data folders are
+    /// new ones).
+    restores: usize,
     /// Holds the members' data folders and logs; removed after the members are killed.
     dir: tempfile::TempDir,
 }
@@ -50,6 +56,8 @@ impl EtcdCluster {
         let token = format!("agentprocess-test-{}-{}", std::process::id(), ports[0]);
         let mut cluster = EtcdCluster {
             members: Vec::with_capacity(size),
+            initial_cluster: initial_cluster.join(","),
+            restores: 0,
             dir,
         };
         for i in 0..size {
@@ -57,17 +65,18 @@ impl EtcdCluster {
             let client = SocketAddr::from(([127, 0, 0, 1], ports[2 * i]));
             let log = cluster.dir.path().join(format!("{name}.log"));
             let process = spawn_member(
-                cluster.dir.path(),
+                &cluster.dir.path().join(&name),
                 &name,
                 client,
                 &peer(i),
-                &initial_cluster.join(","),
+                &cluster.initial_cluster,
                 &token,
                 &log,
             );
             cluster.members.push(Member {
                 name,
                 client,
+                peer: peer(i),
                 log,
                 process: Some(process),
             });
@@ -97,6 +106,72 @@ impl EtcdCluster {
             process.kill().expect("kill etcd member");
             process.wait().expect("reap etcd member");
         }
+    }
+
+    /// Saves a snapshot of the cluster's keys, leases included, to `path` with `etcdctl snapshot
+    /// save` against a live member, as an operator backs a cluster up.
+    pub fn snapshot_save(&self, path: &Path) {
+        let (_, member) = self.live_members().next().expect("a live etcd member");
+        let output = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &format!("http://{}", member.client)])
+            .args(["snapshot", "save"])
+            .arg(path)
+            .output()
+            .unwrap_or_else(|error| panic!("cannot run etcdctl ({error}): install etcd-client"));
+        assert!(
+            output.status.success(),
+            "etcdctl snapshot save: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Stops every member and starts the cluster again from `snapshot`, as an operator restores
+    /// one: `etcdctl snapshot restore` into a new data folder per member (a new cluster token),
+    /// then each member on the ports it had, and waits until the cluster is healthy.
+    pub fn restore_from_snapshot(&mut self, snapshot: &Path) {
+        for index in 0..self.members.len() {
+            self.kill(index);
+        }
+        self.restores += 1;
+        let token = format!(
+            "agentprocess-test-{}-restored-{}",
+            std::process::id(),
+            self.restores
+        );
+        for member in &mut self.members {
+            let data_dir = self
+                .dir
+                .path()
+                .join(format!("{}-restored-{}", member.name, self.restores));
+            let output = Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["snapshot", "restore"])
+                .arg(snapshot)
+                .args(["--name", &member.name])
+                .args(["--initial-cluster", &self.initial_cluster])
+                .args(["--initial-cluster-token", &token])
+                .args(["--initial-advertise-peer-urls", &member.peer])
+                .arg("--data-dir")
+                .arg(&data_dir)
+                .output()
+                .unwrap_or_else(|error| panic!("cannot run etcdctl ({error}): install etcd-client"));
+            assert!(
+                output.status.success(),
+                "etcdctl snapshot restore: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            member.process = Some(spawn_member(
+                &data_dir,
+                &member.name,
+                member.client,
+                &member.peer,
+                &self.initial_cluster,
+                &token,
+                &member.log,
+            ));
+        }
+        self.wait_until_healthy();
     }
 
     /// The index of the member that is the leader, as the live members report it. Panics when
@@ -188,7 +263,7 @@ impl Drop for EtcdCluster {
 /// Starts one member. Elections are slower than etcd's defaults (200 ms heartbeats, 2 s
 /// election timeout) so a busy test machine does not see spurious leader changes.
 fn spawn_member(
-    dir: &Path,
+    data_dir: &Path,
     name: &str,
     client: SocketAddr,
     peer_url: &str,
@@ -202,7 +277,7 @@ fn spawn_member(
         .arg("--name")
         .arg(name)
         .arg("--data-dir")
-        .arg(dir.join(name))
+        .arg(data_dir)
         .args(["--listen-client-urls", &client_url])
         .args(["--advertise-client-urls", &client_url])
         .args(["--listen-peer-urls", peer_url])

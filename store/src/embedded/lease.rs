@@ -127,6 +127,15 @@ impl LeaseTable {
         })
     }
 
+    /// The granted TTL of every lease whose time is not up at `now`, by lease id.
+    pub fn live_ttls(&self, now: Instant) -> HashMap<i64, i64> {
+        self.leases
+            .iter()
+            .filter(|(_, l)| l.deadline > now)
+            .map(|(id, l)| (*id, l.ttl))
+            .collect()
+    }
+
     /// Whether the lease exists and its time is up.
     pub fn is_expired(&self, lease: LeaseId, now: Instant) -> bool {
         self.leases.get(&lease.0).is_some_and(|l| l.deadline <= now)

@@ -19,8 +19,11 @@
 //!
 //! Leases and watches are emulated in process ([`lease`], [`watch`]). A directory written in the
 //! store's former format (a snapshot and logs) is imported into the engine on open ([`legacy`]).
+//! A running store is copied at one revision, and a store written from such a copy, by
+//! [`backup`].
 
 mod apply;
+mod backup;
 mod engine;
 mod journal;
 mod lease;
@@ -37,6 +40,7 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+pub use self::backup::{ExportedKey, ExportedLease, ImportReport, StoreExport, StoreImport};
 pub use self::legacy::LegacyImport;
 
 use self::apply::{Applied, Change, View, key_value, read_only_txn};
