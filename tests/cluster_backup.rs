@@ -7,57 +7,10 @@ mod cluster_support;
 mod common;
 
 use cluster_support::{Cluster, Role, Shape};
+use common::quick::{QUICK_PROCESS, archived_runs_in, copy_tree, ended_quick, start_quick};
 use common::{Mcp, ORG, Who, request_id};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-const PROCESS: &str = r#"---
-name: quick
-description: One agent step, then done.
-inputs:
-  item: string
-steps:
-  - id: work
-    agent: Do the work for the item.
-    output:
-      result: string
-  - id: done
-    finish: done
----
-
-# Quick
-
-One item per run.
-"#;
-
-async fn start(agent: &Mcp, item: &str) -> String {
-    let started = agent
-        .ok(
-            "start_run",
-            json!({ "process": "quick", "inputs": { "item": item }, "requestId": request_id() }),
-        )
-        .await;
-    started["run"]["id"].as_str().unwrap().to_owned()
-}
-
-async fn ended_run(agent: &Mcp, item: &str) -> String {
-    let run_id = start(agent, item).await;
-    let claimed = agent
-        .ok(
-            "claim",
-            json!({ "runId": run_id, "stepId": "work", "requestId": request_id() }),
-        )
-        .await;
-    agent
-        .ok(
-            "submit",
-            json!({ "token": claimed["token"], "output": { "result": item }, "summary": "Done.",
-                    "requestId": request_id() }),
-        )
-        .await;
-    run_id
-}
 
 async fn list_all(agent: &Mcp) -> Vec<Value> {
     let found = agent
@@ -65,35 +18,6 @@ async fn list_all(agent: &Mcp) -> Vec<Value> {
         .await;
     assert!(found["nextCursor"].is_null());
     found["items"].as_array().unwrap().clone()
-}
-
-/// The run records in the archive under `blobs`.
-fn archived(blobs: &Path) -> usize {
-    fn count(dir: &Path) -> usize {
-        std::fs::read_dir(dir).map_or(0, |entries| {
-            entries
-                .flatten()
-                .map(|entry| match entry.file_type().unwrap().is_dir() {
-                    true => count(&entry.path()),
-                    false => usize::from(!entry.path().to_string_lossy().ends_with(".partial")),
-                })
-                .sum()
-        })
-    }
-    let org: String = ORG.bytes().map(|b| format!("{b:02x}")).collect();
-    count(&blobs.join("archive").join(org).join("run"))
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -116,24 +40,24 @@ async fn a_cluster_restored_from_an_etcd_snapshot_reads_back_every_run() {
     .await;
     let folder = tempfile::tempdir().unwrap();
     let source = folder.path().join("quick.md");
-    std::fs::write(&source, PROCESS).unwrap();
+    std::fs::write(&source, QUICK_PROCESS).unwrap();
     cluster.publish_in(ORG, &source, &[]);
     let agent = cluster.client(0, &Who::Agent("a_worker")).await;
     let mut runs = Vec::new();
     for i in 0..3 {
-        runs.push(ended_run(&agent, &format!("archived-{i}")).await);
+        runs.push(ended_quick(&agent, &format!("archived-{i}")).await);
     }
     cluster.advance(0, ORG, 61).await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while archived(&cluster.blobs_dir()) < 3 {
+    while archived_runs_in(&cluster.blobs_dir(), Some(ORG)) < 3 {
         assert!(Instant::now() < deadline, "the ended runs were not archived");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for i in 0..2 {
-        runs.push(ended_run(&agent, &format!("ended-{i}")).await);
+        runs.push(ended_quick(&agent, &format!("ended-{i}")).await);
     }
     for i in 0..2 {
-        runs.push(start(&agent, &format!("open-{i}")).await);
+        runs.push(start_quick(&agent, &format!("open-{i}")).await);
     }
     let mut views = Vec::new();
     for run in &runs {

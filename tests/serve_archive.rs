@@ -5,29 +5,11 @@
 mod common;
 
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, KeyRange, RangeRequest, Store};
+use common::quick::{self, QUICK_PROCESS, ended_quick, list_all, start_quick};
 use common::{Mcp, Server, Who, archived_runs, request_id};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-const PROCESS: &str = r#"---
-name: quick
-description: One agent step, then done.
-inputs:
-  item: string
-steps:
-  - id: work
-    agent: Do the work for the item.
-    output:
-      result: string
-  - id: done
-    finish: done
----
-
-# Quick
-
-One item per run.
-"#;
 
 const ARCHIVE_AFTER: &str = "60";
 
@@ -41,66 +23,21 @@ fn start_server(data: &Path) -> Server {
 
 fn publish(server: &Server, data: &Path) {
     let source = data.join("quick.md");
-    std::fs::write(&source, PROCESS).unwrap();
+    std::fs::write(&source, QUICK_PROCESS).unwrap();
     let (code, out, err) = server.import(&source, &[], true);
     assert_eq!(code, 0, "{out}\n{err}");
 }
 
 /// Starts a run of `quick`; finishes it when `finish`. Returns its id.
 async fn run(agent: &Mcp, item: &str, finish: bool) -> String {
-    let started = agent
-        .ok(
-            "start_run",
-            json!({ "process": "quick", "inputs": { "item": item }, "requestId": request_id() }),
-        )
-        .await;
-    let run_id = started["run"]["id"].as_str().unwrap().to_owned();
-    if finish {
-        let claimed = agent
-            .ok(
-                "claim",
-                json!({ "runId": run_id, "stepId": "work", "requestId": request_id() }),
-            )
-            .await;
-        agent
-            .ok(
-                "submit",
-                json!({ "token": claimed["token"], "output": { "result": item }, "summary": "Done.",
-                        "requestId": request_id() }),
-            )
-            .await;
-    }
-    run_id
-}
-
-/// Every `list_runs` item, `page` at a time.
-async fn list_all(agent: &Mcp, page: u64) -> Vec<Value> {
-    let mut items = Vec::new();
-    let mut cursor = Value::Null;
-    loop {
-        let mut arguments = json!({ "limit": page });
-        if !cursor.is_null() {
-            arguments["cursor"] = cursor.clone();
-        }
-        let found = agent.ok("list_runs", arguments).await;
-        items.extend(found["items"].as_array().unwrap().iter().cloned());
-        cursor = found["nextCursor"].clone();
-        if cursor.is_null() {
-            return items;
-        }
+    match finish {
+        true => ended_quick(agent, item).await,
+        false => start_quick(agent, item).await,
     }
 }
 
 async fn wait_for_archived(data: &Path, wanted: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while archived_runs(data) < wanted {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {wanted} runs archived",
-            archived_runs(data)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    quick::wait_for_archived(|| archived_runs(data), wanted, Duration::from_secs(30)).await;
 }
 
 /// Kills the server and counts the run records its store still holds, once archiving settled:
@@ -151,8 +88,8 @@ async fn archived_runs_read_the_same_over_mcp() {
     for run in &runs {
         views.push(agent.ok("get_run", json!({ "runId": run })).await);
     }
-    let listed = list_all(&agent, 100).await;
-    let done = list_all_with(&agent, json!({ "state": "ended" })).await;
+    let listed = list_all(&agent, json!({}), 100).await;
+    let done = list_all(&agent, json!({ "state": "ended" }), 100).await;
     assert_eq!((listed.len(), done.len()), (6, 4));
 
     server.advance(61).await;
@@ -161,9 +98,9 @@ async fn archived_runs_read_the_same_over_mcp() {
         assert_eq!(&agent.ok("get_run", json!({ "runId": run })).await, view);
     }
     for page in [1, 4, 100] {
-        assert_eq!(list_all(&agent, page).await, listed, "pages of {page}");
+        assert_eq!(list_all(&agent, json!({}), page).await, listed, "pages of {page}");
     }
-    assert_eq!(list_all_with(&agent, json!({ "state": "ended" })).await, done);
+    assert_eq!(list_all(&agent, json!({ "state": "ended" }), 100).await, done);
     agent
         .refused(
             "claim",
@@ -177,14 +114,6 @@ async fn archived_runs_read_the_same_over_mcp() {
         2,
         "only the open runs stay in the store"
     );
-}
-
-async fn list_all_with(agent: &Mcp, filter: Value) -> Vec<Value> {
-    let mut arguments = filter;
-    arguments["limit"] = json!(100);
-    let found = agent.ok("list_runs", arguments).await;
-    assert!(found["nextCursor"].is_null());
-    found["items"].as_array().unwrap().clone()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -211,7 +140,7 @@ async fn kill_9_while_archiving_loses_no_run_and_shows_none_twice() {
         runs.extend(client.await.unwrap());
     }
     let agent = server.client(&Who::Agent("a_reader")).await;
-    let listed = list_all(&agent, 100).await;
+    let listed = list_all(&agent, json!({}), 100).await;
     assert_eq!(listed.len(), RUNS);
     let mut views = Vec::new();
     for run in &runs {
@@ -232,12 +161,12 @@ async fn kill_9_while_archiving_loses_no_run_and_shows_none_twice() {
 
     // Right after the restart, whatever tier each run is in: every run once, as before.
     let agent = server.client(&Who::Agent("a_reader")).await;
-    assert_eq!(list_all(&agent, 37).await, listed);
+    assert_eq!(list_all(&agent, json!({}), 37).await, listed);
     // The rest is archived after the restart, from the timers still in the store (the moved
     // clock starts again from the wall clock: move it once more).
     server.advance(61).await;
     wait_for_archived(data.path(), RUNS).await;
-    assert_eq!(list_all(&agent, 100).await, listed);
+    assert_eq!(list_all(&agent, json!({}), 100).await, listed);
     for (run, view) in runs.iter().zip(&views) {
         assert_eq!(&agent.ok("get_run", json!({ "runId": run })).await, view);
     }

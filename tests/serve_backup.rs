@@ -7,30 +7,15 @@
 
 mod common;
 
+use common::quick::{
+    QUICK_PROCESS, archived_runs_in, claim_quick, copy_tree, ended_quick, list_all, start_quick,
+    wait_for_archived,
+};
 use common::{Mcp, ORG, Server, Who, archived_runs, request_id};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const PROCESS: &str = r#"---
-name: quick
-description: One agent step, then done.
-inputs:
-  item: string
-steps:
-  - id: work
-    agent: Do the work for the item.
-    output:
-      result: string
-  - id: done
-    finish: done
----
-
-# Quick
-
-One item per run.
-"#;
 
 fn agentprocess(args: &[&str], paths: &[&Path]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentprocess"));
@@ -72,103 +57,21 @@ fn text(output: &Output) -> String {
 
 fn publish(server: &Server, folder: &Path) {
     let source = folder.join("quick.md");
-    std::fs::write(&source, PROCESS).unwrap();
+    std::fs::write(&source, QUICK_PROCESS).unwrap();
     let (code, out, err) = server.import(&source, &[], true);
     assert_eq!(code, 0, "{out}\n{err}");
 }
 
-async fn start(agent: &Mcp, item: &str) -> String {
-    let started = agent
-        .ok(
-            "start_run",
-            json!({ "process": "quick", "inputs": { "item": item }, "requestId": request_id() }),
-        )
-        .await;
-    started["run"]["id"].as_str().unwrap().to_owned()
-}
-
-async fn claim(agent: &Mcp, run_id: &str) -> Value {
-    agent
-        .ok(
-            "claim",
-            json!({ "runId": run_id, "stepId": "work", "requestId": request_id() }),
-        )
-        .await
-}
-
-/// Starts a run and walks it to its end.
-async fn ended_run(agent: &Mcp, item: &str) -> String {
-    let run_id = start(agent, item).await;
-    let claimed = claim(agent, &run_id).await;
-    agent
-        .ok(
-            "submit",
-            json!({ "token": claimed["token"], "output": { "result": item }, "summary": "Done.",
-                    "requestId": request_id() }),
-        )
-        .await;
-    run_id
-}
-
-/// Every `list_runs` item of `quick`, `page` at a time.
-async fn list_all(agent: &Mcp, page: u64) -> Vec<Value> {
-    let mut items = Vec::new();
-    let mut cursor = Value::Null;
-    loop {
-        let mut arguments = json!({ "process": "quick", "limit": page });
-        if !cursor.is_null() {
-            arguments["cursor"] = cursor.clone();
-        }
-        let found = agent.ok("list_runs", arguments).await;
-        items.extend(found["items"].as_array().unwrap().iter().cloned());
-        cursor = found["nextCursor"].clone();
-        if cursor.is_null() {
-            return items;
-        }
-    }
-}
-
-/// How many run records of the organization `acme` the archive under `data` holds (the load's
-/// runs are another organization's).
-fn archived_in_acme(data: &Path) -> usize {
-    fn count(dir: &Path) -> usize {
-        std::fs::read_dir(dir).map_or(0, |entries| {
-            entries
-                .flatten()
-                .map(|entry| match entry.file_type().unwrap().is_dir() {
-                    true => count(&entry.path()),
-                    false => usize::from(!entry.path().to_string_lossy().ends_with(".partial")),
-                })
-                .sum()
-        })
-    }
-    let acme: String = ORG.bytes().map(|b| format!("{b:02x}")).collect();
-    count(&data.join("uploads/archive").join(acme).join("run"))
-}
-
-async fn wait_for_archived(data: &Path, wanted: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while archived_in_acme(data) < wanted {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {wanted} runs archived",
-            archived_in_acme(data)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Copies every file under `from` to the same place under `to`, replacing what is there.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+/// Waits until the archive under `data` holds `wanted` runs of `acme` (the load's runs are
+/// another organization's).
+async fn wait_for_archived_in_acme(data: &Path, wanted: usize) {
+    let uploads = data.join("uploads");
+    wait_for_archived(
+        || archived_runs_in(&uploads, Some(ORG)),
+        wanted,
+        Duration::from_secs(60),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -188,24 +91,24 @@ async fn a_backup_taken_under_load_restores_every_acknowledged_run() {
     // runs still open, and one whose step is claimed.
     let mut runs = Vec::new();
     for i in 0..5 {
-        runs.push(ended_run(&agent, &format!("archived-{i}")).await);
+        runs.push(ended_quick(&agent, &format!("archived-{i}")).await);
     }
     server.advance(61).await;
-    wait_for_archived(&data, 5).await;
+    wait_for_archived_in_acme(&data, 5).await;
     for i in 0..4 {
-        runs.push(ended_run(&agent, &format!("ended-{i}")).await);
+        runs.push(ended_quick(&agent, &format!("ended-{i}")).await);
     }
     for i in 0..3 {
-        runs.push(start(&agent, &format!("open-{i}")).await);
+        runs.push(start_quick(&agent, &format!("open-{i}")).await);
     }
-    let claimed_run = start(&agent, "claimed").await;
-    let claimed = claim(&agent, &claimed_run).await;
+    let claimed_run = start_quick(&agent, "claimed").await;
+    let claimed = claim_quick(&agent, &claimed_run).await;
     runs.push(claimed_run.clone());
     let mut views = Vec::new();
     for run in &runs {
         views.push(agent.ok("get_run", json!({ "runId": run })).await);
     }
-    let listed = list_all(&agent, 100).await;
+    let listed = list_all(&agent, json!({ "process": "quick" }), 100).await;
     assert_eq!(listed.len(), runs.len());
 
     // The backup is taken while agents and a person drive the server.
@@ -243,7 +146,7 @@ async fn a_backup_taken_under_load_restores_every_acknowledged_run() {
     // Runs that ended before the backup are archived after it: a backup whose store snapshot came
     // before their archiving and whose copy of the uploads came after holds them in both tiers.
     server.advance(61).await;
-    wait_for_archived(&data, 9).await;
+    wait_for_archived_in_acme(&data, 9).await;
     agent.close().await;
     let listen = server.listen;
     server.terminate();
@@ -252,12 +155,12 @@ async fn a_backup_taken_under_load_restores_every_acknowledged_run() {
     let restored_out = restore(&file, &restored);
     assert!(restored_out.status.success(), "{}", text(&restored_out));
     assert_eq!(
-        archived_in_acme(&restored),
+        archived_runs_in(&restored.join("uploads"), Some(ORG)),
         5,
         "the archive as the backup copied it"
     );
     copy_tree(&data.join("uploads/archive"), &restored.join("uploads/archive"));
-    assert_eq!(archived_in_acme(&restored), 9);
+    assert_eq!(archived_runs_in(&restored.join("uploads"), Some(ORG)), 9);
     assert_eq!(archived_runs(&restored), archived_runs(&data));
 
     // The same address, so the old server's tokens (its key and URL are restored) are accepted.
@@ -267,7 +170,11 @@ async fn a_backup_taken_under_load_restores_every_acknowledged_run() {
         assert_eq!(&agent.ok("get_run", json!({ "runId": run })).await, view, "{run}");
     }
     for page in [1, 4, 100] {
-        assert_eq!(list_all(&agent, page).await, listed, "pages of {page}");
+        assert_eq!(
+            list_all(&agent, json!({ "process": "quick" }), page).await,
+            listed,
+            "pages of {page}"
+        );
     }
     // The claim is still held; the archive timers still in the store move the four ended runs
     // out again, and they read the same.
@@ -296,7 +203,10 @@ async fn a_backup_taken_under_load_restores_every_acknowledged_run() {
         assert_eq!(&agent.ok("get_run", json!({ "runId": run })).await, view, "{run}");
     }
     let ids = |items: &[Value]| -> Vec<Value> { items.iter().map(|item| item["id"].clone()).collect() };
-    assert_eq!(ids(&list_all(&agent, 3).await), ids(&listed));
+    assert_eq!(
+        ids(&list_all(&agent, json!({ "process": "quick" }), 3).await),
+        ids(&listed)
+    );
     agent.close().await;
 }
 

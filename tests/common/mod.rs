@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod checked;
+pub mod quick;
 pub mod scrape;
 pub mod ui;
 
@@ -570,30 +571,7 @@ impl Mcp {
     }
 }
 
-/// How many run records the archive holds under `data`.
+/// How many run records the archive holds under `data` (of every organization).
 pub fn archived_runs(data: &Path) -> usize {
-    fn count(dir: &Path) -> usize {
-        std::fs::read_dir(dir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .map(|entry| {
-                        let path = entry.path();
-                        if path.is_dir() {
-                            count(&path)
-                        } else {
-                            usize::from(!path.to_string_lossy().ends_with(".partial"))
-                        }
-                    })
-                    .sum()
-            })
-            .unwrap_or(0)
-    }
-    let Ok(organizations) = std::fs::read_dir(data.join("uploads/archive")) else {
-        return 0;
-    };
-    organizations
-        .flatten()
-        .map(|org| count(&org.path().join("run")))
-        .sum()
+    quick::archived_runs_in(&data.join("uploads"), None)
 }
