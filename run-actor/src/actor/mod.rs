@@ -898,13 +898,6 @@ pub(crate) enum Search {
     HotStoreOnly,
 }
 
-/// Where to look for the run of a batch of `commands`. A batch of `start_run`s alone names a
-/// run id carrying the clock's current millisecond ([`machine::start_run_id`]): a run archived
-/// under that id started in this same millisecond and has since ended and waited out its
-/// archiving delay, so only a clock gone back could find one. With `archive_ended_runs_after`
-/// at a second or more, such a batch leaves the archive out (reading it would cost a blob store
-/// lookup for every run started). Under a second, where a run could start, end and be archived
-/// within one millisecond, and for every other batch, both are read.
 /// The span of one command applied by an actor: `run_command`, naming the run and the command,
 /// in the trace of the call that sent it. Debug level: free unless traces are exported (or the
 /// log asks for debug spans).
@@ -926,6 +919,13 @@ fn command_span(run_id: &RunId, envelope: &Envelope) -> tracing::Span {
     span
 }
 
+/// Where to look for the run of a batch of `commands`. A batch of `start_run`s alone names a
+/// run id carrying the clock's current millisecond ([`machine::start_run_id`]): a run archived
+/// under that id started in this same millisecond and has since ended and waited out its
+/// archiving delay, so only a clock gone back could find one. With `archive_ended_runs_after`
+/// at a second or more, such a batch leaves the archive out (reading it would cost a blob store
+/// lookup for every run started). Under a second, where a run could start, end and be archived
+/// within one millisecond, and for every other batch, both are read.
 pub(crate) fn search_for<'a>(
     commands: impl IntoIterator<Item = &'a Command>,
     config: &RuntimeConfig,
