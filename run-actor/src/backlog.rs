@@ -427,3 +427,141 @@ async fn scan(
         from.push(0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::RunId;
+    use agentprocess_store::keys::Assignee;
+    use agentprocess_store::{EmbeddedOptions, EmbeddedStore, Txn, TxnOp};
+    use serde_json::json;
+
+    const NOW_MS: i64 = 1_790_812_800_000;
+
+    fn options(scan_limit: usize, organization_label: bool) -> BacklogOptions {
+        BacklogOptions {
+            every: Duration::from_secs(1),
+            scan_limit,
+            organization_label,
+        }
+    }
+
+    /// A store holding, in `acme`, three ready steps (two of `p`, one of `q`, one overdue) and an
+    /// escalation filed under the operator queue and a group (one item, two entries), overdue;
+    /// in `zeta`, one ready step of `p`; and a claim.
+    async fn store(keys: &Keys) -> EmbeddedStore {
+        let store = EmbeddedStore::in_memory(EmbeddedOptions::default());
+        let (acme, zeta) = (OrgId::from("acme"), OrgId::from("zeta"));
+        let ready =
+            |process: &str, overdue: bool| json!({ "process": process, "overdue": overdue }).to_string();
+        let escalation = json!({
+            "process": "q",
+            "workItem": { "due": "2026-01-01T00:00:00Z", "escalation": { "note": "Stuck." } },
+        })
+        .to_string();
+        let step = crate::machine::StepId::from_wire("work");
+        let ops = vec![
+            TxnOp::put(
+                keys.ready_step(&acme, 1_000, &RunId::from("r_1"), &step),
+                ready("p", false),
+            ),
+            TxnOp::put(
+                keys.ready_step(&acme, 2_000, &RunId::from("r_2"), &step),
+                ready("p", true),
+            ),
+            TxnOp::put(
+                keys.ready_step(&acme, 3_000, &RunId::from("r_3"), &step),
+                ready("q", false),
+            ),
+            TxnOp::put(
+                keys.work_item(&acme, &Assignee::Operators, 500, &RunId::from("r_4"), "w_1"),
+                escalation.clone(),
+            ),
+            TxnOp::put(
+                keys.work_item(
+                    &acme,
+                    &Assignee::Group("ops".into()),
+                    500,
+                    &RunId::from("r_4"),
+                    "w_1",
+                ),
+                escalation,
+            ),
+            TxnOp::put(
+                keys.ready_step(&zeta, 4_000, &RunId::from("r_5"), &step),
+                ready("p", false),
+            ),
+            TxnOp::put(keys.claim(&acme, &RunId::from("r_6"), &step), "claim"),
+        ];
+        store.txn(Txn::new().and_then(ops)).await.unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn a_sample_counts_each_process_and_each_work_item_once() {
+        let keys = Keys::new("test");
+        let store = store(&keys).await;
+        let clock = Clock::starting_at(Timestamp::from_millis(NOW_MS));
+        let sample = sample(&store, &keys, &clock, &options(1_000, false))
+            .await
+            .unwrap();
+        let p = &sample.processes[&(None, "p".to_owned())];
+        assert_eq!(
+            (p.ready_steps, p.oldest_ready_ms, p.overdue_agent_steps),
+            (3, Some(1_000), 1),
+            "both organizations' steps of p, without the label"
+        );
+        let q = &sample.processes[&(None, "q".to_owned())];
+        assert_eq!(q.ready_steps, 1);
+        assert_eq!(
+            (
+                q.work_items,
+                q.escalations,
+                q.overdue_work_items,
+                q.oldest_work_item_ms
+            ),
+            (1, 1, 1, Some(500)),
+            "the escalation filed under two assignees is one item"
+        );
+        assert_eq!((sample.claims, sample.outbox, sample.truncated), (1, 0, false));
+    }
+
+    #[tokio::test]
+    async fn with_the_organization_label_each_organization_has_its_own_series() {
+        let keys = Keys::new("test");
+        let store = store(&keys).await;
+        let clock = Clock::starting_at(Timestamp::from_millis(NOW_MS));
+        let sample = sample(&store, &keys, &clock, &options(1_000, true))
+            .await
+            .unwrap();
+        let ready = |org: &str| sample.processes[&(Some(OrgId::from(org)), "p".to_owned())].ready_steps;
+        assert_eq!((ready("acme"), ready("zeta")), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn a_sample_stops_at_the_scan_limit_and_says_so() {
+        let keys = Keys::new("test");
+        let store = store(&keys).await;
+        let clock = Clock::starting_at(Timestamp::from_millis(NOW_MS));
+        let sample = sample(&store, &keys, &clock, &options(2, false)).await.unwrap();
+        assert!(sample.truncated);
+        assert_eq!(
+            sample.processes[&(None, "p".to_owned())].ready_steps,
+            3,
+            "two of acme's three entries, and zeta's one"
+        );
+        assert_eq!(
+            sample.processes[&(None, "q".to_owned())].ready_steps,
+            0,
+            "acme's third ready step is past the limit"
+        );
+    }
+
+    #[test]
+    fn an_age_is_measured_from_the_oldest_entry_and_never_negative() {
+        let now = Timestamp::from_millis(10_000);
+        assert_eq!(age_seconds(now, Some(7_500)), 2.5);
+        assert_eq!(age_seconds(now, Some(12_000)), 0.0);
+        assert_eq!(age_seconds(now, None), 0.0);
+    }
+}
