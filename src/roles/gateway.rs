@@ -136,6 +136,10 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         };
         authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(state));
     }
+    let authenticated = authenticated.merge(agentprocess_gateway::admin_ops::routes(
+        backend.clone(),
+        clock.clone(),
+    ));
     let extra = ExtraRoutes {
         authenticated: authenticated.merge(trust),
         ui_key: Some(UiKey::new(signer.derive_key(crate::serve_cmd::UI_KEY_PURPOSE))),
