@@ -161,6 +161,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let authenticated = authenticated.merge(trust_routes(backend.clone(), runtime.catalog().clone()));
     let authenticated = authenticated.merge(agentprocess_gateway::admin_ops::routes(
         backend.clone(),
+        Arc::new(runtime.clone()),
         clock.clone(),
     ));
     let extra = ExtraRoutes {

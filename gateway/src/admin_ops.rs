@@ -17,13 +17,12 @@
 //! not say (`mode`, overdue steps), `cancel` for cancelling (spec §3.5). A tool's refusal keeps
 //! its code, message and issues, with the status [`crate::respond::tool_refusal_status`] gives.
 //!
-//! The ready, unclaimed agent steps are the ready-step index, oldest `readySince` first, read as
-//! `get_work` reads it for an agent: the organization's whole index, a page costing in
-//! proportion to `limit` (this server lists every ready agent step to every agent of the
-//! organization, which tools.md `get_work` allows). `olderThan` and `stuck` cut that ordered
-//! range at `now − seconds`, so their cost grows with `limit` too, never with the number of runs.
-//! `stuck` lists, for each step waiting past it, its run (a run with two such steps comes twice),
-//! the longest waiting first; its cursor is of that listing.
+//! The ready, unclaimed agent steps are the organization's ready-step index, oldest `readySince`
+//! first, read by the run service for the operator ([`RunService::ready_steps`]) as `get_work`
+//! reads it for an agent. `olderThan` and `stuck` end that ordered range at `now − seconds`, so a
+//! page costs in proportion to `limit`, never to the number of runs. `stuck` lists, for each
+//! step waiting past it, its run (a run with two such steps comes twice), the longest waiting
+//! first; its cursor is of that listing.
 
 use crate::admin::require_operator;
 use crate::admin_ops_model::{
@@ -33,9 +32,10 @@ use crate::admin_ops_model::{
 use crate::auth::{Identity, IdentityKind};
 use crate::escalations::open_escalations;
 use crate::mcp::{ToolBackend, ToolError, ToolName};
-use crate::respond::HttpFailure;
+use crate::respond::{self, HttpFailure};
+use crate::runtime_backend::caller_of;
 use agentprocess_org::Clock;
-use agentprocess_service::Timestamp;
+use agentprocess_service::{ReadySteps, RunService, Timestamp, ToolOutcome};
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, RawQuery, State};
 use axum::middleware::from_fn;
@@ -52,22 +52,25 @@ const SCAN_BUDGET_PER_ITEM: u64 = 10;
 /// What begins the cursor of a `stuck` listing, so that it is never taken for `list_runs`' own.
 const STUCK_CURSOR_PREFIX: &str = "stuck-";
 
-/// What the handlers share: the tools, and the clock ages and thresholds are measured by.
+/// What the handlers share: the tools, the run service's read of the ready-step index, and the
+/// clock ages and thresholds are measured by.
 struct Ops<B> {
     backend: Arc<B>,
+    runs: Arc<dyn RunService>,
     clock: Clock,
 }
 
-/// The run operations' routes, operators only. Expects the bearer layer in front, as
-/// [`crate::admin_routes`] does.
-pub fn routes<B: ToolBackend>(backend: Arc<B>, clock: Clock) -> Router {
+/// The run operations' routes, operators only, calling tools through `backend` and reading the
+/// ready-step index through `runs` (the same run service `backend` calls). Expects the bearer
+/// layer in front, as [`crate::admin_routes`] does.
+pub fn routes<B: ToolBackend>(backend: Arc<B>, runs: Arc<dyn RunService>, clock: Clock) -> Router {
     Router::new()
         .route(RUNS_PATH, get(list_runs::<B>))
         .route("/admin/v1/runs/{run_id}/cancel", post(cancel::<B>))
         .route(WORK_PATH, get(work::<B>))
         .route(ESCALATIONS_PATH, get(escalations::<B>))
         .route_layer(from_fn(require_operator))
-        .with_state(Arc::new(Ops { backend, clock }))
+        .with_state(Arc::new(Ops { backend, runs, clock }))
 }
 
 /// Calls `tool` as `identity` as `/mcp` would: the arguments checked against its schema first.
@@ -96,11 +99,7 @@ async fn list_runs<B: ToolBackend>(
     let query = RunsQuery::parse(query.as_deref().unwrap_or("")).map_err(HttpFailure::Malformed)?;
     let page = match query.stuck_seconds {
         None => runs_page(ops.backend.as_ref(), &identity, &query).await?,
-        Some(stuck) => {
-            let now = ops.clock.now();
-            let cutoff_ms = now.as_millis() - seconds_in_millis(stuck);
-            stuck_runs_page(ops.backend.as_ref(), &identity, &query, cutoff_ms, now).await?
-        }
+        Some(_) => stuck_runs_page(&ops, &identity, &query).await?,
     };
     Ok(Json(page))
 }
@@ -219,43 +218,37 @@ fn run_item_of_view(view: &Value, stuck: StuckStep) -> Result<RunItem, HttpFailu
     Ok(item)
 }
 
-/// The identity the ready-step index is read as: `get_work` lists an agent the organization's
-/// whole index (see the module's documentation), so an agent of the operator's organization,
-/// named after the operator, reads it. Only reads go out under it.
-fn ready_step_reader(operator: &Identity) -> Identity {
-    let who = match &operator.kind {
-        IdentityKind::Person { email, .. } => email.as_str(),
-        IdentityKind::Agent { id } => id.as_str(),
-    };
-    Identity {
-        organization: operator.organization.clone(),
-        kind: IdentityKind::Agent {
-            id: format!("operator:{who}"),
-        },
-        operator: true,
-    }
-}
-
-/// A page of the ready-step index after `cursor`: `get_work`'s items and next cursor.
-async fn ready_steps<B: ToolBackend>(
-    backend: &B,
+/// A page of the organization's ready-step index after `cursor`, cut after `ready_until_ms`:
+/// `get_work` items and the next cursor, read by the run service for the operator.
+async fn ready_steps(
+    runs: &dyn RunService,
     operator: &Identity,
     limit: u64,
-    cursor: Option<&str>,
+    cursor: Option<String>,
+    ready_until_ms: Option<u64>,
 ) -> Result<(Vec<Value>, Option<String>), HttpFailure> {
-    let mut arguments = json!({ "limit": limit });
-    if let Some(cursor) = cursor {
-        arguments["cursor"] = json!(cursor);
-    }
-    let page = call(
-        backend,
-        &ready_step_reader(operator),
-        ToolName::GetWork,
-        arguments,
-    )
-    .await?;
+    let request = ReadySteps {
+        limit: Some(usize::try_from(limit).unwrap_or(usize::MAX)),
+        cursor,
+        ready_until_ms,
+    };
+    let page = match runs.ready_steps(&caller_of(operator), request).await {
+        Ok(ToolOutcome::Ok(page)) => page,
+        Ok(ToolOutcome::Rendered(page)) => page.to_value(),
+        Ok(ToolOutcome::Refused(refusal)) => return Err(HttpFailure::ToolRefused(respond::refused(refusal))),
+        Err(error) => {
+            tracing::error!(%error, "reading the ready steps failed in the runtime");
+            return Err(HttpFailure::ToolRefused(respond::tool_failed()));
+        }
+    };
     let items = page["items"].as_array().cloned().unwrap_or_default();
     Ok((items, page["nextCursor"].as_str().map(str::to_owned)))
+}
+
+/// The instant `seconds` before `now`, less a millisecond: steps ready since then or before
+/// have waited longer than `seconds`.
+fn waited_longer_than(now: Timestamp, seconds: u64) -> u64 {
+    u64::try_from(now.as_millis() - seconds_in_millis(seconds) - 1).unwrap_or(0)
 }
 
 /// When a `get_work` item's step became ready.
@@ -271,15 +264,16 @@ pub fn age_seconds(since: Timestamp, now: Timestamp) -> u64 {
     u64::try_from((now.as_millis() - since.as_millis()) / 1000).unwrap_or(0)
 }
 
-/// Runs with an agent step ready since `cutoff` (milliseconds) or before, one per such step,
-/// the longest waiting first, filtered by the rest of `query`.
+/// Runs with an agent step ready and unclaimed for longer than `query.stuck_seconds`, one per
+/// such step, the longest waiting first, filtered by the rest of `query`.
 async fn stuck_runs_page<B: ToolBackend>(
-    backend: &B,
+    ops: &Ops<B>,
     identity: &Identity,
     query: &RunsQuery,
-    cutoff_ms: i64,
-    now: Timestamp,
 ) -> Result<RunsPage, HttpFailure> {
+    let backend = ops.backend.as_ref();
+    let now = ops.clock.now();
+    let ready_until_ms = waited_longer_than(now, query.stuck_seconds.unwrap_or_default());
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     let mut cursor = match query.cursor.as_deref() {
         None => None,
@@ -303,17 +297,11 @@ async fn stuck_runs_page<B: ToolBackend>(
     let mut scanned = 0;
     loop {
         let wanted = limit.saturating_sub(items.len() as u64);
-        let (steps, next) = ready_steps(backend, identity, wanted, cursor.as_deref()).await?;
+        let (steps, next) =
+            ready_steps(ops.runs.as_ref(), identity, wanted, cursor, Some(ready_until_ms)).await?;
         for step in &steps {
             scanned += 1;
             let since = ready_since(step)?;
-            if since.as_millis() > cutoff_ms {
-                // Oldest first: no later step has waited long enough.
-                return Ok(RunsPage {
-                    items,
-                    next_cursor: None,
-                });
-            }
             if query.process.as_deref().is_some_and(|p| step["process"] != p)
                 || query.mode.as_deref().is_some_and(|m| step["mode"] != m)
             {
@@ -389,19 +377,15 @@ async fn work<B: ToolBackend>(
 ) -> Result<Json<WorkPage>, HttpFailure> {
     let query = WorkQuery::parse(query.as_deref().unwrap_or("")).map_err(HttpFailure::Malformed)?;
     let now = ops.clock.now();
-    let cutoff_ms = query
+    let ready_until_ms = query
         .older_than_seconds
-        .map(|seconds| now.as_millis() - seconds_in_millis(seconds));
+        .map(|seconds| waited_longer_than(now, seconds));
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    let (steps, mut next_cursor) =
-        ready_steps(ops.backend.as_ref(), &identity, limit, query.cursor.as_deref()).await?;
+    let (steps, next_cursor) =
+        ready_steps(ops.runs.as_ref(), &identity, limit, query.cursor, ready_until_ms).await?;
     let mut items = Vec::with_capacity(steps.len());
     for step in &steps {
         let since = ready_since(step)?;
-        if cutoff_ms.is_some_and(|cutoff| since.as_millis() > cutoff) {
-            next_cursor = None;
-            break;
-        }
         let text = |field: &str| step[field].as_str().unwrap_or_default().to_owned();
         items.push(ReadyStep {
             run_id: text("runId"),

@@ -107,7 +107,7 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("signed file URLs cannot be set up: {e}"))?,
     );
     let backend = Arc::new(
-        RuntimeBackend::new(runs).with_decoration(Arc::new(SignedFileUrls {
+        RuntimeBackend::new(runs.clone()).with_decoration(Arc::new(SignedFileUrls {
             signer: signer.clone(),
             public_url: gateway.resource(),
             clock: clock.clone(),
@@ -138,6 +138,7 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
     }
     let authenticated = authenticated.merge(agentprocess_gateway::admin_ops::routes(
         backend.clone(),
+        runs.clone(),
         clock.clone(),
     ));
     let extra = ExtraRoutes {
