@@ -49,9 +49,16 @@ server that cannot be reached or failed.";
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
     /// List runs: list_runs' filters and paging, plus --overdue, --mode and --stuck.
+    ///
+    /// Runs as list_runs shows them to an operator, in start order, a page at a time (--cursor
+    /// for the next). With --stuck, only runs with an agent step ready and unclaimed for longer
+    /// than that, one line per such step, the longest waiting first.
     #[command(after_help = EXIT_STATUS_HELP)]
     List(list::ListArgs),
     /// Cancel a run with a reason everyone who reads the run then sees (spec §3.5).
+    ///
+    /// Every rule of the protocol's cancel holds: an ended run is refused (conflict, run_ended),
+    /// as is a run of another organization (not_found).
     #[command(after_help = EXIT_STATUS_HELP)]
     Cancel(cancel::CancelArgs),
 }
@@ -66,6 +73,8 @@ pub enum WorkCommand {
 #[derive(Debug, Subcommand)]
 pub enum EscalationsCommand {
     /// List the open escalations, oldest first: run, step, who escalated and their note.
+    ///
+    /// Needs a person operator's token: only people decide escalations.
     #[command(after_help = EXIT_STATUS_HELP)]
     List(escalations::EscalationsListArgs),
 }

@@ -66,7 +66,9 @@ struct Ops<B> {
 pub fn routes<B: ToolBackend>(backend: Arc<B>, runs: Arc<dyn RunService>, clock: Clock) -> Router {
     Router::new()
         .route(RUNS_PATH, get(list_runs::<B>))
-        .route("/admin/v1/runs/{run_id}/cancel", post(cancel::<B>))
+        // `{runId}`, as every route under /admin/v1/runs/ names it: routes that share a
+        // position must name it alike.
+        .route("/admin/v1/runs/{runId}/cancel", post(cancel::<B>))
         .route(WORK_PATH, get(work::<B>))
         .route(ESCALATIONS_PATH, get(escalations::<B>))
         .route_layer(from_fn(require_operator))

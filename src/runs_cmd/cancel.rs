@@ -5,9 +5,7 @@ use crate::process_admin::Failure;
 use agentprocess_gateway::admin_ops_model::{CancelRequest, RunViewHeader, cancel_path};
 use clap::Args;
 
-/// Cancel a run: it ends at once, and everyone who reads it sees who cancelled it, when, and the
-/// reason. Every rule of the protocol's `cancel` holds: an ended run is refused (`conflict`,
-/// `run_ended`), as is a run of another organization (`not_found`).
+/// What `runs cancel` sends (its help is on [`super::RunsCommand::Cancel`]).
 #[derive(Debug, Args)]
 pub struct CancelArgs {
     /// The run's id.

@@ -5,8 +5,7 @@ use super::{Connection, Outcome, get, with_query};
 use agentprocess_gateway::admin_ops_model::{ESCALATIONS_PATH, EscalationsPage, EscalationsQuery};
 use clap::Args;
 
-/// List the open escalations the operators decide, oldest first: the run and step, who
-/// escalated, when, and their note. Needs a person operator's token: only people decide them.
+/// The options of `escalations list` (its help is on [`super::EscalationsCommand::List`]).
 #[derive(Debug, Args)]
 pub struct EscalationsListArgs {
     /// At most this many, 1 to 500 (default 100).

@@ -5,10 +5,7 @@ use super::{Connection, Outcome, get, with_query};
 use agentprocess_gateway::admin_ops_model::{RUNS_PATH, RunsPage, RunsQuery};
 use clap::{Args, ValueEnum};
 
-/// List runs as `list_runs` shows them to an operator, in start order, a page at a time.
-///
-/// With --stuck, only runs with an agent step ready and unclaimed for longer than that, one line
-/// per such step, the longest waiting first.
+/// The filters and paging of `runs list` (its help is on [`super::RunsCommand::List`]).
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only runs of this process.

@@ -5,8 +5,7 @@ use super::{Connection, Outcome, get, with_query};
 use agentprocess_gateway::admin_ops_model::{WORK_PATH, WorkPage, WorkQuery};
 use clap::Args;
 
-/// List the organization's agent steps that are ready and not claimed, oldest first, with how
-/// long each has waited.
+/// The filters and paging of `work list` (its help is on [`super::WorkCommand::List`]).
 #[derive(Debug, Args)]
 pub struct WorkListArgs {
     /// Only steps ready for longer than this (90s, 10m, 1h30m).
