@@ -8,6 +8,7 @@ mod process_admin;
 mod process_cmd;
 mod process_map;
 mod roles;
+mod runs_cmd;
 mod serve_cmd;
 mod settings;
 mod store_cmd;
@@ -54,6 +55,15 @@ enum Command {
     /// Look into a stopped server's store (keys and bytes per key family); back a store up and restore it.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
+    /// List runs (stuck ones too) and cancel them on a server, as an operator.
+    #[command(subcommand)]
+    Runs(runs_cmd::RunsCommand),
+    /// List the agent steps no agent has claimed on a server, as an operator.
+    #[command(subcommand)]
+    Work(runs_cmd::WorkCommand),
+    /// List the open escalations on a server, as an operator.
+    #[command(subcommand)]
+    Escalations(runs_cmd::EscalationsCommand),
 }
 
 fn main() -> ExitCode {
@@ -68,5 +78,8 @@ fn main() -> ExitCode {
         Command::Load(args) => load_cmd::run(args),
         Command::Fixtures(args) => fixtures_cmd::run(args),
         Command::Store(command) => store_cmd::run(command),
+        Command::Runs(command) => runs_cmd::run_runs(command),
+        Command::Work(command) => runs_cmd::run_work(command),
+        Command::Escalations(command) => runs_cmd::run_escalations(command),
     }
 }

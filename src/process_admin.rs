@@ -99,9 +99,10 @@ pub(crate) enum Failure {
     /// 403: not an operator.
     Forbidden(String),
     /// Any other refusal: the message and every issue; the HTTP status (4xx) when the server
-    /// refused, none when it was found before any request.
+    /// refused, none when it was found before any request; the error body's `code` when it had one.
     Refused {
         status: Option<u16>,
+        code: Option<String>,
         message: String,
         issues: Vec<String>,
     },
@@ -247,6 +248,7 @@ impl AdminClient {
             403 => Failure::Forbidden(message),
             status @ 400..=499 => Failure::Refused {
                 status: Some(status),
+                code: body["error"]["code"].as_str().map(str::to_owned),
                 message,
                 issues,
             },
@@ -286,6 +288,7 @@ fn read_process(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
     {
         return Err(Failure::Refused {
             status: None,
+            code: None,
             message: format!("{} is not the folder of its process", path.display()),
             issues: vec![
                 Issue::new(

@@ -142,6 +142,11 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
         })),
     );
     let authenticated = authenticated.merge(trust_routes(backend.clone(), runtime.catalog().clone()));
+    let authenticated = authenticated.merge(agentprocess_gateway::admin_ops::routes(
+        backend.clone(),
+        Arc::new(runtime.clone()),
+        clock.clone(),
+    ));
     let extra = ExtraRoutes {
         authenticated,
         ui_key: Some(UiKey::new(signer.derive_key(UI_KEY_PURPOSE))),

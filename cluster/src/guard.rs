@@ -4,8 +4,8 @@
 use crate::membership::ActorMembership;
 use crate::shards::shard_of;
 use agentprocess_service::{
-    Caller, GetWork, ListRuns, OrgId, RunId, RunService, ServiceError, ToolOutcome, Upload, Write,
-    run_routing_key,
+    Caller, GetWork, ListRuns, OrgId, ReadySteps, RunId, RunService, ServiceError, ToolOutcome, Upload,
+    Write, run_routing_key,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -73,6 +73,10 @@ impl RunService for ShardGuard {
 
     async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, ServiceError> {
         self.inner.list_runs(caller, request).await
+    }
+
+    async fn ready_steps(&self, caller: &Caller, request: ReadySteps) -> Result<ToolOutcome, ServiceError> {
+        self.inner.ready_steps(caller, request).await
     }
 
     async fn list_processes(

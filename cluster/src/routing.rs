@@ -5,8 +5,8 @@ use crate::map::ShardMap;
 use crate::shards::shard_of;
 use agentprocess_proto::{ClientOptions, GrpcRunService};
 use agentprocess_service::{
-    Caller, GetWork, ListRuns, OrgId, RunId, RunService, ServiceError, ToolOutcome, Upload, Write,
-    run_routing_key,
+    Caller, GetWork, ListRuns, OrgId, ReadySteps, RunId, RunService, ServiceError, ToolOutcome, Upload,
+    Write, run_routing_key,
 };
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -171,6 +171,14 @@ impl RunService for RoutedRunService {
         self.call(Target::AnyHost, |host| {
             let request = request.clone();
             async move { host.list_runs(caller, request).await }
+        })
+        .await
+    }
+
+    async fn ready_steps(&self, caller: &Caller, request: ReadySteps) -> Result<ToolOutcome, ServiceError> {
+        self.call(Target::AnyHost, |host| {
+            let request = request.clone();
+            async move { host.ready_steps(caller, request).await }
         })
         .await
     }

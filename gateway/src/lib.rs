@@ -14,12 +14,16 @@
 //!   signs MCP clients in through it ([`oauth`]).
 //!
 //! [`router_with`] mounts more routes: [`admin_routes`], the operators' admin API
-//! (`/admin/v1/...`: import, bind, publish, list; webhooks, dead letters) behind the same bearer layer, and
+//! (`/admin/v1/...`: import, bind, publish, list; webhooks, dead letters) behind the same bearer layer,
+//! [`admin_ops::routes`] (runs, cancel, unclaimed work, escalations) beside it, and
 //! [`files::file_routes`] (`GET /files/{link}`: the short-lived signed URLs of file evidence),
 //! which carry their own credentials.
 
 pub mod admin;
+pub mod admin_ops;
+pub mod admin_ops_model;
 pub mod auth;
+pub mod escalations;
 pub mod files;
 pub mod mcp;
 pub mod metrics;

@@ -175,6 +175,22 @@ pub enum HttpFailure {
     InvalidLink(String),
     /// 503 `retry` with `Retry-After` (file links): the file cannot be read right now.
     Retry(String),
+    /// Admin API: a tool called for the operator refused; its code, message and issues as the
+    /// protocol gives them, with the status of [`tool_refusal_status`].
+    ToolRefused(ToolError),
+}
+
+/// The HTTP status of a tool's refusal in the admin API: `invalid` 400, `not_accepted` 422,
+/// `stale` and `conflict` 409, `forbidden` 403, `not_found` 404, `retry` 503.
+pub fn tool_refusal_status(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::Invalid => StatusCode::BAD_REQUEST,
+        ErrorCode::NotAccepted => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::Stale | ErrorCode::Conflict => StatusCode::CONFLICT,
+        ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::Retry => StatusCode::SERVICE_UNAVAILABLE,
+    }
 }
 
 impl HttpFailure {
@@ -189,6 +205,7 @@ impl HttpFailure {
             HttpFailure::Conflict(_) => StatusCode::CONFLICT,
             HttpFailure::Unavailable(_) | HttpFailure::Retry(_) => StatusCode::SERVICE_UNAVAILABLE,
             HttpFailure::LinkExpired(_) => StatusCode::GONE,
+            HttpFailure::ToolRefused(error) => tool_refusal_status(error.code),
         }
     }
 
@@ -206,13 +223,18 @@ impl HttpFailure {
             HttpFailure::Unavailable(_) => HttpErrorCode::Unavailable,
             HttpFailure::LinkExpired(_) => HttpErrorCode::Expired,
             HttpFailure::InvalidLink(_) => HttpErrorCode::InvalidLink,
+            HttpFailure::ToolRefused(error) => HttpErrorCode::Protocol(error.code),
         }
     }
 
-    /// The body: `{ "error": { code, message, issues? } }`, `issues` only for [`HttpFailure::Refused`].
+    /// The body: `{ "error": { code, message, issues? } }`, `issues` only for [`HttpFailure::Refused`]
+    /// and a tool's refusal that has some.
     pub fn body(&self) -> Value {
         let (message, issues) = match self {
             HttpFailure::Refused { message, issues } => (message, Some(issues)),
+            HttpFailure::ToolRefused(error) => {
+                (&error.message, Some(&error.issues).filter(|i| !i.is_empty()))
+            }
             HttpFailure::Malformed(message)
             | HttpFailure::TooLarge(message)
             | HttpFailure::Unauthenticated(message)
@@ -373,6 +395,41 @@ mod tests {
             (HttpFailure::LinkExpired("m".into()), 410, "expired"),
             (HttpFailure::InvalidLink("m".into()), 403, "invalid_link"),
             (HttpFailure::Retry("m".into()), 503, "retry"),
+            (
+                HttpFailure::ToolRefused(ToolError::new(ErrorCode::Invalid, "m")),
+                400,
+                "invalid",
+            ),
+            (
+                HttpFailure::ToolRefused(ToolError::new(ErrorCode::NotAccepted, "m")),
+                422,
+                "not_accepted",
+            ),
+            (
+                HttpFailure::ToolRefused(ToolError::new(ErrorCode::Stale, "m")),
+                409,
+                "stale",
+            ),
+            (
+                HttpFailure::ToolRefused(ToolError::new(ErrorCode::Conflict, "m")),
+                409,
+                "conflict",
+            ),
+            (
+                HttpFailure::ToolRefused(ToolError::new(ErrorCode::Forbidden, "m")),
+                403,
+                "forbidden",
+            ),
+            (
+                HttpFailure::ToolRefused(ToolError::new(ErrorCode::NotFound, "m")),
+                404,
+                "not_found",
+            ),
+            (
+                HttpFailure::ToolRefused(ToolError::new(ErrorCode::Retry, "m")),
+                503,
+                "retry",
+            ),
         ];
         for (failure, status, code) in cases {
             assert_eq!(failure.status().as_u16(), status, "{failure:?}");
@@ -385,6 +442,14 @@ mod tests {
         assert_eq!(
             refused.body(),
             json!({ "error": { "code": "invalid", "message": "1 issue(s) found; nothing was changed", "issues": ["url: missing"] } })
+        );
+        assert_eq!(
+            HttpFailure::ToolRefused(
+                ToolError::new(ErrorCode::Conflict, "the run has ended")
+                    .with_issues(vec!["run_ended".into()])
+            )
+            .body(),
+            json!({ "error": { "code": "conflict", "message": "the run has ended", "issues": ["run_ended"] } })
         );
         assert_eq!(
             HttpFailure::NotFound("gone".into()).body(),

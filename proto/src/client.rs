@@ -5,7 +5,8 @@ use crate::tls::RoleTls;
 use crate::wire;
 use crate::wire::run_service_client::RunServiceClient;
 use agentprocess_service::{
-    Caller, GetWork, ListRuns, OrgId, RunId, RunService, ServiceError, ToolOutcome, Upload, Write, trace,
+    Caller, GetWork, ListRuns, OrgId, ReadySteps, RunId, RunService, ServiceError, ToolOutcome, Upload,
+    Write, trace,
 };
 use async_trait::async_trait;
 use std::time::Duration;
@@ -189,6 +190,15 @@ impl RunService for GrpcRunService {
             self.client
                 .clone()
                 .get_work(traced(convert::get_work_to_wire(caller, request)))
+                .await,
+        )
+    }
+
+    async fn ready_steps(&self, caller: &Caller, request: ReadySteps) -> Result<ToolOutcome, ServiceError> {
+        answer(
+            self.client
+                .clone()
+                .ready_steps(traced(convert::ready_steps_to_wire(caller, request)))
                 .await,
         )
     }

@@ -2,8 +2,8 @@
 
 use crate::wire;
 use agentprocess_service::{
-    Caller, CallerKind, Decision, ErrorCode, EvidenceItem, GetWork, ListRuns, Mode, Submission, ToolOutcome,
-    ToolRefusal, Write,
+    Caller, CallerKind, Decision, ErrorCode, EvidenceItem, GetWork, ListRuns, Mode, ReadySteps, Submission,
+    ToolOutcome, ToolRefusal, Write,
 };
 use agentprocess_service::{RunId, StepId};
 use serde_json::{Map, Value};
@@ -275,6 +275,26 @@ pub(crate) fn get_work_of(request: wire::GetWorkRequest) -> Result<(Caller, GetW
             limit: request.limit.map(size_of).transpose()?,
             cursor: request.cursor,
             process: request.process,
+        },
+    ))
+}
+
+pub(crate) fn ready_steps_to_wire(caller: &Caller, request: ReadySteps) -> wire::ReadyStepsRequest {
+    wire::ReadyStepsRequest {
+        caller: Some(caller_to_wire(caller)),
+        limit: request.limit.map(|limit| limit as u64),
+        cursor: request.cursor,
+        ready_until_ms: request.ready_until_ms,
+    }
+}
+
+pub(crate) fn ready_steps_of(request: wire::ReadyStepsRequest) -> Result<(Caller, ReadySteps), WireError> {
+    Ok((
+        caller_of(request.caller)?,
+        ReadySteps {
+            limit: request.limit.map(size_of).transpose()?,
+            cursor: request.cursor,
+            ready_until_ms: request.ready_until_ms,
         },
     ))
 }

@@ -137,6 +137,15 @@ impl WireRunService for RunServiceHost {
         answered(in_trace("get_work", trace, self.service.get_work(&caller, request)).await)
     }
 
+    async fn ready_steps(
+        &self,
+        request: Request<wire::ReadyStepsRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
+        let (caller, request) = convert::ready_steps_of(request.into_inner()).map_err(malformed)?;
+        answered(in_trace("ready_steps", trace, self.service.ready_steps(&caller, request)).await)
+    }
+
     async fn list_runs(
         &self,
         request: Request<wire::ListRunsRequest>,

@@ -9,8 +9,8 @@ use agentprocess_proto::{
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
 use agentprocess_service::trace::{self, TraceParent};
 use agentprocess_service::{
-    Caller, CallerKind, Decision, ErrorCode, EvidenceItem, GetWork, ListRuns, Mode, OrgId, RunId, RunService,
-    ServiceError, StepId, Submission, ToolOutcome, ToolRefusal, Upload, Write,
+    Caller, CallerKind, Decision, ErrorCode, EvidenceItem, GetWork, ListRuns, Mode, OrgId, ReadySteps, RunId,
+    RunService, ServiceError, StepId, Submission, ToolOutcome, ToolRefusal, Upload, Write,
 };
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
 use async_trait::async_trait;
@@ -27,6 +27,7 @@ enum Seen {
     GetRun(Caller, RunId),
     GetWork(Caller, GetWork),
     ListRuns(Caller, ListRuns),
+    ReadySteps(Caller, ReadySteps),
     ListProcesses(Caller, Option<String>),
     Upload(Caller, Upload, String),
 }
@@ -95,6 +96,10 @@ impl RunService for Recorder {
 
     async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, ServiceError> {
         self.record(Seen::ListRuns(caller.clone(), request))
+    }
+
+    async fn ready_steps(&self, caller: &Caller, request: ReadySteps) -> Result<ToolOutcome, ServiceError> {
+        self.record(Seen::ReadySteps(caller.clone(), request))
     }
 
     async fn list_processes(
@@ -319,6 +324,18 @@ async fn reads_uploads_and_timers_arrive_as_sent() {
     ] {
         service.list_runs(&person, request.clone()).await.unwrap();
         assert_eq!(recorder.last(), Seen::ListRuns(person.clone(), request));
+    }
+
+    for request in [
+        ReadySteps::default(),
+        ReadySteps {
+            limit: Some(7),
+            cursor: Some("c_4".into()),
+            ready_until_ms: Some(1_700_000_000_000),
+        },
+    ] {
+        service.ready_steps(&person, request.clone()).await.unwrap();
+        assert_eq!(recorder.last(), Seen::ReadySteps(person.clone(), request));
     }
 
     service

@@ -6,8 +6,8 @@ mod runtime_support;
 use agentprocess_ids::OrgId;
 use agentprocess_run_actor::machine::ErrorCode;
 use agentprocess_run_actor::runtime::{
-    Clock, EvidenceItem, GetWork, ListRuns, LocalBlobs, Runtime, RuntimeConfig, RuntimeError, Submission,
-    Upload, Write, blob_store_from_url,
+    Clock, EvidenceItem, GetWork, ListRuns, LocalBlobs, ReadySteps, Runtime, RuntimeConfig, RuntimeError,
+    Submission, Upload, Write, blob_store_from_url,
 };
 use agentprocess_store::{
     KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus, RangeRequest, RangeResult, Store, StoreError, Txn,
@@ -1139,4 +1139,74 @@ async fn an_agents_work_page_is_spliced_from_the_stored_items_and_reads_as_the_s
         .await
         .unwrap();
     assert!(matches!(outcome, service::ToolOutcome::Ok(_)), "{outcome:?}");
+}
+
+/// The operators' read of the ready-step index: every ready agent step of the organization,
+/// oldest first, cut at an instant, paged; nobody else reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reads_the_ready_steps_oldest_first_up_to_an_instant() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fresh(dir.path()).await;
+    publish_fixture(&runtime, ORG, "support-escalation").await;
+    let starter = agent("a1");
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        let view = start(
+            &runtime,
+            &starter,
+            "support-escalation",
+            json!({ "ticketId": format!("T-{i}") }),
+            &format!("s-{i}"),
+        )
+        .await;
+        runs.push(run_id(&view).as_str().to_owned());
+        runtime.clock().advance(Duration::from_secs(1));
+    }
+    let mut operator = person("ops@acme.test", &[]);
+    operator.operator = true;
+    let read = |request: ReadySteps| {
+        let runtime = runtime.clone();
+        let operator = operator.clone();
+        async move { ok(runtime.ready_steps(&operator, request).await.unwrap()) }
+    };
+    let run_ids = |page: &serde_json::Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["runId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all = read(ReadySteps::default()).await;
+    assert_eq!(run_ids(&all), runs);
+    assert_eq!(all["items"][0]["stepId"], "diagnose");
+    // Cut at the second run's readySince: it and the first, and no cursor past the cut.
+    let second_ready = all["items"][1]["readySince"].as_str().unwrap();
+    let second_ready = agentprocess_run_actor::machine::Timestamp::parse_rfc3339(second_ready).unwrap();
+    let until = u64::try_from(second_ready.as_millis()).unwrap();
+    let cut = read(ReadySteps {
+        ready_until_ms: Some(until),
+        ..ReadySteps::default()
+    })
+    .await;
+    assert_eq!(run_ids(&cut), runs[..2]);
+    assert_eq!(cut["nextCursor"], serde_json::Value::Null);
+    let first = read(ReadySteps {
+        limit: Some(1),
+        ..ReadySteps::default()
+    })
+    .await;
+    assert_eq!(run_ids(&first), runs[..1]);
+    let next = read(ReadySteps {
+        limit: Some(1),
+        cursor: first["nextCursor"].as_str().map(str::to_owned),
+        ..ReadySteps::default()
+    })
+    .await;
+    assert_eq!(run_ids(&next), runs[1..2]);
+    // Not an operator: refused, whoever it is.
+    for caller in [agent("a1"), person("mira@acme.test", &["ops"])] {
+        let refusal = refused(runtime.ready_steps(&caller, ReadySteps::default()).await.unwrap());
+        assert_eq!(refusal.code, ErrorCode::Forbidden);
+    }
 }

@@ -28,8 +28,8 @@ pub fn run_id_of_token(token: &str) -> Option<&str> {
 }
 pub use hints::{Hints, LocalHints, NoHints};
 pub use run::{
-    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, RenderedData, RunService,
-    ServiceError, Submission, ToolOutcome, ToolRefusal, Upload, Write,
+    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, ReadySteps, RenderedData,
+    RunService, ServiceError, Submission, ToolOutcome, ToolRefusal, Upload, Write,
 };
 
 /// An error and its sources, joined with `: `: an HTTP client's own message alone rarely says

@@ -175,6 +175,17 @@ pub struct GetWork {
     pub process: Option<String>,
 }
 
+/// An operator's read of the organization's ready-step index: the agent steps that are ready
+/// and not claimed, oldest `readySince` first, each as an agent's `get_work` item. Paged like
+/// `get_work` (`limit` 1 to 100, default 20; an opaque cursor).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadySteps {
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+    /// Only steps ready since this instant or before (milliseconds since the Unix epoch).
+    pub ready_until_ms: Option<u64>,
+}
+
 /// `list_runs` arguments.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListRuns {
@@ -277,6 +288,10 @@ pub trait RunService: Send + Sync + std::fmt::Debug {
     async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError>;
 
     async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, ServiceError>;
+
+    /// The organization's ready, unclaimed agent steps, for an operator (`forbidden` for anyone
+    /// else): `{ items, nextCursor }`, a page costing in proportion to its limit.
+    async fn ready_steps(&self, caller: &Caller, request: ReadySteps) -> Result<ToolOutcome, ServiceError>;
 
     async fn list_processes(
         &self,

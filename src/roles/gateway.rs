@@ -109,7 +109,7 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
             .map_err(|e| anyhow::anyhow!("signed file URLs cannot be set up: {e}"))?,
     );
     let backend = Arc::new(
-        RuntimeBackend::new(runs).with_decoration(Arc::new(SignedFileUrls {
+        RuntimeBackend::new(runs.clone()).with_decoration(Arc::new(SignedFileUrls {
             signer: signer.clone(),
             public_url: gateway.resource(),
             clock: clock.clone(),
@@ -138,6 +138,11 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
         };
         authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(state));
     }
+    let authenticated = authenticated.merge(agentprocess_gateway::admin_ops::routes(
+        backend.clone(),
+        runs.clone(),
+        clock.clone(),
+    ));
     let extra = ExtraRoutes {
         authenticated: authenticated.merge(trust),
         ui_key: Some(UiKey::new(signer.derive_key(crate::serve_cmd::UI_KEY_PURPOSE))),

@@ -294,6 +294,17 @@ impl Keys {
         self.org(org).lit("ready").prefix()
     }
 
+    /// The organization's steps ready since `until_ms` or before, oldest first: the front of
+    /// [`Keys::ready_steps`], cut where `readySince` passes `until_ms`.
+    pub fn ready_steps_until(&self, org: &OrgId, until_ms: u64) -> KeyRange {
+        let start = self.ready_steps(org).start;
+        let end = self.org(org).lit("ready").num(until_ms.saturating_add(1)).leaf();
+        KeyRange {
+            start,
+            end: Some(end),
+        }
+    }
+
     pub fn parse_ready_step(&self, key: &[u8]) -> Option<ReadyStepKey> {
         let mut p = self.parse(key)?;
         p.lit("o")?;
@@ -985,6 +996,27 @@ mod tests {
         assert_eq!(Keys::parse_process_run_position(b"00000000000000000001-r"), None);
         assert_eq!(Keys::parse_process_run_position(b"0000000000000000000x/r"), None);
         assert_eq!(Keys::parse_process_run_position(b"short"), None);
+    }
+
+    #[test]
+    fn ready_steps_until_holds_the_steps_ready_by_then_and_no_later_ones() {
+        let k = keys();
+        let org = an_org("o");
+        let range = k.ready_steps_until(&org, 1_000);
+        let within = |key: &[u8]| key >= range.start.as_slice() && key < range.end.as_deref().unwrap();
+        for (ready_since, expected) in [
+            (0, true),
+            (999, true),
+            (1_000, true),
+            (1_001, false),
+            (u64::MAX, false),
+        ] {
+            let key = k.ready_step(&org, ready_since, &a_run("r"), &a_step("s"));
+            assert_eq!(within(&key), expected, "ready since {ready_since}");
+        }
+        let other = k.ready_step(&an_org("p"), 5, &a_run("r"), &a_step("s"));
+        assert!(!within(&other));
+        assert_eq!(k.ready_steps_until(&org, 0).start, k.ready_steps(&org).start);
     }
 
     #[test]

@@ -33,7 +33,8 @@ pub use agentprocess_org::{
     webhook_from_request, webhooks,
 };
 pub use agentprocess_service::{
-    Decision, EvidenceItem, GetWork, Hints, ListRuns, LocalHints, Mode, NoHints, Submission, Upload, Write,
+    Decision, EvidenceItem, GetWork, Hints, ListRuns, LocalHints, Mode, NoHints, ReadySteps, Submission,
+    Upload, Write,
 };
 
 use crate::actor::{self, Envelope, Host, Mail, RunAddress};
@@ -392,6 +393,20 @@ impl Runtime {
 
     pub async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError> {
         reads::get_work(&self.inner.host, caller, request).await
+    }
+
+    /// An operator's page of the organization's ready, unclaimed agent steps, oldest first.
+    pub async fn ready_steps(
+        &self,
+        caller: &Caller,
+        request: ReadySteps,
+    ) -> Result<ToolOutcome, RuntimeError> {
+        Ok(
+            match reads::ready_steps_page(&self.inner.host, caller, request).await? {
+                Ok(page) => ToolOutcome::Ok(page.to_value()),
+                Err(refusal) => ToolOutcome::Refused(refusal),
+            },
+        )
     }
 
     pub async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, RuntimeError> {

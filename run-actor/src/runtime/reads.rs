@@ -1,5 +1,5 @@
 //! Reads that need no kind: `get_run` reads the run record, from the hot store or else the
-//! archive; `get_work`, `list_runs` and `list_processes` range the indexes, whose values are the
+//! archive; `get_work`, an operator's ready steps, `list_runs` and `list_processes` range the indexes, whose values are the
 //! rendered items, so a page costs in proportion to `limit` (and to what a filter skips, capped
 //! per page), never to the number of runs. `list_runs` merges each process's hot index with its
 //! archive index, both in start order. Cursors are opaque: the hex of the last position read.
@@ -10,7 +10,7 @@ use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
 use crate::machine::{OrgId, RunId};
 use crate::packed;
-use agentprocess_service::{GetWork, ListRuns, RenderedData};
+use agentprocess_service::{GetWork, ListRuns, ReadySteps, RenderedData};
 use agentprocess_store::keys::{Assignee, Keys};
 use agentprocess_store::{KeyRange, RangeRequest};
 use serde::{Deserialize, Serialize};
@@ -310,23 +310,64 @@ pub(super) async fn work_page(
             .collect(),
     };
     let process = request.process;
-    let read = |stored: &[u8]| {
-        let json = String::from_utf8(packed::unpack(stored).ok()?.into_owned()).ok()?;
-        RawValue::from_string(json).ok()
-    };
-    let (items, next) = scan_as(host, ranges, Vec::new(), after, limit, read, |item| {
+    rendered_page(host, ranges, after, limit, |item| {
         process.as_deref().is_none_or(|p| {
             serde_json::from_str::<ItemProcess<'_>>(item.get()).is_ok_and(|item| item.process == p)
         })
     })
-    .await?;
+    .await
+    .map(Ok)
+}
+
+/// An operator's page of the organization's ready-step index: the agent steps ready and not
+/// claimed (ready since `ready_until_ms` or before, when given), oldest first, each as an
+/// agent's `get_work` item. The cut is the end of the range read, so a page costs in proportion
+/// to its limit, never to the number of runs.
+pub(super) async fn ready_steps_page(
+    host: &Host,
+    caller: &Caller,
+    request: ReadySteps,
+) -> Result<Result<RenderedData, Refusal>, RuntimeError> {
+    if !caller.operator {
+        return Ok(Err(Refusal::forbidden(
+            "only an operator reads the organization's ready steps",
+        )));
+    }
+    let (limit, after) = match (limit_of(request.limit), decode_cursor(request.cursor.as_deref())) {
+        (Ok(limit), Ok(after)) => (limit, after),
+        (Err(refusal), _) | (_, Err(refusal)) => return Ok(Err(refusal)),
+    };
+    let org = &caller.organization;
+    let range = match request.ready_until_ms {
+        Some(until) => host.keys.ready_steps_until(org, until),
+        None => host.keys.ready_steps(org),
+    };
+    rendered_page(host, vec![range], after, limit, |_| true)
+        .await
+        .map(Ok)
+}
+
+/// `{ items, nextCursor }` of the index entries of `ranges` after `after` that `keep` accepts,
+/// spliced from their stored JSON.
+async fn rendered_page(
+    host: &Host,
+    ranges: Vec<KeyRange>,
+    after: Option<Vec<u8>>,
+    limit: usize,
+    keep: impl Fn(&Box<RawValue>) -> bool,
+) -> Result<RenderedData, RuntimeError> {
+    let read = |stored: &[u8]| {
+        let json = String::from_utf8(packed::unpack(stored).ok()?.into_owned()).ok()?;
+        RawValue::from_string(json).ok()
+    };
+    let (items, next) = scan_as(host, ranges, Vec::new(), after, limit, read, keep).await?;
     let page = RenderedPage {
         items: &items,
         next_cursor: next.as_deref(),
     };
     let rendered = serde_json::value::to_raw_value(&page)
         .map_err(|e| RuntimeError::Corrupt(format!("a work page does not render: {e}")))?;
-    Ok(Ok(RenderedData::new(rendered)))
+    Ok(RenderedData::new(rendered))
 }
 
 /// A `get_work` page as the caller gets it: the items' JSON as stored.

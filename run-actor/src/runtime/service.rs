@@ -57,6 +57,19 @@ impl service::RunService for Runtime {
         }
     }
 
+    async fn ready_steps(
+        &self,
+        caller: &service::Caller,
+        request: service::ReadySteps,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        // Agents' items: no file evidence, so they leave as stored.
+        match reads::ready_steps_page(&self.inner.host, &caller_of(caller), request).await {
+            Ok(Ok(page)) => Ok(service::ToolOutcome::Rendered(page)),
+            Ok(Err(refusal)) => Ok(service::ToolOutcome::Refused(refusal_of(refusal))),
+            Err(error) => Err(failure(error)),
+        }
+    }
+
     async fn list_runs(
         &self,
         caller: &service::Caller,

@@ -3,6 +3,7 @@
 
 use super::timeline::text;
 use super::{issue_field, refusal_notice, time};
+use crate::admin_ops_model::input_filter_value;
 use crate::mcp::{ToolError, ToolName};
 use crate::ui::UiState;
 use crate::ui::layout::Page;
@@ -127,11 +128,7 @@ pub fn parse_inputs(text: &str) -> Result<Map<String, Value>, String> {
         if name.is_empty() {
             return Err(format!("Name the input before the = in \"{line}\"."));
         }
-        let value = match serde_json::from_str::<Value>(value) {
-            Ok(parsed) if !parsed.is_object() && !parsed.is_array() => parsed,
-            _ => Value::String(value.to_owned()),
-        };
-        inputs.insert(name.to_owned(), value);
+        inputs.insert(name.to_owned(), input_filter_value(value));
     }
     Ok(inputs)
 }
