@@ -30,8 +30,8 @@ use crate::call::{RuntimeError, ToolOutcome};
 use crate::config::RuntimeConfig;
 pub(crate) use crate::idempotency::RequestKey;
 use crate::machine::{
-    self, Command, Ctx, Effect, Notification, OrgId, PinnedProcess, Refusal, Reply, RunId, RunState, StepId,
-    Timestamp, Transition, UploadLookup, UploadStatus,
+    self, Command, Ctx, Effect, HistoryEvent, Notification, OrgId, PinnedProcess, Refusal, Reply, RunId,
+    RunState, StepId, Timestamp, Transition, UploadLookup, UploadStatus, history,
 };
 use crate::packed;
 use crate::pinned::PinnedProcesses;
@@ -255,12 +255,13 @@ pub(crate) enum Applied {
 }
 
 /// A batch applied to a working copy of the run: the run and the process it pins afterwards,
-/// one outcome per command, and what is worth a log line once committed.
+/// one outcome per command, and the history events the batch appended (a log line each once
+/// committed).
 struct AppliedBatch {
     run: Option<RunState>,
     pinned: Option<Arc<PinnedProcess>>,
     outcomes: Vec<Applied>,
-    events: Vec<events::RunEvent>,
+    events: Vec<HistoryEvent>,
 }
 
 struct Actor {
@@ -732,11 +733,7 @@ impl Actor {
             }
             match result {
                 Ok(transition) => {
-                    events.extend(events::events_of(
-                        &envelope.command,
-                        work.as_ref(),
-                        &transition.state,
-                    ));
+                    events.extend_from_slice(history::appended(work.as_ref(), &transition.state));
                     let notifications = transition
                         .effects
                         .into_iter()
@@ -753,6 +750,7 @@ impl Actor {
                 }
                 Err(mut refusal) => {
                     if let Some(state) = refusal.remember.take() {
+                        events.extend_from_slice(history::appended(work.as_ref(), &state));
                         work = Some(*state);
                     }
                     outcomes.push(Applied::Refused(refusal));
@@ -769,7 +767,7 @@ impl Actor {
 
     /// What follows a commit: the scheduler told of new timers and notifications, the run's
     /// events logged.
-    fn after_commit(&self, earliest_new_timer: Option<u64>, notified: bool, events: &[events::RunEvent]) {
+    fn after_commit(&self, earliest_new_timer: Option<u64>, notified: bool, events: &[HistoryEvent]) {
         let host = &self.host;
         if let Some(fire_at) = earliest_new_timer {
             host.config
