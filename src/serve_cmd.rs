@@ -159,6 +159,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         })),
     );
     let authenticated = authenticated.merge(trust_routes(backend.clone(), runtime.catalog().clone()));
+    let authenticated = authenticated.merge(agentprocess_gateway::admin_run_routes(backend.clone()));
     let extra = ExtraRoutes {
         authenticated,
         ui_key: Some(UiKey::new(signer.derive_key(UI_KEY_PURPOSE))),

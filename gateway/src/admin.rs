@@ -176,7 +176,7 @@ async fn trust_report<B: ToolBackend>(
 }
 
 /// Lets only operators through.
-async fn require_operator(request: Request, next: Next) -> Response {
+pub(crate) async fn require_operator(request: Request, next: Next) -> Response {
     match request.extensions().get::<Identity>() {
         Some(identity) if identity.operator => next.run(request).await,
         Some(_) => AdminError::Forbidden.into_response(),

@@ -115,6 +115,7 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
     );
     let catalog = Catalog::new(store.clone(), keys.clone(), clock.clone());
     let trust = trust_routes(backend.clone(), catalog.clone());
+    let run_routes = agentprocess_gateway::admin_run_routes(backend.clone());
     let admin = AdminParts {
         catalog,
         store: store.clone(),
@@ -137,7 +138,7 @@ async fn gateway(settings: Settings) -> anyhow::Result<()> {
         authenticated = authenticated.route("/admin/v1/clock", post(advance_clock).with_state(state));
     }
     let extra = ExtraRoutes {
-        authenticated: authenticated.merge(trust),
+        authenticated: authenticated.merge(trust).merge(run_routes),
         ui_key: Some(UiKey::new(signer.derive_key(crate::serve_cmd::UI_KEY_PURPOSE))),
         ui_admin: Some(ui_admin),
         public: file_routes(Uploads::new(store, keys, blobs), clock, signer).merge(health_routes(map)),
