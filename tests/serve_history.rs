@@ -7,6 +7,7 @@
 mod common;
 
 use agentprocess_gateway::admin_model::{HistoryKind, RunHistory, RunInspection};
+use common::browser::drive_browser_script;
 use common::{Mcp, Server, Who, archived_runs, request_id, status_and_json};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -78,26 +79,28 @@ async fn start(agent: &Mcp, item: &str) -> String {
     started["run"]["id"].as_str().unwrap().to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_escalation_and_its_return_stay_in_the_history_after_the_run_is_archived() {
-    let data = tempfile::tempdir().unwrap();
-    let server = Server::start_with_env(
-        data.path(),
+const ESCALATION_NOTE: &str = "The item has no owner.";
+const RETURN_NOTE: &str = "Finance owns it; go on.";
+
+/// A server that archives ended runs a minute after they end.
+fn archiving_server(data: &Path) -> Server {
+    Server::start_with_env(
+        data,
         &[],
         &[("AGENTPROCESS_ARCHIVE_ENDED_RUNS_AFTER_SECONDS", "60")],
-    );
-    publish(&server, data.path());
-    let agent = server.client(&AGENT).await;
-    let ops = server.client(&OPS).await;
-    let run_id = start(&agent, "invoice 7").await;
+    )
+}
 
-    // Escalated with a note, returned with a note, then done by the agent.
-    let claimed = claim(&agent, &run_id).await;
+/// A run of `quick` escalated with [`ESCALATION_NOTE`], returned by an operator with
+/// [`RETURN_NOTE`], then submitted by the agent, so it ended. Its id and the escalation's work
+/// item.
+async fn escalated_returned_and_done(agent: &Mcp, ops: &Mcp) -> (String, String) {
+    let run_id = start(agent, "invoice 7").await;
+    let claimed = claim(agent, &run_id).await;
     agent
         .ok(
             "escalate",
-            json!({ "token": claimed["token"], "note": "The item has no owner.",
-                    "requestId": request_id() }),
+            json!({ "token": claimed["token"], "note": ESCALATION_NOTE, "requestId": request_id() }),
         )
         .await;
     let view = ops.ok("get_run", json!({ "runId": run_id })).await;
@@ -105,10 +108,10 @@ async fn an_escalation_and_its_return_stay_in_the_history_after_the_run_is_archi
     ops.ok(
         "decide",
         json!({ "runId": run_id, "workItemId": item["id"], "snapshot": item["snapshot"],
-                "decision": "returned", "note": "Finance owns it; go on.", "requestId": request_id() }),
+                "decision": "returned", "note": RETURN_NOTE, "requestId": request_id() }),
     )
     .await;
-    let claimed = claim(&agent, &run_id).await;
+    let claimed = claim(agent, &run_id).await;
     let ended = agent
         .ok(
             "submit",
@@ -117,11 +120,31 @@ async fn an_escalation_and_its_return_stay_in_the_history_after_the_run_is_archi
         )
         .await;
     assert_eq!(ended["run"]["state"], "ended");
+    (run_id, item["id"].as_str().unwrap().to_owned())
+}
+
+/// Moves the clock past the archiving delay and waits until `runs` runs are archived.
+async fn archive(server: &Server, data: &Path, runs: usize) {
+    server.advance(61).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while archived_runs(data) < runs {
+        assert!(Instant::now() < deadline, "the run was not archived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escalation_and_its_return_stay_in_the_history_after_the_run_is_archived() {
+    let data = tempfile::tempdir().unwrap();
+    let server = archiving_server(data.path());
+    publish(&server, data.path());
+    let agent = server.client(&AGENT).await;
+    let ops = server.client(&OPS).await;
+    let (run_id, work_item) = escalated_returned_and_done(&agent, &ops).await;
 
     let before = history(&server, &run_id).await;
     assert_eq!(before.run_id, run_id);
     assert_eq!(before.dropped, 0);
-    let work_item = item["id"].as_str().unwrap().to_owned();
     let seen: Vec<(&str, HistoryKind)> = before
         .events
         .iter()
@@ -141,7 +164,7 @@ async fn an_escalation_and_its_return_stay_in_the_history_after_the_run_is_archi
             HistoryKind::Escalated {
                 step: work(),
                 work_item: work_item.clone(),
-                note: "The item has no owner.".into(),
+                note: ESCALATION_NOTE.into(),
             }
         )
     );
@@ -152,7 +175,7 @@ async fn an_escalation_and_its_return_stay_in_the_history_after_the_run_is_archi
             HistoryKind::Returned {
                 step: work(),
                 work_item,
-                note: "Finance owns it; go on.".into(),
+                note: RETURN_NOTE.into(),
             }
         )
     );
@@ -182,15 +205,10 @@ async fn an_escalation_and_its_return_stay_in_the_history_after_the_run_is_archi
     );
     // The protocol's run view keeps neither note once the escalation is decided.
     let view = ops.ok("get_run", json!({ "runId": run_id })).await;
-    assert!(!view.to_string().contains("The item has no owner."));
+    assert!(!view.to_string().contains(ESCALATION_NOTE));
 
     // Archived: the history is the archived record's, whole.
-    server.advance(61).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while archived_runs(data.path()) < 1 {
-        assert!(Instant::now() < deadline, "the run was not archived");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    archive(&server, data.path(), 1).await;
     assert_eq!(history(&server, &run_id).await, before);
     let (status, inspected) = admin_get(&server, &OPS, &format!("/admin/v1/runs/{run_id}")).await;
     assert_eq!(status, 200, "{inspected}");
@@ -247,4 +265,22 @@ async fn an_inspection_names_the_claim_holder_and_is_for_operators_only() {
         .unwrap();
     assert_eq!(elsewhere.status().as_u16(), 404);
     agent.close().await;
+}
+
+/// The web UI's run page builds its timeline from the history: in a real browser, an archived
+/// run's page still shows the escalation note and the return note, each with who wrote it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_page_shows_the_escalation_and_return_notes_after_the_run_is_archived() {
+    let data = tempfile::tempdir().unwrap();
+    let server = archiving_server(data.path());
+    publish(&server, data.path());
+    let agent = server.client(&AGENT).await;
+    let ops = server.client(&OPS).await;
+    let (run_id, _) = escalated_returned_and_done(&agent, &ops).await;
+    archive(&server, data.path(), 1).await;
+    let ids = json!({ "run": run_id, "escalation": ESCALATION_NOTE, "returned": RETURN_NOTE });
+    let summary = drive_browser_script(&server, "ui_history_browser.py", &[&ids.to_string()], &[]).await;
+    assert_eq!(summary["pages"], json!(["run-history-archived"]), "{summary}");
+    agent.close().await;
+    ops.close().await;
 }

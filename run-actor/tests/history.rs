@@ -303,3 +303,80 @@ async fn an_inspection_names_the_claim_holder_for_operators_only() {
     );
     assert_eq!(elsewhere.code, ErrorCode::NotFound);
 }
+
+/// The load generator's one-step process, as `agentprocess load` publishes it.
+const LOAD_AGENT_STEP: &str = "---
+name: load-agent-step
+description: One agent step with a small output, then finish. Published by the load generator.
+inputs:
+  n: number
+steps:
+  - id: work
+    agent: Return the number n from the inputs as the result.
+    output:
+      result: number
+  - id: done
+    finish: done
+---
+
+# Load: one agent step
+
+The load generator starts this process, claims the step and submits it, as fast as the server
+takes it.
+";
+
+/// LZ4 with the size prepended, as the run record is stored (see `packed`).
+fn packed_len(json: &[u8]) -> usize {
+    1 + lz4_flex::block::compress_prepend_size(json).len()
+}
+
+/// What the history adds to the stored record of a finished run of the load generator's
+/// process (start, claim, submit, end): printed with `--nocapture`, and bounded here so that a
+/// change that bloats it fails.
+#[tokio::test]
+async fn the_history_of_a_finished_load_run_costs_a_few_hundred_bytes_of_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let runtime = history_runtime(store, dir.path(), Limits::default());
+    runtime
+        .publish(&OrgId::from(ORG), LOAD_AGENT_STEP.as_bytes(), Default::default())
+        .await
+        .unwrap();
+    let agent = agent("load-agent-1");
+    let view = start(&runtime, &agent, "load-agent-step", json!({ "n": 1 }), "s-1").await;
+    let run = run_id(&view);
+    let claimed = ok(claim(&runtime, &agent, &run, "work", "c-1").await);
+    let submit = Write::Submit {
+        token: claimed["token"].as_str().unwrap().to_string(),
+        submission: Submission {
+            output: Some(object(json!({ "result": 1 }))),
+            summary: Some("Returned the input number as the result.".into()),
+            ..Submission::default()
+        },
+    };
+    let done = ok(execute(&runtime, &agent, submit, "u-1").await);
+    assert_eq!(done["run"]["state"], "ended");
+
+    let (state, _, stored_bytes) = stored(&runtime, &run).await;
+    assert_eq!(state.history.len(), 4, "started, claimed, submitted, ended");
+    let with = serde_json::to_vec(&state).unwrap();
+    let mut without_history = state.clone();
+    without_history.history.clear();
+    let without = serde_json::to_vec(&without_history).unwrap();
+    println!(
+        "load-agent-step, finished: record JSON {} B without history, {} B with (+{}); \
+         stored (LZ4) {} B without, {} B with (+{})",
+        without.len(),
+        with.len(),
+        with.len() - without.len(),
+        packed_len(&without),
+        stored_bytes.len(),
+        stored_bytes.len() - packed_len(&without),
+    );
+    assert_eq!(stored_bytes.len(), packed_len(&with));
+    assert!(
+        with.len() - without.len() < 512,
+        "{} B of history",
+        with.len() - without.len()
+    );
+}
