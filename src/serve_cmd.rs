@@ -147,6 +147,7 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
         Arc::new(runtime.clone()),
         clock.clone(),
     ));
+    let authenticated = authenticated.merge(agentprocess_gateway::admin_run_routes(backend.clone()));
     let extra = ExtraRoutes {
         authenticated,
         ui_key: Some(UiKey::new(signer.derive_key(UI_KEY_PURPOSE))),

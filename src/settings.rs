@@ -334,6 +334,9 @@ pub struct LimitSettings {
     pub check_fail: Option<f64>,
     pub check_confidence: f64,
     pub check_state_bytes: u64,
+    /// How many history events (the operator's audit trail) a run keeps; past it the oldest
+    /// are dropped and counted.
+    pub history_events_per_run: u64,
 }
 
 /// Switches for test environments only. Never turn them on in production.
@@ -385,6 +388,7 @@ impl Default for LimitSettings {
             check_fail: limits.check_fail.map(Probability::get),
             check_confidence: limits.check_confidence.get(),
             check_state_bytes: limits.check_state_bytes as u64,
+            history_events_per_run: limits.history_events as u64,
         }
     }
 }
@@ -474,6 +478,9 @@ impl Settings {
         }
         if limits.max_upload_bytes == 0 {
             problems.push("limits.max_upload_bytes must be at least 1".to_owned());
+        }
+        if limits.history_events_per_run == 0 {
+            problems.push("limits.history_events_per_run must be at least 1".to_owned());
         }
         for (name, value) in [
             ("check_pass", Some(limits.check_pass)),
@@ -589,6 +596,7 @@ impl Settings {
             check_fail: self.limits.check_fail.map(probability),
             check_confidence: probability(self.limits.check_confidence),
             check_state_bytes: usize::try_from(self.limits.check_state_bytes).unwrap_or(usize::MAX),
+            history_events: usize::try_from(self.limits.history_events_per_run).unwrap_or(usize::MAX),
         }
     }
 
@@ -808,5 +816,22 @@ mod tests {
         );
         let bad = file("[evaluator]\nurl = \"not a url\"\nmodel = \"\"\n");
         assert!(Settings::load(Some(bad.path()), FlagSettings::default()).is_err());
+    }
+
+    #[test]
+    fn the_history_bound_reaches_the_runtime_and_is_checked() {
+        let defaults = Settings::load(None, FlagSettings::default()).unwrap().limits();
+        assert_eq!(defaults.history_events, Limits::DEFAULT_HISTORY_EVENTS);
+        let small = file("[limits]\nhistory_events_per_run = 50\n");
+        let limits = Settings::load(Some(small.path()), FlagSettings::default())
+            .unwrap()
+            .limits();
+        assert_eq!(limits.history_events, 50);
+        let none = file("[limits]\nhistory_events_per_run = 0\n");
+        let error = Settings::load(Some(none.path()), FlagSettings::default()).unwrap_err();
+        assert!(
+            error.to_string().contains("limits.history_events_per_run"),
+            "{error}"
+        );
     }
 }

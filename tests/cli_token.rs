@@ -1,7 +1,7 @@
 //! `agentprocess token` run as a real process: the token it prints opens a dev-mode gateway that
 //! shares its data folder, and bad input is refused with a clear message.
 
-use agentprocess_gateway::{GatewayConfig, Identity, ToolBackend, ToolName, ToolResult};
+use agentprocess_gateway::{GatewayConfig, Identity, RunRead, ToolBackend, ToolName, ToolResult};
 use serde_json::{Value, json};
 use std::process::{Command, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,6 +19,10 @@ struct NoTools;
 impl ToolBackend for NoTools {
     async fn call(&self, _: &Identity, tool: ToolName, _: Value) -> ToolResult {
         Ok(json!({ "tool": tool.as_str() }).into())
+    }
+
+    async fn read_run(&self, _: &Identity, read: RunRead, _: &str) -> ToolResult {
+        Ok(json!({ "read": read.as_str() }).into())
     }
 }
 

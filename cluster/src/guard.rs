@@ -67,6 +67,16 @@ impl RunService for ShardGuard {
         self.inner.get_run(caller, run_id).await
     }
 
+    async fn run_history(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        let _permit = self.admit(run_routing_key(run_id.as_str()))?;
+        self.inner.run_history(caller, run_id).await
+    }
+
+    async fn inspect_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        let _permit = self.admit(run_routing_key(run_id.as_str()))?;
+        self.inner.inspect_run(caller, run_id).await
+    }
+
     async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError> {
         self.inner.get_work(caller, request).await
     }

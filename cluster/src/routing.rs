@@ -159,6 +159,20 @@ impl RunService for RoutedRunService {
         .await
     }
 
+    async fn run_history(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        self.call(self.shard_of_run(run_id), |host| async move {
+            host.run_history(caller, run_id).await
+        })
+        .await
+    }
+
+    async fn inspect_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        self.call(self.shard_of_run(run_id), |host| async move {
+            host.inspect_run(caller, run_id).await
+        })
+        .await
+    }
+
     async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError> {
         self.call(Target::AnyHost, |host| {
             let request = request.clone();

@@ -20,8 +20,10 @@
 //! which carry their own credentials.
 
 pub mod admin;
+pub mod admin_model;
 pub mod admin_ops;
 pub mod admin_ops_model;
+pub mod admin_runs;
 pub mod auth;
 pub mod escalations;
 pub mod files;
@@ -36,8 +38,9 @@ pub mod trust;
 pub mod ui;
 
 pub use admin::{AdminParts, admin_routes, trust_routes};
+pub use admin_runs::admin_run_routes;
 pub use auth::{AuthConfig, Authenticator, Identity, IdentityKind};
-pub use mcp::{DescribeConfig, ErrorCode, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
+pub use mcp::{DescribeConfig, ErrorCode, RunRead, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};
 pub use ui::UiKey;
 

@@ -8,7 +8,7 @@
 //! written by [`crate::respond`]).
 
 use crate::auth::{Identity, IdentityKind};
-use crate::mcp::{ErrorCode, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
+use crate::mcp::{ErrorCode, RunRead, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
 use crate::respond;
 use agentprocess_service::{
     Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, OrgId, RunId, RunService,
@@ -117,6 +117,25 @@ impl ToolBackend for RuntimeBackend {
             Err(Failure::Refused(error)) => Err(error),
             Err(Failure::Infrastructure(error)) => {
                 tracing::error!(tool = tool.as_str(), %error, "tool call failed in the runtime");
+                Err(respond::tool_failed())
+            }
+        }
+    }
+
+    async fn read_run(&self, identity: &Identity, read: RunRead, run_id: &str) -> ToolResult {
+        let caller = caller_of(identity);
+        let run_id = RunId::from(run_id);
+        let outcome = match read {
+            RunRead::History => self.service.run_history(&caller, &run_id).await,
+            RunRead::Inspection => self.service.inspect_run(&caller, &run_id).await,
+        };
+        // Neither holds file evidence: nothing to decorate.
+        match outcome {
+            Ok(ToolOutcome::Ok(data)) => Ok(ToolData::Value(data)),
+            Ok(ToolOutcome::Rendered(data)) => Ok(ToolData::Rendered(data)),
+            Ok(ToolOutcome::Refused(refusal)) => Err(respond::refused(refusal)),
+            Err(error) => {
+                tracing::error!(read = read.as_str(), %error, "run read failed in the runtime");
                 Err(respond::tool_failed())
             }
         }

@@ -4,6 +4,7 @@
 
 use super::ctx::{Ctx, Fresh, PinnedProcess};
 use super::effect::{Effect, Notification};
+use super::history::{self, HistoryEvent, HistoryKind};
 use super::refusal::Refusal;
 use super::state::*;
 use super::time::Timestamp;
@@ -21,6 +22,9 @@ pub(crate) struct Tx<'a> {
     pub run: RunState,
     pub effects: Vec<Effect>,
     pub fresh: Fresh,
+    /// History events of this command, appended to the run by [`Tx::finish`] only: a refusal
+    /// drops the whole `Tx`, and with it these.
+    pub history: Vec<HistoryEvent>,
 }
 
 impl<'a> Tx<'a> {
@@ -31,6 +35,7 @@ impl<'a> Tx<'a> {
             run,
             effects: Vec::new(),
             fresh: Fresh::new(ctx.seed),
+            history: Vec::new(),
         }
     }
 
@@ -46,6 +51,8 @@ impl<'a> Tx<'a> {
     pub fn finish(mut self, answer: Answer) -> Transition {
         if !matches!(answer, Answer::Ignored | Answer::NeedsEvaluation(_)) {
             self.run.updated_at = self.ctx.now;
+            let events = std::mem::take(&mut self.history);
+            history::append(&mut self.run, events, self.ctx.limits.history_events);
         }
         let reply = match answer {
             Answer::RunView => Reply::RunView(render::run_view(self.pinned, &self.run)),
@@ -67,6 +74,15 @@ impl<'a> Tx<'a> {
             effects: self.effects,
             reply,
         }
+    }
+
+    /// Records that `by` made a change of the run, now.
+    pub fn record(&mut self, by: &str, kind: HistoryKind) {
+        self.history.push(HistoryEvent {
+            at: self.now(),
+            by: by.to_string(),
+            kind,
+        });
     }
 
     /// `conflict` with `run_ended` when the run is over: checked before anything else.
@@ -205,8 +221,17 @@ impl<'a> Tx<'a> {
     /// progress note (spec §3.3).
     pub fn expire_claim(&mut self, step: &StepId) {
         if let Some(claim) = self.release_claim(step) {
+            self.record(
+                history::SCHEDULER,
+                HistoryKind::LeaseExpired {
+                    step: step.clone(),
+                    holder: claim.holder,
+                },
+            );
+            let run_step = self.step_run(step);
+            run_step.lease_expiries = run_step.lease_expiries.saturating_add(1);
             if let Some(progress) = claim.progress {
-                self.step_run(step).handoff.progress = Some(progress);
+                run_step.handoff.progress = Some(progress);
             }
             self.make_claimable_again(step);
         }
@@ -367,6 +392,14 @@ impl<'a> Tx<'a> {
                         None
                     }
                     Some(at) if at <= now => {
+                        // The wait is over as soon as it began: no timer, the server ends it.
+                        self.record(
+                            "server",
+                            HistoryKind::TimerFired {
+                                step: id.clone(),
+                                timer: TimerKind::Wait,
+                            },
+                        );
                         self.step_run(id).state = Some(StepState::Waiting);
                         self.record_completion(id, self.server_record(), StepState::Done);
                         Some(process.default_next(step))
@@ -384,7 +417,7 @@ impl<'a> Tx<'a> {
                     let held = self.run.held_events.remove(position);
                     let record = StepRecord {
                         output: held.data,
-                        by: held.by,
+                        by: held.by.clone(),
                         at: now,
                         ..StepRecord::default()
                     };
@@ -397,6 +430,13 @@ impl<'a> Tx<'a> {
                         self.fail_run_at(id, "server", note);
                         return None;
                     }
+                    self.record(
+                        &held.by,
+                        HistoryKind::HeldEventConsumed {
+                            name: held.name,
+                            step: id.clone(),
+                        },
+                    );
                     self.record_completion(id, record, StepState::Done);
                     return Some(process.default_next(step));
                 }
@@ -534,6 +574,15 @@ impl<'a> Tx<'a> {
         self.run.replaced_tokens.clear();
         let state = if end.cancelled { "cancelled" } else { "ended" };
         let outcome = end.outcome.clone();
+        self.record(
+            &end.by,
+            HistoryKind::Ended {
+                state: state.to_string(),
+                outcome: outcome.clone(),
+                // A cancel's reason is on its own `cancelled` event.
+                note: end.note.clone().filter(|_| !end.cancelled),
+            },
+        );
         self.run.end = Some(end);
         self.notify(Notification::RunEnded {
             state: state.to_string(),

@@ -4,6 +4,7 @@
 use super::Answer;
 use super::advance::Tx;
 use super::ctx::Caller;
+use super::history::HistoryKind;
 use super::refusal::Refusal;
 use super::state::RunEnd;
 
@@ -21,6 +22,12 @@ pub(crate) fn cancel(tx: &mut Tx<'_>, caller: &Caller, reason: String) -> Result
     if reason.trim().is_empty() {
         return Err(Refusal::invalid("a cancel needs a reason").with_issues(vec!["reason: required".into()]));
     }
+    tx.record(
+        caller.name(),
+        HistoryKind::Cancelled {
+            reason: reason.clone(),
+        },
+    );
     tx.end_run(RunEnd {
         cancelled: true,
         outcome: None,

@@ -16,6 +16,7 @@ use super::advance::Tx;
 use super::command::EvidenceItem;
 use super::ctx::Limits;
 use super::effect::Notification;
+use super::history::{self, CheckAction, HistoryEvent, HistoryKind};
 use super::refusal::Refusal;
 use super::render;
 use super::state::{Escalation, RunState, StepRecord, StepState, WorkItemKind};
@@ -600,12 +601,21 @@ pub(crate) fn complete_checked(
             ));
         }
     };
+    let by = accepted.record.by.clone();
+    let verdict_event = |action: CheckAction, work_item: Option<String>| HistoryKind::CheckVerdict {
+        step: step_id.clone(),
+        verdict: verdict.verdict,
+        action,
+        work_item,
+    };
     if work.advisory || verdict.verdict == Verdict::Pass {
+        let event = verdict_event(CheckAction::Accepted, None);
         let mut record = accepted.record;
         record.check = Some(verdict);
         if let Some(issue) = over_cap_with(tx, step_id, &record, "output") {
             return Err(Refusal::not_accepted(vec![issue]));
         }
+        tx.record(&by, event);
         tx.complete(step_id, record, accepted.next);
         return Ok(Answer::RunView);
     }
@@ -613,6 +623,14 @@ pub(crate) fn complete_checked(
         Verdict::Fail => {
             let issues = verdict.lines(QuestionResult::Fail);
             let mut remembered = tx.run.clone();
+            // The refusal changes nothing for the caller, but the handoff it leaves is written:
+            // so is the verdict that left it, in the same record.
+            let sent_back = HistoryEvent {
+                at: tx.now(),
+                by,
+                kind: verdict_event(CheckAction::SentBack, None),
+            };
+            history::append(&mut remembered, vec![sent_back], tx.ctx.limits.history_events);
             if let Some(run_step) = remembered.step_mut(step_id) {
                 run_step.handoff.issues = Some(issues.clone());
                 run_step.handoff.check = Some(verdict);
@@ -622,7 +640,15 @@ pub(crate) fn complete_checked(
             Err(refusal)
         }
         _ => {
-            hold(tx, step, accepted.record, verdict)?;
+            let unsure = verdict.verdict;
+            let work_item = hold(tx, step, accepted.record, verdict)?;
+            let event = HistoryKind::CheckVerdict {
+                step: step_id.clone(),
+                verdict: unsure,
+                action: CheckAction::ToPerson,
+                work_item: Some(work_item),
+            };
+            tx.record(&by, event);
             Ok(Answer::RunView)
         }
     }
@@ -630,8 +656,13 @@ pub(crate) fn complete_checked(
 
 /// Unsure: the submission becomes the step's candidate and the step is escalated exactly as
 /// `escalate` does, with the verdict and the candidate on the escalation. Run data shows the
-/// verdict at `steps.<id>.check` while it waits.
-fn hold(tx: &mut Tx<'_>, step: &Step, candidate: StepRecord, verdict: CheckVerdict) -> Result<(), Refusal> {
+/// verdict at `steps.<id>.check` while it waits. Returns the escalation's work item.
+fn hold(
+    tx: &mut Tx<'_>,
+    step: &Step,
+    candidate: StepRecord,
+    verdict: CheckVerdict,
+) -> Result<String, Refusal> {
     let step_id = &step.id;
     let by = candidate.by.clone();
     let note = verdict.open_lines().join("\n");
@@ -662,10 +693,10 @@ fn hold(tx: &mut Tx<'_>, step: &Step, candidate: StepRecord, verdict: CheckVerdi
     let to = tx.ctx.escalate_to.clone();
     let work_item = tx.open_work_item(step_id, WorkItemKind::Escalation, to.clone());
     tx.notify(Notification::Escalated {
-        work_item,
+        work_item: work_item.clone(),
         step: step_id.clone(),
         to,
         note,
     });
-    Ok(())
+    Ok(work_item)
 }

@@ -4,6 +4,7 @@
 use super::Answer;
 use super::advance::Tx;
 use super::ctx::Caller;
+use super::history::HistoryKind;
 use super::refusal::Refusal;
 use super::state::StepState;
 use agentprocess_ids::StepId;
@@ -57,7 +58,14 @@ pub(crate) fn claim(tx: &mut Tx<'_>, caller: &Caller, step_id: &StepId) -> Resul
             format!("step {step_id} is not ready"),
         ));
     }
-    let (token, _) = tx.grant_claim(step_id, caller.name(), None, None);
+    let (token, expires_at) = tx.grant_claim(step_id, caller.name(), None, None);
+    tx.record(
+        caller.name(),
+        HistoryKind::Claimed {
+            step: step_id.clone(),
+            expires_at,
+        },
+    );
     Ok(Answer::Claim {
         step: step_id.clone(),
         token,

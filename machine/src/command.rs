@@ -5,6 +5,7 @@ use super::check::EvaluatorOutcome;
 use super::ctx::Caller;
 use super::state::{Mode, TimerKind};
 use agentprocess_ids::{RunId, StepId};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,7 +84,8 @@ pub struct EvidenceItem {
     pub reference: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Decision {
     Completed,
     Approved,

@@ -43,6 +43,9 @@ pub struct Limits {
     /// `limits.checkStateBytes`: how much run data the evaluator is shown; larger run data is
     /// cut oldest completed step first.
     pub check_state_bytes: usize,
+    /// `limits.history_events_per_run`: how many history events a run keeps; past it the
+    /// oldest are dropped and counted (see [`crate::history`]). Not part of `describe`.
+    pub history_events: usize,
 }
 
 impl Limits {
@@ -52,6 +55,8 @@ impl Limits {
     pub const DEFAULT_LEASE_SECONDS: u64 = 600;
     /// The server default of `limits.checkStateBytes` (check.md §5: 64 KB).
     pub const DEFAULT_CHECK_STATE_BYTES: usize = 64 * 1024;
+    /// The server default of `limits.history_events_per_run`.
+    pub const DEFAULT_HISTORY_EVENTS: usize = 1000;
 
     /// The `limits` object of `describe`: `runDataBytes`, and the `check-1` limits of
     /// check.md §5 (`checkFail` is `null` when the server sets none).
@@ -76,6 +81,7 @@ impl Default for Limits {
             check_fail: None,
             check_confidence: Probability::DEFAULT_CONFIDENCE,
             check_state_bytes: Limits::DEFAULT_CHECK_STATE_BYTES,
+            history_events: Limits::DEFAULT_HISTORY_EVENTS,
         }
     }
 }

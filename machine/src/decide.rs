@@ -9,11 +9,12 @@ use super::advance::Tx;
 use super::check::{complete_checked, next_of};
 use super::command::{Decide, Decision, Submission};
 use super::ctx::CallerKind;
+use super::history::HistoryKind;
 use super::refusal::Refusal;
 use super::render;
 use super::state::{RunEnd, StepRecord, StepState, WorkItemKind};
 use agentprocess_ids::StepId;
-use agentprocess_process::StepKind;
+use agentprocess_process::{Step, StepKind};
 
 pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal> {
     tx.refuse_if_ended()?;
@@ -94,7 +95,7 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 // The unsure verdict stays recorded with the submission it was about.
                 let record = StepRecord {
                     check,
-                    by,
+                    by: by.clone(),
                     at: now,
                     ..candidate
                 };
@@ -102,6 +103,7 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                     return Err(tx.not_accepted_remembered(&item.step, vec![issue]));
                 }
                 let next = next_of(tx, step, &record);
+                record_completed_escalation(tx, step, &item.id, &by, record.summary.clone());
                 tx.complete(&item.step, record, next);
                 return Ok(Answer::RunView);
             }
@@ -127,8 +129,10 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 if let Some(issue) = over_cap_with(tx, &item.step, &record, "output") {
                     return Err(tx.not_accepted_remembered(&item.step, vec![issue]));
                 }
+                record_completed_escalation(tx, step, &item.id, &by, record.summary.clone());
                 tx.complete(&item.step, record, accepted.next);
             } else {
+                tx.record(&by, decided(step, &item.id, Decision::Completed, None));
                 return complete_checked(tx, step, accepted, decide.evaluation);
             }
         }
@@ -136,11 +140,15 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
             let record = StepRecord {
                 decision: Some("approved".to_string()),
                 note: decide.note,
-                by,
+                by: by.clone(),
                 at: now,
                 ..StepRecord::default()
             };
             refuse_over_cap(tx, &item.step, &record)?;
+            tx.record(
+                &by,
+                decided(step, &item.id, Decision::Approved, record.note.clone()),
+            );
             tx.complete(&item.step, record, process.default_next(step));
         }
         Decision::Rejected => {
@@ -153,6 +161,10 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 ..StepRecord::default()
             };
             refuse_over_cap(tx, &item.step, &record)?;
+            tx.record(
+                &by,
+                decided(step, &item.id, Decision::Rejected, Some(note.clone())),
+            );
             match &step.kind {
                 StepKind::Approve {
                     on_reject: Some(to), ..
@@ -171,6 +183,14 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
         }
         Decision::Returned => {
             let note = decide.note.expect("checked with the arguments");
+            tx.record(
+                &by,
+                HistoryKind::Returned {
+                    step: item.step.clone(),
+                    work_item: item.id.clone(),
+                    note: note.clone(),
+                },
+            );
             tx.close_work_item(&item.step, true);
             let run_step = tx.step_run(&item.step);
             let escalation = run_step.escalation.take();
@@ -196,10 +216,42 @@ pub(crate) fn decide(tx: &mut Tx<'_>, decide: Decide) -> Result<Answer, Refusal>
                 ..StepRecord::default()
             };
             refuse_over_cap(tx, &item.step, &record)?;
+            tx.record(&by, decided(step, &item.id, Decision::Failed, Some(note.clone())));
             tx.fail_run_at(&item.step, &by, note);
         }
     }
     Ok(Answer::RunView)
+}
+
+/// The history event of a decision on a task or an approval (or a failure of any work item).
+fn decided(step: &Step, work_item: &str, decision: Decision, note: Option<String>) -> HistoryKind {
+    HistoryKind::Decided {
+        step: step.id.clone(),
+        work_item: work_item.to_string(),
+        decision,
+        note,
+    }
+}
+
+/// Records a `completed` decision on an escalation: an agent step completed in the agent's
+/// place, or (`check-1`) a person's task a check was unsure of, decided after all.
+fn record_completed_escalation(
+    tx: &mut Tx<'_>,
+    step: &Step,
+    work_item: &str,
+    by: &str,
+    summary: Option<String>,
+) {
+    let kind = if matches!(step.kind, StepKind::Agent { .. }) {
+        HistoryKind::CompletedForAgent {
+            step: step.id.clone(),
+            work_item: work_item.to_string(),
+            summary,
+        }
+    } else {
+        decided(step, work_item, Decision::Completed, None)
+    };
+    tx.record(by, kind);
 }
 
 /// A decision note lands in run data (`steps.<id>.note`), so it counts against

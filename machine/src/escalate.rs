@@ -5,6 +5,7 @@ use super::Answer;
 use super::advance::Tx;
 use super::ctx::Caller;
 use super::effect::Notification;
+use super::history::HistoryKind;
 use super::refusal::Refusal;
 use super::state::{Escalation, StepState, WorkItemKind};
 
@@ -33,6 +34,14 @@ pub(crate) fn escalate(
     });
     let to = tx.ctx.escalate_to.clone();
     let work_item = tx.open_work_item(&step, WorkItemKind::Escalation, to.clone());
+    tx.record(
+        caller.name(),
+        HistoryKind::Escalated {
+            step: step.clone(),
+            work_item: work_item.clone(),
+            note: note.clone(),
+        },
+    );
     tx.notify(Notification::Escalated {
         work_item,
         step,

@@ -20,6 +20,8 @@
 //! acceptance.rs output, evidence, summary, next/reason and the run-data cap
 //! render.rs     run view, run data, snapshot, work items, get_work items, claim, handoff
 //! token.rs      claim tokens: run id in the clear, hashed secret
+//! history.rs    the run's history: every change as an event, appended in the change's own write
+//! inspect.rs    an operator's inspection of a run: claims, lease expiries, open work items
 //! time.rs       Timestamp: milliseconds since the epoch, RFC 3339
 //! ```
 
@@ -33,6 +35,8 @@ mod ctx;
 mod decide;
 mod effect;
 mod escalate;
+pub mod history;
+pub mod inspect;
 mod refusal;
 pub mod render;
 mod renew;
@@ -51,6 +55,7 @@ pub use check::{
 pub use command::{Command, Decide, Decision, EvidenceItem, StartRun, Submission};
 pub use ctx::{Caller, CallerKind, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
 pub use effect::{Effect, Notification, Recipient};
+pub use history::{CheckAction, HistoryEvent, HistoryKind};
 pub use refusal::{ErrorCode, Refusal};
 pub use start::{run_routing_key, start_routing_key, start_run_id, start_seed};
 pub use state::*;

@@ -4,6 +4,7 @@
 use super::Answer;
 use super::advance::Tx;
 use super::ctx::Caller;
+use super::history::HistoryKind;
 use super::refusal::Refusal;
 
 pub(crate) fn renew(
@@ -21,7 +22,16 @@ pub(crate) fn renew(
         .take()
         .expect("verified tokens belong to a claim");
     tx.retire_token(&claim);
+    let sent = progress.clone();
     let progress = progress.or(claim.progress);
     let (token, expires_at) = tx.grant_claim(&step, &claim.holder, progress, Some(claim.lease));
+    tx.record(
+        caller.name(),
+        HistoryKind::Renewed {
+            step,
+            expires_at,
+            progress: sent,
+        },
+    );
     Ok(Answer::Renew { token, expires_at })
 }

@@ -6,6 +6,7 @@ use super::Answer;
 use super::acceptance::over_cap_with;
 use super::advance::Tx;
 use super::ctx::Caller;
+use super::history::HistoryKind;
 use super::refusal::Refusal;
 use super::state::{HeldEvent, StepRecord, StepState};
 use agentprocess_process::StepKind;
@@ -46,6 +47,13 @@ pub(crate) fn send_event(
             if let Some(issue) = over_cap_with(tx, &step.id, &record, "data") {
                 return Err(Refusal::not_accepted(vec![issue]));
             }
+            tx.record(
+                caller.name(),
+                HistoryKind::EventReceived {
+                    name: name.to_string(),
+                    consumed_by: Some(step.id.clone()),
+                },
+            );
             tx.complete(&step.id, record, process.default_next(step));
             Ok(Answer::SendEvent {
                 consumed_by: Some(step.id.to_string()),
@@ -65,6 +73,13 @@ pub(crate) fn send_event(
                     "data: run data would be {total} bytes, over limits.runDataBytes ({cap})"
                 )]));
             }
+            tx.record(
+                caller.name(),
+                HistoryKind::EventReceived {
+                    name: name.to_string(),
+                    consumed_by: None,
+                },
+            );
             tx.run.held_events.push(HeldEvent {
                 name: name.to_string(),
                 data,

@@ -4,6 +4,7 @@
 use super::advance::Tx;
 use super::command::StartRun;
 use super::ctx::{CallerKind, Ctx, Fresh, PinnedProcess, hex};
+use super::history::HistoryKind;
 use super::refusal::Refusal;
 use super::state::*;
 use super::time::Timestamp;
@@ -116,8 +117,11 @@ pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) ->
         retired_tokens: Vec::new(),
         replaced_tokens: Vec::new(),
         counters: Counters::default(),
+        history: Vec::new(),
+        history_dropped: 0,
     };
     let mut tx = Tx::new(pinned, ctx, run);
+    tx.record(command.caller.name(), HistoryKind::Started { mode: command.mode });
     if let Some(issue) = tx.over_cap_issue("inputs") {
         issues.push(issue);
     }

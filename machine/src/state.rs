@@ -47,6 +47,17 @@ pub struct RunState {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced_tokens: Vec<TokenTag>,
     pub counters: Counters,
+    /// Every change of the run, oldest first, at most `limits.history_events` of them (see
+    /// [`crate::history`]). Runs stored before the history existed load with none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<crate::history::HistoryEvent>,
+    /// How many of the oldest history events were dropped to keep the bound.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history_dropped: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl RunState {
@@ -180,6 +191,14 @@ pub struct StepRun {
     /// `parallel-1`, on a parallel step: the branch entries whose branch reached `join`.
     #[serde(default)]
     pub joined: Vec<StepId>,
+    /// How many times a claim of this step lapsed (its lease ran out before a submit or an
+    /// escalation): a step whose leases expire again and again is worth an operator's look.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub lease_expiries: u32,
+}
+
+fn is_zero_u32(count: &u32) -> bool {
+    *count == 0
 }
 
 impl StepRun {
@@ -199,6 +218,7 @@ impl StepRun {
             work_item: None,
             entered: 0,
             joined: Vec::new(),
+            lease_expiries: 0,
         }
     }
 }

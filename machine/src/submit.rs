@@ -9,6 +9,7 @@ use super::advance::Tx;
 use super::check::{EvaluatorOutcome, complete_checked};
 use super::command::Submission;
 use super::ctx::Caller;
+use super::history::HistoryKind;
 use super::refusal::Refusal;
 
 pub(crate) fn submit(
@@ -28,7 +29,17 @@ pub(crate) fn submit(
         .find(|s| s.id == step_id)
         .expect("claims are on process steps");
     match accept(tx, step, submission, caller.name(), true) {
-        Ok(accepted) => complete_checked(tx, step, accepted, evaluation),
+        Ok(accepted) => {
+            let record = &accepted.record;
+            let submitted = HistoryKind::Submitted {
+                step: step_id.clone(),
+                summary: record.summary.clone(),
+                next: record.next.clone(),
+                reason: record.reason.clone(),
+            };
+            tx.record(caller.name(), submitted);
+            complete_checked(tx, step, accepted, evaluation)
+        }
         // Nothing changes for the caller; the issues wait in the handoff for whoever claims
         // the step next.
         Err(issues) => Err(tx.not_accepted_remembered(&step_id, issues)),

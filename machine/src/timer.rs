@@ -4,6 +4,7 @@
 use super::Answer;
 use super::advance::Tx;
 use super::effect::{Notification, Recipient};
+use super::history::{self, HistoryKind};
 use super::state::{StepState, TimerKind};
 use agentprocess_ids::StepId;
 use agentprocess_process::StepKind;
@@ -25,6 +26,13 @@ pub(crate) fn timer_fired(tx: &mut Tx<'_>, step_id: &StepId, kind: TimerKind, ge
     tx.step_run(step_id)
         .timers
         .retain(|t| !(t.kind == kind && t.generation == generation));
+    tx.record(
+        history::SCHEDULER,
+        HistoryKind::TimerFired {
+            step: step_id.clone(),
+            timer: kind,
+        },
+    );
     let process = tx.process();
     let step = process
         .steps

@@ -185,6 +185,22 @@ impl RunService for GrpcRunService {
         answer(self.client.clone().get_run(traced(request)).await)
     }
 
+    async fn run_history(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        let request = wire::RunHistoryRequest {
+            caller: Some(convert::caller_to_wire(caller)),
+            run_id: run_id.as_str().to_string(),
+        };
+        answer(self.client.clone().run_history(traced(request)).await)
+    }
+
+    async fn inspect_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        let request = wire::InspectRunRequest {
+            caller: Some(convert::caller_to_wire(caller)),
+            run_id: run_id.as_str().to_string(),
+        };
+        answer(self.client.clone().inspect_run(traced(request)).await)
+    }
+
     async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError> {
         answer(
             self.client

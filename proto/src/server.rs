@@ -128,6 +128,28 @@ impl WireRunService for RunServiceHost {
         )
     }
 
+    async fn run_history(
+        &self,
+        request: Request<wire::RunHistoryRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
+        let request = request.into_inner();
+        let caller = convert::caller_of(request.caller).map_err(malformed)?;
+        let run_id = RunId::from(request.run_id);
+        answered(in_trace("run_history", trace, self.service.run_history(&caller, &run_id)).await)
+    }
+
+    async fn inspect_run(
+        &self,
+        request: Request<wire::InspectRunRequest>,
+    ) -> Result<Response<wire::ToolAnswer>, Status> {
+        let trace = trace_of(&request);
+        let request = request.into_inner();
+        let caller = convert::caller_of(request.caller).map_err(malformed)?;
+        let run_id = RunId::from(request.run_id);
+        answered(in_trace("inspect_run", trace, self.service.inspect_run(&caller, &run_id)).await)
+    }
+
     async fn get_work(
         &self,
         request: Request<wire::GetWorkRequest>,

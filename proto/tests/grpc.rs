@@ -25,6 +25,8 @@ enum Seen {
     Execute(Caller, Write, String),
     FireTimer(OrgId, RunId, String),
     GetRun(Caller, RunId),
+    RunHistory(Caller, RunId),
+    InspectRun(Caller, RunId),
     GetWork(Caller, GetWork),
     ListRuns(Caller, ListRuns),
     ReadySteps(Caller, ReadySteps),
@@ -88,6 +90,14 @@ impl RunService for Recorder {
 
     async fn get_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
         self.record(Seen::GetRun(caller.clone(), run_id.clone()))
+    }
+
+    async fn run_history(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        self.record(Seen::RunHistory(caller.clone(), run_id.clone()))
+    }
+
+    async fn inspect_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError> {
+        self.record(Seen::InspectRun(caller.clone(), run_id.clone()))
     }
 
     async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError> {
@@ -299,6 +309,11 @@ async fn reads_uploads_and_timers_arrive_as_sent() {
 
     service.get_run(&person, &"r_9".into()).await.unwrap();
     assert_eq!(recorder.last(), Seen::GetRun(person.clone(), "r_9".into()));
+    let history = service.run_history(&person, &"r_9".into()).await.unwrap();
+    assert_eq!(recorder.last(), Seen::RunHistory(person.clone(), "r_9".into()));
+    assert_eq!(history, ToolOutcome::Ok(json!({ "items": [] })));
+    service.inspect_run(&person, &"r_9".into()).await.unwrap();
+    assert_eq!(recorder.last(), Seen::InspectRun(person.clone(), "r_9".into()));
 
     for request in [
         GetWork::default(),

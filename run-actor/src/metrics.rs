@@ -117,14 +117,14 @@ impl RunActorMetrics {
         GLOBAL.clone()
     }
 
-    /// Records a committed command that was `command` (its name) and was accepted: a claim
-    /// granted or renewed.
-    pub(crate) fn record_accepted(&self, command: &'static str) {
-        match command {
-            "claim" => self.claims_granted.add(1, &[]),
-            "renew" => self.claims_renewed.add(1, &[]),
-            _ => {}
-        }
+    /// Records a claim granted.
+    pub(crate) fn record_claim_granted(&self) {
+        self.claims_granted.add(1, &[]);
+    }
+
+    /// Records a claim renewed.
+    pub(crate) fn record_claim_renewed(&self) {
+        self.claims_renewed.add(1, &[]);
     }
 
     /// Records a run of `process` started.

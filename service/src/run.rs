@@ -285,6 +285,17 @@ pub trait RunService: Send + Sync + std::fmt::Debug {
 
     async fn get_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError>;
 
+    /// The run's history, the operator's audit trail: `{ runId, events, dropped }`, every change
+    /// of the run oldest first (who, when, what, with its notes) and how many of the oldest the
+    /// bound dropped. Whoever may `get_run` the run may read it, with the same refusals; an
+    /// archived run's history is the archived record's.
+    async fn run_history(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError>;
+
+    /// An operator's inspection of the run: `{ run, steps, workItems }`, with who holds each
+    /// claim until when and how often each step's leases lapsed, which the run view does not
+    /// say. Operators of the run's organization only: anyone else is `forbidden`.
+    async fn inspect_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, ServiceError>;
+
     async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, ServiceError>;
 
     async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, ServiceError>;

@@ -117,6 +117,7 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
     );
     let catalog = Catalog::new(store.clone(), keys.clone(), clock.clone());
     let trust = trust_routes(backend.clone(), catalog.clone());
+    let run_routes = agentprocess_gateway::admin_run_routes(backend.clone());
     let admin = AdminParts {
         catalog,
         store: store.clone(),
@@ -144,7 +145,7 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
         clock.clone(),
     ));
     let extra = ExtraRoutes {
-        authenticated: authenticated.merge(trust),
+        authenticated: authenticated.merge(trust).merge(run_routes),
         ui_key: Some(UiKey::new(signer.derive_key(crate::serve_cmd::UI_KEY_PURPOSE))),
         ui_admin: Some(ui_admin),
         public: file_routes(

@@ -970,6 +970,38 @@ pub async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_an
     assert_finished(&finished, "published");
     assert_eq!(finished["data"]["steps"]["publish"]["by"], "a_writer");
     assert_eq!(finished["data"]["steps"]["draft"]["output"]["revision"], "rev-2");
+    // The run's history keeps the escalation's note and the return's, which the run view no
+    // longer shows: served by whichever gateway is asked, from the run's actor.
+    let base = server.mcp_url().trim_end_matches("/mcp").to_owned();
+    let history = reqwest::Client::new()
+        .get(format!("{base}/admin/v1/runs/{run}/history"))
+        .bearer_auth(server.token(&OPS))
+        .send()
+        .await
+        .unwrap();
+    let (status, history) = crate::common::status_and_json(history).await;
+    assert_eq!(status, 200, "{history}");
+    let noted: Vec<(&str, &str, &str)> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["step"] == "publish" && e.get("note").is_some())
+        .map(|e| {
+            let field = |name: &str| e[name].as_str().unwrap();
+            (field("type"), field("by"), field("note"))
+        })
+        .collect();
+    assert_eq!(
+        noted,
+        [
+            ("escalated", "a_writer", "CMS shows rev-3, not the approved rev-2"),
+            (
+                "returned",
+                "ops@acme.test",
+                "rev-3 is a cache artifact; publish rev-2"
+            ),
+        ]
+    );
     for client in [agent, editor, ops] {
         client.close().await;
     }

@@ -21,6 +21,35 @@ pub trait ToolBackend: Send + Sync + 'static {
         tool: ToolName,
         arguments: Value,
     ) -> impl Future<Output = ToolResult> + Send;
+
+    /// A read of run `run_id` that no tool makes (see [`RunRead`]), answered like a tool:
+    /// its data, or a refusal (`not_found` for a run the caller's organization does not have,
+    /// `forbidden` for an inspection by a non-operator).
+    fn read_run(
+        &self,
+        identity: &Identity,
+        read: RunRead,
+        run_id: &str,
+    ) -> impl Future<Output = ToolResult> + Send;
+}
+
+/// The reads of one run beside the protocol's tools: the operator's audit trail and an
+/// operator's inspection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunRead {
+    /// `{ runId, events, dropped }`: the run's history, for whoever may `get_run` the run.
+    History,
+    /// `{ run, steps, workItems }` with claim holders and expiries: operators only.
+    Inspection,
+}
+
+impl RunRead {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunRead::History => "run_history",
+            RunRead::Inspection => "inspect_run",
+        }
+    }
 }
 
 impl<B: ToolBackend> ToolBackend for Arc<B> {
@@ -31,5 +60,14 @@ impl<B: ToolBackend> ToolBackend for Arc<B> {
         arguments: Value,
     ) -> impl Future<Output = ToolResult> + Send {
         B::call(self, identity, tool, arguments)
+    }
+
+    fn read_run(
+        &self,
+        identity: &Identity,
+        read: RunRead,
+        run_id: &str,
+    ) -> impl Future<Output = ToolResult> + Send {
+        B::read_run(self, identity, read, run_id)
     }
 }

@@ -8,7 +8,7 @@ pub mod result;
 mod server;
 pub mod tools;
 
-pub use backend::ToolBackend;
+pub use backend::{RunRead, ToolBackend};
 pub use describe::DescribeConfig;
 pub use result::{ErrorCode, ToolData, ToolError, ToolResult};
 pub use server::ProtocolServer;

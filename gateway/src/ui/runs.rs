@@ -2,7 +2,7 @@
 //! same backend as `/mcp`, so every protocol rule holds for a page as for an MCP client.
 
 use crate::Identity;
-use crate::mcp::{ToolBackend, ToolName, ToolResult};
+use crate::mcp::{RunRead, ToolBackend, ToolName, ToolResult};
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
@@ -15,11 +15,18 @@ pub type ToolCall<'a> = Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>>;
 /// the pages read [`super::UiState::describe`] instead.
 pub trait UiRuns: Send + Sync + 'static {
     fn run_tool<'a>(&'a self, identity: &'a Identity, tool: ToolName, arguments: Value) -> ToolCall<'a>;
+
+    /// A read of a run beside the tools (its history), as the signed-in identity.
+    fn read_run<'a>(&'a self, identity: &'a Identity, read: RunRead, run_id: &'a str) -> ToolCall<'a>;
 }
 
 impl<B: ToolBackend> UiRuns for B {
     fn run_tool<'a>(&'a self, identity: &'a Identity, tool: ToolName, arguments: Value) -> ToolCall<'a> {
         Box::pin(self.call(identity, tool, arguments))
+    }
+
+    fn read_run<'a>(&'a self, identity: &'a Identity, read: RunRead, run_id: &'a str) -> ToolCall<'a> {
+        Box::pin(ToolBackend::read_run(self, identity, read, run_id))
     }
 }
 

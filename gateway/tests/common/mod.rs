@@ -4,7 +4,8 @@
 
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_gateway::{
-    AuthConfig, DescribeConfig, GatewayConfig, Identity, IdentityKind, ToolBackend, ToolName, ToolResult,
+    AuthConfig, DescribeConfig, GatewayConfig, Identity, IdentityKind, RunRead, ToolBackend, ToolName,
+    ToolResult,
 };
 use agentprocess_service::trace::TraceParent;
 use serde_json::{Value, json};
@@ -42,6 +43,10 @@ impl ToolBackend for Recorder {
             trace: agentprocess_service::trace::current(),
         });
         Ok(json!({ "tool": tool.as_str() }).into())
+    }
+
+    async fn read_run(&self, _: &Identity, read: RunRead, run_id: &str) -> ToolResult {
+        Ok(json!({ "read": read.as_str(), "runId": run_id }).into())
     }
 }
 

@@ -31,7 +31,7 @@ use crate::config::RuntimeConfig;
 pub(crate) use crate::idempotency::RequestKey;
 use crate::machine::{
     self, Command, Ctx, Effect, Notification, OrgId, PinnedProcess, Refusal, Reply, RunId, RunState, StepId,
-    Timestamp, Transition, UploadLookup, UploadStatus,
+    Timestamp, Transition, UploadLookup, UploadStatus, history,
 };
 use crate::packed;
 use crate::pinned::PinnedProcesses;
@@ -260,12 +260,13 @@ pub(crate) enum Applied {
 }
 
 /// A batch applied to a working copy of the run: the run and the process it pins afterwards,
-/// one outcome per command, and what is worth a log line once committed.
+/// one outcome per command, and the history events the batch appended (a log line each once
+/// committed).
 struct AppliedBatch {
     run: Option<RunState>,
     pinned: Option<Arc<PinnedProcess>>,
     outcomes: Vec<Applied>,
-    events: Vec<events::RunEvent>,
+    events: Vec<events::Change>,
     /// Each command's span, in its order.
     spans: Vec<tracing::Span>,
 }
@@ -619,12 +620,6 @@ impl Actor {
                     archived: false,
                 });
                 self.after_commit(plan.earliest_new_timer, plan.notified, &applied.events);
-                let metrics = &self.host.config.metrics;
-                for (envelope, outcome) in batch.iter().zip(&applied.outcomes) {
-                    if matches!(outcome, Applied::Ok { .. }) {
-                        metrics.record_accepted(envelope.command.name());
-                    }
-                }
                 self.answer(batch, applied.outcomes).await;
                 Attempt::Done
             }
@@ -754,11 +749,7 @@ impl Actor {
             }
             match result {
                 Ok(transition) => {
-                    events.extend(events::events_of(
-                        &envelope.command,
-                        work.as_ref(),
-                        &transition.state,
-                    ));
+                    events.extend(changes(work.as_ref(), &transition.state, envelope));
                     let notifications = transition
                         .effects
                         .into_iter()
@@ -775,6 +766,7 @@ impl Actor {
                 }
                 Err(mut refusal) => {
                     if let Some(state) = refusal.remember.take() {
+                        events.extend(changes(work.as_ref(), &state, envelope));
                         work = Some(*state);
                     }
                     outcomes.push(Applied::Refused(refusal));
@@ -793,7 +785,7 @@ impl Actor {
 
     /// What follows a commit: the scheduler told of new timers and notifications, the run's
     /// events logged.
-    fn after_commit(&self, earliest_new_timer: Option<u64>, notified: bool, events: &[events::RunEvent]) {
+    fn after_commit(&self, earliest_new_timer: Option<u64>, notified: bool, events: &[events::Change]) {
         let host = &self.host;
         if let Some(fire_at) = earliest_new_timer {
             host.config
@@ -804,11 +796,12 @@ impl Actor {
             host.config.hints.outbox_written();
         }
         events::log(&self.address, events);
-        events::count(
-            &host.config.metrics,
-            self.loaded.as_ref().and_then(|l| l.run.as_ref()),
-            events,
-        );
+        let process = self
+            .loaded
+            .as_ref()
+            .and_then(|l| l.run.as_ref())
+            .map(|run| run.process.as_str());
+        events::count(&host.config.metrics, process.unwrap_or_default(), events);
     }
 
     /// The claim key operations that bring the store's claims to `work`'s, each key attached to
@@ -896,6 +889,20 @@ pub(crate) enum Search {
     HotStoreAndArchive,
     /// The hot store alone: the archive cannot hold the run.
     HotStoreOnly,
+}
+
+/// The history events `after` holds beyond `before` (a command's), each in the trace of the call
+/// that sent the command.
+fn changes<'a>(
+    before: Option<&RunState>,
+    after: &'a RunState,
+    envelope: &Envelope,
+) -> impl Iterator<Item = events::Change> + 'a {
+    let trace = envelope.trace;
+    history::appended(before, after)
+        .iter()
+        .cloned()
+        .map(move |event| events::Change { event, trace })
 }
 
 /// The span of one command applied by an actor: `run_command`, naming the run and the command,

@@ -391,6 +391,17 @@ impl Runtime {
         reads::get_run(&self.inner.host, caller, run_id).await
     }
 
+    /// The run's history, `{ runId, events, dropped }`, for whoever may `get_run` it.
+    pub async fn run_history(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, RuntimeError> {
+        reads::run_history(&self.inner.host, caller, run_id).await
+    }
+
+    /// An operator's inspection of the run: claims with their holders and expiry, lease
+    /// expiries, open work items.
+    pub async fn inspect_run(&self, caller: &Caller, run_id: &RunId) -> Result<ToolOutcome, RuntimeError> {
+        reads::inspect_run(&self.inner.host, caller, run_id).await
+    }
+
     pub async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError> {
         reads::get_work(&self.inner.host, caller, request).await
     }

@@ -7,7 +7,7 @@
 use crate::actor::{Host, RunRecord, Search};
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::hex;
-use crate::machine::{Caller, CallerKind, Refusal, RunState, render};
+use crate::machine::{Caller, CallerKind, Refusal, RunState, history, inspect, render};
 use crate::machine::{OrgId, RunId};
 use crate::packed;
 use agentprocess_service::{GetWork, ListRuns, ReadySteps, RenderedData};
@@ -24,30 +24,74 @@ const SCAN_BUDGET_PER_ITEM: usize = 10;
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
 
+/// The state of run `run_id` of `organization`, from the hot store or else the archive; `None`
+/// when neither holds it.
+async fn run_state(
+    host: &Host,
+    organization: &OrgId,
+    run_id: &RunId,
+) -> Result<Option<RunState>, RuntimeError> {
+    let record = match host
+        .run_record(organization, run_id, Search::HotStoreAndArchive)
+        .await?
+    {
+        Some(RunRecord::Hot { bytes, .. } | RunRecord::Archived(bytes)) => bytes,
+        None => return Ok(None),
+    };
+    packed::read_json(&record)
+        .map(Some)
+        .map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))
+}
+
+fn no_such_run() -> ToolOutcome {
+    ToolOutcome::Refused(Refusal::not_found("no such run in this organization"))
+}
+
 pub(super) async fn get_run(
     host: &Host,
     caller: &Caller,
     run_id: &RunId,
 ) -> Result<ToolOutcome, RuntimeError> {
-    let record = match host
-        .run_record(&caller.organization, run_id, Search::HotStoreAndArchive)
-        .await?
-    {
-        Some(RunRecord::Hot { bytes, .. } | RunRecord::Archived(bytes)) => bytes,
-        None => {
-            return Ok(ToolOutcome::Refused(Refusal::not_found(
-                "no such run in this organization",
-            )));
-        }
+    let Some(run) = run_state(host, &caller.organization, run_id).await? else {
+        return Ok(no_such_run());
     };
-    let run: RunState =
-        packed::read_json(&record).map_err(|e| RuntimeError::Corrupt(format!("run {run_id}: {e}")))?;
     let pinned = host
         .pinned
         .get(&caller.organization, &run.process, run.version)
         .await?
         .ok_or_else(|| RuntimeError::Corrupt(format!("run {run_id} pins an unpublished version")))?;
     Ok(ToolOutcome::Ok(render::run_view(&pinned, &run)))
+}
+
+/// A run's history (`{ runId, events, dropped }`), for whoever may `get_run` the run: read
+/// the same way, through the archive, so an archived run's history is its archived record's.
+pub(super) async fn run_history(
+    host: &Host,
+    caller: &Caller,
+    run_id: &RunId,
+) -> Result<ToolOutcome, RuntimeError> {
+    Ok(match run_state(host, &caller.organization, run_id).await? {
+        Some(run) => ToolOutcome::Ok(history::history_view(&run)),
+        None => no_such_run(),
+    })
+}
+
+/// An operator's inspection of a run (see [`inspect::inspection`]): `forbidden` to anyone who
+/// is not an operator of the organization, whether or not the run exists.
+pub(super) async fn inspect_run(
+    host: &Host,
+    caller: &Caller,
+    run_id: &RunId,
+) -> Result<ToolOutcome, RuntimeError> {
+    if !caller.operator {
+        return Ok(ToolOutcome::Refused(Refusal::forbidden(
+            "only an operator of this organization may inspect a run",
+        )));
+    }
+    Ok(match run_state(host, &caller.organization, run_id).await? {
+        Some(run) => ToolOutcome::Ok(inspect::inspection(&run)),
+        None => no_such_run(),
+    })
 }
 
 fn limit_of(limit: Option<usize>) -> Result<usize, Refusal> {

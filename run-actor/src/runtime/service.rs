@@ -39,6 +39,22 @@ impl service::RunService for Runtime {
         outcome(Runtime::get_run(self, &caller_of(caller), run_id).await)
     }
 
+    async fn run_history(
+        &self,
+        caller: &service::Caller,
+        run_id: &RunId,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        outcome(Runtime::run_history(self, &caller_of(caller), run_id).await)
+    }
+
+    async fn inspect_run(
+        &self,
+        caller: &service::Caller,
+        run_id: &RunId,
+    ) -> Result<service::ToolOutcome, service::ServiceError> {
+        outcome(Runtime::inspect_run(self, &caller_of(caller), run_id).await)
+    }
+
     async fn get_work(
         &self,
         caller: &service::Caller,

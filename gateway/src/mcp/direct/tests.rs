@@ -2,7 +2,7 @@
 //! gateway with the direct path and to one without it, compared status, headers and body bytes.
 
 use crate::auth::dev::{DevKey, DevTokenRequest};
-use crate::mcp::{ErrorCode, ToolBackend, ToolError, ToolName, ToolResult};
+use crate::mcp::{ErrorCode, RunRead, ToolBackend, ToolError, ToolName, ToolResult};
 use crate::{ExtraRoutes, GatewayConfig, Identity, IdentityKind};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -36,6 +36,10 @@ impl ToolBackend for Scripted {
             "nested": { "z": null, "a": [true, false, {}, []] },
         })
         .into())
+    }
+
+    async fn read_run(&self, _: &Identity, read: RunRead, run_id: &str) -> ToolResult {
+        Ok(json!({ "read": read.as_str(), "runId": run_id }).into())
     }
 }
 

@@ -1,5 +1,6 @@
 //! `GET /ui/runs/{runId}`: a run from `get_run`, its state, inputs, open work, steps, map,
-//! timeline and reworked steps; `POST /ui/runs/{runId}/cancel` cancels it with a reason.
+//! timeline (from the run's history, so decided escalations and their notes stay) and reworked
+//! steps; `POST /ui/runs/{runId}/cancel` cancels it with a reason.
 
 use super::timeline::{self, Entry, attempts, record_details, text};
 use super::{issue_field, refusal_notice, refusal_page, time};
@@ -45,7 +46,7 @@ pub async fn run_page(
     Path(run_id): Path<String>,
 ) -> Response {
     match read_run(&state, &signed_in, &run_id).await {
-        Ok(view) => render(&view, &signed_in, &CancelAttempt::default(), StatusCode::OK),
+        Ok(run) => render(&run, &signed_in, &CancelAttempt::default(), StatusCode::OK),
         Err(page) => page,
     }
 }
@@ -81,20 +82,35 @@ pub async fn cancel(
     }
     match read_run(&state, &signed_in, &run_id).await {
         // The form again with what was typed: a 200, as the sign-in form does.
-        Ok(view) => render(&view, &signed_in, &attempt, StatusCode::OK),
+        Ok(run) => render(&run, &signed_in, &attempt, StatusCode::OK),
         Err(page) => page,
     }
 }
 
-/// The run view, or the page that says why it cannot be read.
-async fn read_run(state: &UiState, signed_in: &SignedIn, run_id: &str) -> Result<Value, Response> {
-    state
-        .call(&signed_in.identity, ToolName::GetRun, json!({ "runId": run_id }))
-        .await
-        .map_err(|error| refusal_page("This run cannot be shown", &error, signed_in))
+/// What the run page shows: the run view and the run's history.
+struct RunRead {
+    view: Value,
+    history: Value,
 }
 
-fn render(view: &Value, signed_in: &SignedIn, attempt: &CancelAttempt, status: StatusCode) -> Response {
+/// The run view and its history, or the page that says why they cannot be read.
+async fn read_run(state: &UiState, signed_in: &SignedIn, run_id: &str) -> Result<RunRead, Response> {
+    let cannot = |error: ToolError| refusal_page("This run cannot be shown", &error, signed_in);
+    let view = state
+        .call(&signed_in.identity, ToolName::GetRun, json!({ "runId": run_id }))
+        .await
+        .map_err(cannot)?;
+    let history = state
+        .runs
+        .read_run(&signed_in.identity, crate::mcp::RunRead::History, run_id)
+        .await
+        .map_err(cannot)?
+        .into_value();
+    Ok(RunRead { view, history })
+}
+
+fn render(read: &RunRead, signed_in: &SignedIn, attempt: &CancelAttempt, status: StatusCode) -> Response {
+    let view = &read.view;
     let run = &view["run"];
     let id = text(&run["id"]);
     let title = format!("Run {id}");
@@ -105,7 +121,7 @@ fn render(view: &Value, signed_in: &SignedIn, attempt: &CancelAttempt, status: S
         (open_work(view))
         (map_figure(view))
         (steps(view))
-        (timeline_section(&timeline::timeline(view)))
+        (timeline_section(&timeline::timeline(&read.history, view)))
         (reworked(view))
         (cancel_section(view, signed_in, attempt))
     };

@@ -4,7 +4,7 @@
 
 use super::{operators_only, refusal_page, time};
 use crate::Identity;
-use crate::mcp::{ToolBackend, ToolName, ToolResult};
+use crate::mcp::{RunRead, ToolBackend, ToolName, ToolResult};
 use crate::trust::{self, CollectedReport, Counts, DEFAULT_TRUST_RUNS, StepTrust, TrustError};
 use crate::ui::layout::path_segment;
 use crate::ui::layout::{Page, message_page};
@@ -33,6 +33,16 @@ impl ToolBackend for PagesBackend {
         // The trait's future borrows nothing: it owns the tools and the identity.
         let (runs, identity) = (self.0.clone(), identity.clone());
         async move { runs.run_tool(&identity, tool, arguments).await }
+    }
+
+    fn read_run(
+        &self,
+        identity: &Identity,
+        read: RunRead,
+        run_id: &str,
+    ) -> impl Future<Output = ToolResult> + Send {
+        let (runs, identity, run_id) = (self.0.clone(), identity.clone(), run_id.to_owned());
+        async move { runs.read_run(&identity, read, &run_id).await }
     }
 }
 
