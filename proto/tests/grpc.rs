@@ -576,8 +576,8 @@ async fn a_run_walks_through_the_real_runtime_over_grpc_and_replays_exactly() {
 }
 
 /// W3C Trace Context over gRPC (architecture, "Observability"): a call made while serving a
-/// traced call carries its `traceparent`, and the host runs the call in that trace; a call
-/// made outside any trace carries none.
+/// traced call carries its `traceparent`, and the host runs the call in that trace, under a span
+/// of its own (the gRPC hop), whose id it passes on; a call made outside any trace carries none.
 #[tokio::test]
 async fn the_callers_trace_context_reaches_the_host() {
     let recorder = Recorder::answering(Ok(ToolOutcome::Ok(json!({}))));
@@ -590,10 +590,16 @@ async fn the_callers_trace_context_reaches_the_host() {
         .await
         .unwrap();
     service.get_run(&agent(), &"r_2".into()).await.unwrap();
-    assert_eq!(
-        *recorder.traces.lock().unwrap(),
-        vec![Some(traced), Some(traced), None]
-    );
+    let seen = recorder.traces.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    for host_trace in seen[..2].iter() {
+        let host_trace = host_trace.expect("a traced call runs in a trace on the host");
+        assert_eq!(host_trace.trace_id(), traced.trace_id(), "the caller's trace");
+        assert_ne!(host_trace.span_id(), traced.span_id(), "the host's own span, not the caller's");
+        assert_eq!(host_trace.sampled(), traced.sampled());
+    }
+    assert_ne!(seen[0], seen[1], "each call is its own span on the host");
+    assert_eq!(seen[2], None);
 }
 
 /// Mutual TLS between roles: `RoleTls` from the test CA's PEM files.
