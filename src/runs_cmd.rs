@@ -1,11 +1,12 @@
 //! `agentprocess runs|work|escalations ...`: an operator's commands on a running server's runs,
 //! over the admin API (`/admin/v1/runs`, `/admin/v1/work`, `/admin/v1/escalations`) with the
-//! types of [`agentprocess_gateway::admin_ops_model`], through the client of
-//! [`crate::process_admin`].
+//! types of [`agentprocess_gateway::admin_ops_model`] and [`agentprocess_gateway::admin_model`],
+//! through the client of [`crate::process_admin`].
 //!
 //! ```text
 //! runs_cmd/list.rs          runs list
 //! runs_cmd/cancel.rs        runs cancel
+//! runs_cmd/inspect.rs       runs show, runs history
 //! runs_cmd/work.rs          work list
 //! runs_cmd/escalations.rs   escalations list
 //! runs_cmd/table.rs         aligned tables, ages (4m12s) and durations (10m) for people
@@ -17,6 +18,7 @@
 
 mod cancel;
 mod escalations;
+mod inspect;
 mod list;
 mod table;
 mod work;
@@ -61,6 +63,15 @@ pub enum RunsCommand {
     /// as is a run of another organization (not_found).
     #[command(after_help = EXIT_STATUS_HELP)]
     Cancel(cancel::CancelArgs),
+    /// Show a run as an operator sees it: state, each step with who holds its claim until when
+    /// and how often its lease expired, and the open work items.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Show(inspect::ShowArgs),
+    /// Every change of a run, oldest first: when, who, and what (claims, submissions, check
+    /// verdicts, escalations and returns with their notes, decisions, timers, events, the end),
+    /// archived runs included.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    History(inspect::HistoryArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -83,6 +94,8 @@ pub fn run_runs(command: RunsCommand) -> ExitCode {
     match command {
         RunsCommand::List(args) => finish("runs list", list::run(&args)),
         RunsCommand::Cancel(args) => finish("runs cancel", cancel::run(&args)),
+        RunsCommand::Show(args) => finish("runs show", inspect::show(&args)),
+        RunsCommand::History(args) => finish("runs history", inspect::history(&args)),
     }
 }
 

@@ -102,8 +102,17 @@ impl Telemetry {
         let tracer = traces::tracer_provider(options.role)?;
         let trace_layer = tracer.as_ref().map(|provider| {
             use opentelemetry::trace::TracerProvider;
+            // Each span is entered and left at every poll of the future it instruments: no work
+            // there (busy and idle times, activating an OpenTelemetry context; the trace context
+            // travels in our own task-local), and no attributes a trace viewer already shows
+            // (source location, thread, target).
             tracing_opentelemetry::layer()
                 .with_tracer(provider.tracer("agentprocess"))
+                .with_tracked_inactivity(false)
+                .with_context_activation(false)
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
                 .with_filter(tracing_subscriber::filter::filter_fn(traces::exported))
         });
         tracing_subscriber::registry()

@@ -554,3 +554,123 @@ async fn work_list_is_oldest_first_and_escalations_list_shows_the_note() {
     assert!(refused.stderr.contains("person"), "{}", refused.stderr);
     agent.close().await;
 }
+
+/// The escalation path (spec §3.3 escalate, §3.4 decide): escalated with a note, returned with a
+/// note, completed. `runs history` lists every event with its notes, as a table and as JSON, also
+/// once the run is archived; `runs show` says who holds a claim until when.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_show_and_history_follow_an_escalation_to_the_end_and_into_the_archive() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with_env(
+        data.path(),
+        &[],
+        &[("AGENTPROCESS_ARCHIVE_ENDED_RUNS_AFTER_SECONDS", "60")],
+    );
+    server.publish_fixture("invoice-approval");
+    let ops = server.token(&OPS);
+    let agent = server.client(&AGENT).await;
+    let operator = server.client(&OPS).await;
+    let run = run_id(&agent.start_invoice("INV-H1").await);
+    let claim = |run: String| json!({ "runId": run, "stepId": "validate", "requestId": request_id() });
+    let claimed = agent.ok("claim", claim(run.clone())).await;
+
+    let shown = cli(&server, &ops, &["runs", "show", &run]).await;
+    let validate = shown
+        .table()
+        .lines()
+        .find(|line| line.starts_with("validate"))
+        .unwrap();
+    let expires_at = claimed["expiresAt"].as_str().unwrap();
+    assert!(
+        validate.contains("claimed") && validate.contains("ap-bot"),
+        "{}",
+        shown.stdout
+    );
+    let shown = cli(&server, &ops, &["runs", "show", &run, "--json"]).await.json();
+    assert_eq!(shown["steps"][0]["claim"]["holder"], "ap-bot");
+    assert_eq!(
+        shown["steps"][0]["claim"]["expiresAt"]
+            .as_str()
+            .map(|at| at[..19].to_owned()),
+        Some(expires_at[..19].to_owned())
+    );
+
+    agent
+        .ok(
+            "escalate",
+            json!({ "token": claimed["token"], "note": "The invoice is in EUR.", "requestId": request_id() }),
+        )
+        .await;
+    let item = operator.ok("get_work", json!({})).await["items"][0].clone();
+    operator
+        .ok(
+            "decide",
+            json!({
+                "runId": run, "workItemId": item["workItem"]["id"], "snapshot": item["workItem"]["snapshot"],
+                "decision": "returned", "note": "Finance values it at 4350 USD.", "requestId": request_id(),
+            }),
+        )
+        .await;
+    operator
+        .ok(
+            "cancel",
+            json!({ "runId": run, "reason": "Paid by card instead.", "requestId": request_id() }),
+        )
+        .await;
+
+    let history = cli(&server, &ops, &["runs", "history", &run]).await;
+    let table = history.table().to_owned();
+    for part in [
+        "started the run",
+        "claimed validate",
+        "note: The invoice is in EUR.",
+        "note: Finance values it at 4350 USD.",
+        "reason: Paid by card instead.",
+        "the run cancelled",
+    ] {
+        assert!(table.contains(part), "{part} in:\n{table}");
+    }
+    let events = cli(&server, &ops, &["runs", "history", &run, "--json"])
+        .await
+        .json();
+    let kinds: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "started",
+            "claimed",
+            "escalated",
+            "returned",
+            "cancelled",
+            "ended"
+        ],
+        "{events}"
+    );
+
+    // Archived: the same history, read through the archive.
+    server.advance(61).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while common::archived_runs(data.path()) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the run was never archived");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let archived = cli(&server, &ops, &["runs", "history", &run, "--json"])
+        .await
+        .json();
+    assert_eq!(archived, events);
+    let table_after = cli(&server, &ops, &["runs", "history", &run]).await;
+    assert_eq!(table_after.table(), table);
+
+    let not_found = cli(&server, &ops, &["runs", "history", "r_nothing"]).await;
+    assert_eq!(not_found.code, 1, "{}", not_found.stderr);
+    let agent_token = server.token(&AGENT);
+    let forbidden = cli(&server, &agent_token, &["runs", "show", &run]).await;
+    assert_eq!(forbidden.code, 2, "{}", forbidden.stderr);
+    agent.close().await;
+    operator.close().await;
+}

@@ -6,6 +6,17 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// `/admin/v1/runs/{runId}`, the run id percent-encoded.
+pub fn run_path(run_id: &str) -> String {
+    let encoded: String = url::form_urlencoded::byte_serialize(run_id.as_bytes()).collect();
+    format!("/admin/v1/runs/{}", encoded.replace('+', "%20"))
+}
+
+/// `/admin/v1/runs/{runId}/history`, the run id percent-encoded.
+pub fn history_path(run_id: &str) -> String {
+    format!("{}/history", run_path(run_id))
+}
+
 /// `GET /admin/v1/runs/{runId}/history`: every change of the run, oldest first, and how many
 /// of the oldest the server's bound (`limits.history_events_per_run`) dropped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,12 +23,7 @@ pub const MAX_ESCALATIONS: usize = 500;
 
 /// The path that cancels `run_id` (percent-encoded as a path segment).
 pub fn cancel_path(run_id: &str) -> String {
-    format!(
-        "{RUNS_PATH}/{}/cancel",
-        url::form_urlencoded::byte_serialize(run_id.as_bytes())
-            .collect::<String>()
-            .replace('+', "%20")
-    )
+    format!("{}/cancel", crate::admin_model::run_path(run_id))
 }
 
 /// An input filter's value as `list_runs` matches it: text that reads as a JSON number, `true`,

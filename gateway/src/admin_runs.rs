@@ -29,8 +29,8 @@ use std::sync::Arc;
 /// [`crate::admin_routes`] does; callers without operator rights get 403.
 pub fn admin_run_routes<B: ToolBackend>(backend: Arc<B>) -> Router {
     Router::new()
-        .route("/admin/v1/runs/{run_id}", get(inspection::<B>))
-        .route("/admin/v1/runs/{run_id}/history", get(history::<B>))
+        .route("/admin/v1/runs/{runId}", get(inspection::<B>))
+        .route("/admin/v1/runs/{runId}/history", get(history::<B>))
         .route_layer(from_fn(require_operator))
         .with_state(backend)
 }

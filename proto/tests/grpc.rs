@@ -595,7 +595,11 @@ async fn the_callers_trace_context_reaches_the_host() {
     for host_trace in seen[..2].iter() {
         let host_trace = host_trace.expect("a traced call runs in a trace on the host");
         assert_eq!(host_trace.trace_id(), traced.trace_id(), "the caller's trace");
-        assert_ne!(host_trace.span_id(), traced.span_id(), "the host's own span, not the caller's");
+        assert_ne!(
+            host_trace.span_id(),
+            traced.span_id(),
+            "the host's own span, not the caller's"
+        );
         assert_eq!(host_trace.sampled(), traced.sampled());
     }
     assert_ne!(seen[0], seen[1], "each call is its own span on the host");

@@ -15,10 +15,10 @@ pub(crate) struct Change {
     pub trace: Option<TraceParent>,
 }
 
-/// Logs the history events of a committed write at info level: the organization, the run, the
-/// step when there is one, who, the trace and span of the call that made it, and the event's own
-/// fields as text.
-pub(crate) fn log(address: &RunAddress, changes: &[Change]) {
+/// Logs the history events of a committed write at info level: the organization, the run and its
+/// process, the step when there is one, who, the trace and span of the call that made it, and the
+/// event's own fields as text.
+pub(crate) fn log(address: &RunAddress, process: &str, changes: &[Change]) {
     let RunAddress { organization, run_id } = address;
     for Change { event, trace } in changes {
         let by = event.by.as_str();
@@ -27,21 +27,21 @@ pub(crate) fn log(address: &RunAddress, changes: &[Change]) {
         let (trace_id, span_id) = (trace_id.as_deref(), span_id.as_deref());
         match &event.kind {
             HistoryKind::Started { mode } => {
-                tracing::info!(%organization, %run_id, traceId = trace_id, spanId = span_id, by, mode = mode.as_str(), "run started")
+                tracing::info!(%organization, %run_id, traceId = trace_id, spanId = span_id, %process, by = %by, mode = mode.as_str(), "run started")
             }
             HistoryKind::Claimed { step, expires_at } => {
-                tracing::info!(%organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, %expires_at, "step claimed")
+                tracing::info!(%organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, %expires_at, "step claimed")
             }
             HistoryKind::Renewed {
                 step,
                 expires_at,
                 progress,
             } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, %expires_at, progress = progress.as_deref(),
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, %expires_at, progress = progress.as_deref(),
                 "claim renewed"
             ),
             HistoryKind::LeaseExpired { step, holder } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, %holder,
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, %holder,
                 "claim lease expired; the step is claimable again"
             ),
             HistoryKind::Submitted {
@@ -50,7 +50,7 @@ pub(crate) fn log(address: &RunAddress, changes: &[Change]) {
                 next,
                 reason,
             } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, summary = summary.as_deref(),
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, summary = summary.as_deref(),
                 next = next.as_deref(), reason = reason.as_deref(), "step submitted"
             ),
             HistoryKind::CheckVerdict {
@@ -59,7 +59,7 @@ pub(crate) fn log(address: &RunAddress, changes: &[Change]) {
                 action,
                 work_item,
             } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, verdict = verdict.as_str(),
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, verdict = verdict.as_str(),
                 action = action.as_str(), work_item = work_item.as_deref(), "check verdict"
             ),
             HistoryKind::Escalated {
@@ -67,14 +67,14 @@ pub(crate) fn log(address: &RunAddress, changes: &[Change]) {
                 work_item,
                 note,
             } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, %work_item, %note, "step escalated to a person"
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, %work_item, %note, "step escalated to a person"
             ),
             HistoryKind::Returned {
                 step,
                 work_item,
                 note,
             } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, %work_item, %note,
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, %work_item, %note,
                 "escalation returned with a note"
             ),
             HistoryKind::CompletedForAgent {
@@ -82,7 +82,7 @@ pub(crate) fn log(address: &RunAddress, changes: &[Change]) {
                 work_item,
                 summary,
             } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, %work_item, summary = summary.as_deref(),
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, %work_item, summary = summary.as_deref(),
                 "escalated step completed in the agent's place"
             ),
             HistoryKind::Decided {
@@ -91,28 +91,28 @@ pub(crate) fn log(address: &RunAddress, changes: &[Change]) {
                 decision,
                 note,
             } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, %work_item, decision = decision.as_str(),
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, %work_item, decision = decision.as_str(),
                 note = note.as_deref(), "work item decided"
             ),
             HistoryKind::TimerFired { step, timer } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, timer = timer_name(*timer), "timer fired"
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, timer = timer_name(*timer), "timer fired"
             ),
             HistoryKind::EventReceived { name, consumed_by } => match consumed_by {
                 Some(step) => tracing::info!(
-                    %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, event = %name, "event received and consumed"
+                    %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, event = %name, "event received and consumed"
                 ),
                 None => {
-                    tracing::info!(%organization, %run_id, traceId = trace_id, spanId = span_id, by, event = %name, "event received and held")
+                    tracing::info!(%organization, %run_id, traceId = trace_id, spanId = span_id, %process, by = %by, event = %name, "event received and held")
                 }
             },
             HistoryKind::HeldEventConsumed { name, step } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, %step, by, event = %name, "held event consumed"
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, %step, by = %by, event = %name, "held event consumed"
             ),
             HistoryKind::Cancelled { reason } => {
-                tracing::info!(%organization, %run_id, traceId = trace_id, spanId = span_id, by, %reason, "run cancelled")
+                tracing::info!(%organization, %run_id, traceId = trace_id, spanId = span_id, %process, by = %by, %reason, "run cancelled")
             }
             HistoryKind::Ended { state, outcome, note } => tracing::info!(
-                %organization, %run_id, traceId = trace_id, spanId = span_id, by, %state, outcome = outcome.as_deref(),
+                %organization, %run_id, traceId = trace_id, spanId = span_id, %process, by = %by, %state, outcome = outcome.as_deref(),
                 note = note.as_deref(), "run ended"
             ),
         }

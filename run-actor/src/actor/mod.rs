@@ -795,13 +795,13 @@ impl Actor {
         if notified {
             host.config.hints.outbox_written();
         }
-        events::log(&self.address, events);
         let process = self
             .loaded
             .as_ref()
             .and_then(|l| l.run.as_ref())
-            .map(|run| run.process.as_str());
-        events::count(&host.config.metrics, process.unwrap_or_default(), events);
+            .map_or("", |run| run.process.as_str());
+        events::log(&self.address, process, events);
+        events::count(&host.config.metrics, process, events);
     }
 
     /// The claim key operations that bring the store's claims to `work`'s, each key attached to
