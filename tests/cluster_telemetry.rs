@@ -2,6 +2,8 @@
 //! what was done, and one trace per tool call over OTLP, received here by a collector's trace
 //! service: a `submit` sent with the client's `traceparent` yields the gateway's span under it,
 //! the actor host's gRPC span under the gateway's, the command and its store commit under that.
+//! And what an operator asks a gateway of the cluster with the CLI: `runs list`, `runs show`,
+//! `runs history`.
 
 mod cluster_support;
 mod common;
@@ -345,8 +347,52 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+
+    // The operator CLI against the cluster's second gateway: runs list, runs show, runs history.
+    let ops_token = cluster.token_in(common::ORG, &Who::Operator("ops@acme.test", &["ops"]));
+    let listed = cli(
+        &cluster,
+        1,
+        &ops_token,
+        &["runs", "list", "--process", "invoice-approval", "--json"],
+    );
+    let listed: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_str().unwrap())
+        .collect();
+    assert!(listed.contains(&run_id.as_str()), "{listed:?}");
+    let shown = cli(&cluster, 1, &ops_token, &["runs", "show", &run_id, "--json"]);
+    assert_eq!(shown["run"]["state"], "waiting", "{shown}");
+    assert_eq!(shown["workItems"][0]["step"], "manager_review", "{shown}");
+    let history = cli(&cluster, 1, &ops_token, &["runs", "history", &run_id, "--json"]);
+    let kinds: Vec<&str> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["started", "claimed", "submitted"], "{history}");
     agent.close().await;
     ops.close().await;
+}
+
+/// `agentprocess ARGS --server <gateway> --token TOKEN`, its standard output read as JSON.
+fn cli(cluster: &Cluster, gateway: usize, token: &str, args: &[&str]) -> Value {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agentprocess"))
+        .args(args)
+        .args(["--server", cluster.gateway_url(gateway), "--token", token])
+        .env_remove("AGENTPROCESS_URL")
+        .env_remove("AGENTPROCESS_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "agentprocess {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// Every metric name the dashboard's panels query.
