@@ -18,7 +18,6 @@ use super::state::{Mode, RunState, TimerKind};
 use super::time::Timestamp;
 use agentprocess_ids::StepId;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// Who a scheduler command acts as: timers firing and claim leases lapsing.
 pub const SCHEDULER: &str = "scheduler";
@@ -197,102 +196,6 @@ pub fn timer_name(kind: TimerKind) -> &'static str {
         TimerKind::Wait => "wait",
         TimerKind::WaitForTimeout => "wait_for_timeout",
         TimerKind::Due => "due",
-    }
-}
-
-/// One line of plain text per event, for logs and the CLI: what happened, with its data.
-impl fmt::Display for HistoryKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let note = |f: &mut fmt::Formatter<'_>, label: &str, text: &Option<String>| match text {
-            Some(text) => write!(f, "; {label}: {text}"),
-            None => Ok(()),
-        };
-        match self {
-            HistoryKind::Started { mode } => write!(f, "started the run ({})", mode.as_str()),
-            HistoryKind::Claimed { step, expires_at } => write!(f, "claimed {step} until {expires_at}"),
-            HistoryKind::Renewed {
-                step,
-                expires_at,
-                progress,
-            } => {
-                write!(f, "renewed the claim on {step} until {expires_at}")?;
-                note(f, "progress", progress)
-            }
-            HistoryKind::LeaseExpired { step, holder } => {
-                write!(f, "the claim of {holder} on {step} expired")
-            }
-            HistoryKind::Submitted {
-                step,
-                summary,
-                next,
-                reason,
-            } => {
-                write!(f, "submitted {step}")?;
-                note(f, "summary", summary)?;
-                note(f, "next", next)?;
-                note(f, "reason", reason)
-            }
-            HistoryKind::CheckVerdict {
-                step,
-                verdict,
-                action,
-                work_item,
-            } => {
-                write!(f, "check of {step}: {} ({})", verdict.as_str(), action.as_str())?;
-                note(f, "work item", work_item)
-            }
-            HistoryKind::Escalated {
-                step,
-                work_item,
-                note,
-            } => {
-                write!(f, "escalated {step} as {work_item}; note: {note}")
-            }
-            HistoryKind::Returned {
-                step,
-                work_item,
-                note,
-            } => {
-                write!(f, "returned {step} from {work_item}; note: {note}")
-            }
-            HistoryKind::CompletedForAgent {
-                step,
-                work_item,
-                summary,
-            } => {
-                write!(f, "completed {step} in the agent's place from {work_item}")?;
-                note(f, "summary", summary)
-            }
-            HistoryKind::Decided {
-                step,
-                work_item,
-                decision,
-                note: text,
-            } => {
-                write!(f, "decided {work_item} on {step}: {}", decision.as_str())?;
-                note(f, "note", text)
-            }
-            HistoryKind::TimerFired { step, timer } => {
-                write!(f, "{} timer of {step} fired", timer_name(*timer))
-            }
-            HistoryKind::EventReceived { name, consumed_by } => match consumed_by {
-                Some(step) => write!(f, "event {name} received, consumed by {step}"),
-                None => write!(f, "event {name} received and held"),
-            },
-            HistoryKind::HeldEventConsumed { name, step } => {
-                write!(f, "held event {name} consumed by {step}")
-            }
-            HistoryKind::Cancelled { reason } => write!(f, "cancelled the run; reason: {reason}"),
-            HistoryKind::Ended {
-                state,
-                outcome,
-                note: text,
-            } => {
-                write!(f, "the run {state}")?;
-                note(f, "outcome", outcome)?;
-                note(f, "note", text)
-            }
-        }
     }
 }
 
