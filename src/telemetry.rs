@@ -93,7 +93,7 @@ impl Telemetry {
                 .with_filter(log_filter)
                 .boxed(),
             LogFormat::Json => tracing_subscriber::fmt::layer()
-                .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
+                .fmt_fields(json_log::ContextFields)
                 .event_format(json_log::JsonLines)
                 .with_writer(log_writer)
                 .with_filter(log_filter)

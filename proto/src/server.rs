@@ -63,8 +63,7 @@ async fn in_trace<F: Future>(method: &'static str, trace: Option<TraceParent>, c
     );
     match trace {
         Some(trace) => {
-            let mut random = [0u8; 24];
-            getrandom::fill(&mut random).expect("the operating system's random source works");
+            let random = agentprocess_service::trace::random_ids();
             let trace = agentprocess_service::trace::join(&span, Some(trace), random);
             agentprocess_service::trace::scope(trace, call.instrument(span)).await
         }

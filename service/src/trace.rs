@@ -169,8 +169,24 @@ pub async fn scope<F: Future>(trace: TraceParent, call: F) -> F::Output {
     CURRENT.scope(trace, call).await
 }
 
+/// Random bytes for new trace and span ids when no exporter makes them: a thread-local
+/// generator seeded once per thread (W3C Trace Context asks for ids unlikely to repeat, not for
+/// secrets), so a tool call makes no system call for them.
+pub fn random_ids() -> [u8; 24] {
+    let mut random = [0u8; 24];
+    fastrand::fill(&mut random);
+    random
+}
+
+/// Lower-case hex, as W3C Trace Context writes ids.
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(2 * bytes.len());
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    text
 }
 
 fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {

@@ -3,9 +3,11 @@
 //! fields first and then from its spans, innermost first.
 
 use serde_json::{Map, Value};
-use std::fmt;
+use std::fmt::{self, Write as _};
 use tracing::field::{Field, Visit};
+use tracing::span::Record;
 use tracing::{Event, Subscriber};
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
@@ -23,7 +25,7 @@ const CONTEXT: [(&str, &str); 7] = [
 ];
 
 /// The event formatter of `--log-format json`. Span fields must be recorded with
-/// `JsonFields`, so that each span's fields read back as one JSON object.
+/// [`ContextFields`], whose form it reads back.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct JsonLines;
 
@@ -47,7 +49,7 @@ where
                 let extensions = span.extensions();
                 let fields = extensions
                     .get::<FormattedFields<N>>()
-                    .and_then(|formatted| serde_json::from_str::<Map<String, Value>>(formatted).ok())
+                    .map(|formatted| ContextFields::read(formatted))
                     .unwrap_or_default();
                 spans.push((span.name(), fields));
             }
@@ -102,6 +104,75 @@ fn line(
         line.entry(name).or_insert(value);
     }
     line
+}
+
+/// How `--log-format json` keeps a span's fields: only those a line takes its context from (the
+/// names of [`CONTEXT`]), a `name<TAB>JSON value` line each. A field recorded after the span was
+/// made is appended (the last line of a name wins), so recording one costs an append, not a
+/// reading and rewriting of the span's fields.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ContextFields;
+
+impl ContextFields {
+    /// The fields `formatted` holds, by name.
+    fn read(formatted: &str) -> Map<String, Value> {
+        formatted
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .filter_map(|(name, value)| Some((name.to_owned(), serde_json::from_str(value).ok()?)))
+            .collect()
+    }
+}
+
+impl<'writer> FormatFields<'writer> for ContextFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut visitor = ContextVisitor {
+            writer,
+            result: Ok(()),
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+
+    fn add_fields(&self, current: &'writer mut FormattedFields<Self>, fields: &Record<'_>) -> fmt::Result {
+        self.format_fields(current.as_writer(), fields)
+    }
+}
+
+/// Writes the context fields it visits in [`ContextFields`]' form.
+struct ContextVisitor<'writer> {
+    writer: Writer<'writer>,
+    result: fmt::Result,
+}
+
+impl ContextVisitor<'_> {
+    fn write(&mut self, field: &Field, value: Value) {
+        if self.result.is_ok() && CONTEXT.iter().any(|(name, _)| *name == field.name()) {
+            self.result = writeln!(self.writer, "{}\t{value}", field.name());
+        }
+    }
+}
+
+impl Visit for ContextVisitor<'_> {
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.write(field, value.into());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.write(field, value.into());
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.write(field, value.into());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if CONTEXT.iter().any(|(name, _)| *name == field.name()) {
+            let mut text = String::new();
+            let _ = write!(text, "{value:?}");
+            self.write(field, text.into());
+        }
+    }
 }
 
 /// Records an event's fields as JSON values: numbers and booleans as themselves, everything
@@ -196,6 +267,62 @@ mod tests {
         assert_eq!(
             Value::Object(line),
             json!({"timestamp": "t", "level": "INFO", "target": "agentprocess", "message": "store opened", "recovered": 3})
+        );
+    }
+
+    /// A buffer the log writes into, read back by the test.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_carries_what_its_spans_recorded_after_they_were_made() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .fmt_fields(ContextFields)
+                .event_format(JsonLines)
+                .with_writer(move || writer.clone()),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            let call = tracing::info_span!(
+                "tool_call",
+                tool = "claim",
+                organization = %"acme \"east\"",
+                detail = "not context",
+                traceId = tracing::field::Empty,
+            );
+            call.record("traceId", "ab");
+            call.record("traceId", "cd");
+            let command = tracing::info_span!(parent: &call, "run_command", runId = "r_1", spanId = tracing::field::Empty);
+            command.record("spanId", "ef");
+            command.in_scope(|| tracing::info!(step = "review", "step claimed"));
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let line: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(line["message"], "step claimed");
+        assert_eq!(line["traceId"], "cd", "the last value recorded wins: {line}");
+        assert_eq!(line["spanId"], "ef");
+        assert_eq!(line["runId"], "r_1");
+        assert_eq!(line["organization"], "acme \"east\"");
+        assert_eq!(line["tool"], "claim");
+        assert_eq!(line["step"], "review");
+        assert_eq!(line["span"], "run_command");
+        assert!(
+            line.get("detail").is_none(),
+            "a span's other fields stay out: {line}"
         );
     }
 }

@@ -118,16 +118,11 @@ impl<B: ToolBackend> ProtocolServer<B> {
             "tool_call",
             tool = tool.as_str(),
             organization = identity.organization.as_str(),
-            runId = tracing::field::Empty,
+            runId = run_id_of_call(arguments.as_ref()),
             traceId = tracing::field::Empty,
             spanId = tracing::field::Empty,
         );
-        if let Some(run_id) = run_id_of_call(arguments.as_ref()) {
-            span.record("runId", run_id);
-        }
-        let mut random = [0u8; 24];
-        getrandom::fill(&mut random).expect("the operating system's random source works");
-        let trace = trace::join(&span, caller_trace, random);
+        let trace = trace::join(&span, caller_trace, trace::random_ids());
         let result = trace::scope(
             trace,
             self.call(identity, tool, arguments).instrument(span.clone()),

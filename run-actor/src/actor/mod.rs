@@ -919,9 +919,7 @@ fn command_span(run_id: &RunId, envelope: &Envelope) -> tracing::Span {
     if !span.is_disabled()
         && let Some(parent) = envelope.trace
     {
-        let mut random = [0u8; 24];
-        getrandom::fill(&mut random).expect("the operating system's random source works");
-        trace::join(&span, Some(parent), random);
+        trace::join(&span, Some(parent), trace::random_ids());
     }
     span
 }
