@@ -1,5 +1,5 @@
 //! The built `agentprocess serve` in a child process, dev tokens for it, and an rmcp client whose
-//! every tool result is checked against the protocol's schemas.
+//! every tool result is checked against our schemas and the `outputSchema` the server publishes.
 
 #![allow(dead_code)]
 
@@ -12,13 +12,14 @@ pub mod ui;
 use agentprocess_gateway::IdentityKind;
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_run_actor::machine::Timestamp;
-use agentprocess_testkit::assert_matches_schema;
+use agentprocess_testkit::{assert_matches_schema, assert_matches_standalone};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -464,6 +465,8 @@ impl Drop for Server {
 /// An rmcp client over Streamable HTTP.
 pub struct Mcp {
     client: RunningService<RoleClient, ClientConfig>,
+    /// Every tool's `outputSchema` as `tools/list` published it, fetched on the first call.
+    output_schemas: tokio::sync::OnceCell<HashMap<String, Value>>,
 }
 
 /// An HTTP answer's status and its body as JSON (`null` when the body is not JSON).
@@ -494,11 +497,45 @@ impl Mcp {
             .serve(transport)
             .await
             .expect("the MCP client connects");
-        Mcp { client }
+        Mcp {
+            client,
+            output_schemas: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Every tool's published `inputSchema` and `outputSchema`, by name, from `tools/list`.
+    pub async fn published_schemas(&self) -> HashMap<String, (Value, Value)> {
+        let tools = self.client.list_all_tools().await.expect("tools/list");
+        tools
+            .into_iter()
+            .map(|tool| {
+                let input = Value::Object((*tool.input_schema).clone());
+                let output = Value::Object((*tool.output_schema.expect("an outputSchema")).clone());
+                (tool.name.to_string(), (input, output))
+            })
+            .collect()
+    }
+
+    /// The `outputSchema` `tools/list` published for `tool`.
+    async fn output_schema(&self, tool: &str) -> &Value {
+        let schemas = self
+            .output_schemas
+            .get_or_init(|| async {
+                self.published_schemas()
+                    .await
+                    .into_iter()
+                    .map(|(name, (_, output))| (name, output))
+                    .collect()
+            })
+            .await;
+        schemas
+            .get(tool)
+            .unwrap_or_else(|| panic!("tools/list has no {tool}"))
     }
 
     /// Calls `tool` and returns its `{ ok, ... }` envelope, after checking it against the
-    /// tool's result schema (or the error schema) and that text and structured content agree.
+    /// tool's result schema (or the error schema), the whole envelope against the `outputSchema`
+    /// the server publishes for the tool, and that text and structured content agree.
     pub async fn call(&self, tool: &str, arguments: Value) -> Value {
         self.try_call(tool, arguments)
             .await
@@ -532,6 +569,8 @@ impl Mcp {
             }
             None => panic!("{tool}: no ok in {envelope}"),
         }
+        let published = self.output_schema(tool).await;
+        assert_matches_standalone(&format!("the outputSchema of {tool}"), published, &envelope);
         Ok(envelope)
     }
 
