@@ -294,3 +294,24 @@ pub fn assert_matches_standalone(what: &str, schema: &Value, value: &Value) {
         serde_json::to_string_pretty(value).unwrap()
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clone needs nothing beside it: without `AGENTPROCESS_SCHEMAS`, the schemas are the
+    /// repository's own folder, never one found above the checkout.
+    #[test]
+    fn the_schemas_are_the_repositorys_own() {
+        if std::env::var_os("AGENTPROCESS_SCHEMAS").is_some() {
+            eprintln!(
+                "the_schemas_are_the_repositorys_own: skipped, AGENTPROCESS_SCHEMAS overrides the folder"
+            );
+            return;
+        }
+        let dir = schemas_dir();
+        assert_eq!(dir, workspace_root().join("schemas/core-2"));
+        assert!(dir.join("index.json").is_file(), "{}", dir.display());
+        assert!(SchemaSet::ours().file("run-view.json").is_some());
+    }
+}
