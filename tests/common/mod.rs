@@ -505,32 +505,39 @@ impl Mcp {
 
     /// Every tool's published `inputSchema` and `outputSchema`, by name, from `tools/list`.
     pub async fn published_schemas(&self) -> HashMap<String, (Value, Value)> {
-        let tools = self.client.list_all_tools().await.expect("tools/list");
-        tools
+        self.list_schemas()
+            .await
+            .unwrap_or_else(|e| panic!("tools/list: {e}"))
+    }
+
+    /// [`Mcp::published_schemas`], or why `tools/list` got no answer.
+    async fn list_schemas(&self) -> Result<HashMap<String, (Value, Value)>, String> {
+        let tools = match tokio::time::timeout(Duration::from_secs(30), self.client.list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("no answer within 30 s".to_owned()),
+        };
+        Ok(tools
             .into_iter()
             .map(|tool| {
                 let input = Value::Object((*tool.input_schema).clone());
                 let output = Value::Object((*tool.output_schema.expect("an outputSchema")).clone());
                 (tool.name.to_string(), (input, output))
             })
-            .collect()
+            .collect())
     }
 
-    /// The `outputSchema` `tools/list` published for `tool`.
-    async fn output_schema(&self, tool: &str) -> &Value {
-        let schemas = self
-            .output_schemas
-            .get_or_init(|| async {
-                self.published_schemas()
-                    .await
+    /// Every tool's published `outputSchema`, fetched once per client.
+    async fn output_schemas(&self) -> Result<&HashMap<String, Value>, String> {
+        self.output_schemas
+            .get_or_try_init(|| async {
+                let schemas = self.list_schemas().await?;
+                Ok(schemas
                     .into_iter()
                     .map(|(name, (_, output))| (name, output))
-                    .collect()
+                    .collect())
             })
-            .await;
-        schemas
-            .get(tool)
-            .unwrap_or_else(|| panic!("tools/list has no {tool}"))
+            .await
     }
 
     /// Calls `tool` and returns its `{ ok, ... }` envelope, after checking it against the
@@ -547,6 +554,8 @@ impl Mcp {
     /// `call`.
     pub async fn try_call(&self, tool: &str, arguments: Value) -> Result<Value, String> {
         let arguments: Map<String, Value> = serde_json::from_value(arguments).expect("an object");
+        // Fetched before the call, so a server that is gone fails this call like any other.
+        let output_schemas = self.output_schemas().await?;
         let call = self
             .client
             .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments));
@@ -569,7 +578,9 @@ impl Mcp {
             }
             None => panic!("{tool}: no ok in {envelope}"),
         }
-        let published = self.output_schema(tool).await;
+        let published = output_schemas
+            .get(tool)
+            .unwrap_or_else(|| panic!("tools/list has no {tool}"));
         assert_matches_standalone(&format!("the outputSchema of {tool}"), published, &envelope);
         Ok(envelope)
     }
