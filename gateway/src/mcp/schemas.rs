@@ -1,4 +1,4 @@
-//! The server's own JSON Schemas (`schemas/core-2/` at the repository root), embedded at build time and bundled into self-contained schemas for `tools/list`.
+//! Our JSON Schemas (`schemas/core-2/`), embedded at build time and bundled to stand alone in `tools/list`.
 //!
 //! The files refer to each other only by `$id` ([`ID_PREFIX`] plus a name). An MCP client cannot
 //! resolve those ids, so what the server publishes is a BUNDLE: every file a schema reaches is

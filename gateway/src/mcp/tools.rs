@@ -181,15 +181,18 @@ struct Entry {
 }
 
 /// Every tool's schemas and validator, bundled and compiled on first use. The embedded schemas
-/// are fixed at build time, so a failure here is a bug in this crate, and the tests exercise every one.
+/// are fixed at build time, so a failure here is a bug in this crate, and the tests exercise
+/// every one.
 fn catalog() -> &'static [Entry] {
     static CATALOG: OnceLock<Vec<Entry>> = OnceLock::new();
     CATALOG.get_or_init(|| {
         ToolName::ALL
             .iter()
             .map(|tool| {
-                let arguments =
-                    bundled(&schemas::embedded(&format!("tools:{tool}.arguments")).expect("embedded"));
+                let arguments = bundled(
+                    &schemas::embedded(&format!("tools:{tool}.arguments"))
+                        .expect("every tool has an argument schema"),
+                );
                 let output = bundled(&schemas::envelope(tool.as_str()));
                 let validator = jsonschema::draft202012::new(&Value::Object(arguments.clone()))
                     .unwrap_or_else(|e| panic!("argument schema of {tool} does not compile: {e}"));
