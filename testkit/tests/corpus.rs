@@ -212,7 +212,7 @@ fn our_schemas_accept_the_valid_documents_and_refuse_the_invalid() {
                 .filter(|document| document.schema == *schema && document.valid == valid)
                 .count();
             assert!(
-                count >= 3,
+                count >= 5,
                 "{schema}: only {count} {} documents",
                 if valid { "valid" } else { "invalid" }
             );
