@@ -18,7 +18,16 @@ use std::time::Duration;
 /// `AGENTPROCESS_*` variables that are not settings of the server: those of the operator
 /// commands, the settings file's path, and those of the test suite. Any other `AGENTPROCESS_*`
 /// variable must name a setting, or the server refuses to start and says which.
-const NOT_SETTINGS: [&str; 6] = ["URL", "TOKEN", "CONFIG", "SCHEMAS", "FIXTURES", "BLESS"];
+const NOT_SETTINGS: [&str; 8] = [
+    "URL",
+    "TOKEN",
+    "CONFIG",
+    "SCHEMAS",
+    "FIXTURES",
+    "OFFICIAL",
+    "REQUIRE_OFFICIAL",
+    "BLESS",
+];
 
 /// Everything `agentprocess serve` can be told. Every field has a default that suits one
 /// machine; a TOML file uses the same names (`[limits]`, `[auth]`, `[evaluator]` as tables),

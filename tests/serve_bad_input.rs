@@ -172,6 +172,17 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// `property` of the published `schema`, or what it refers to in the schema's `$defs`.
+fn resolved(schema: &Value, property: Value) -> Value {
+    match property["$ref"]
+        .as_str()
+        .and_then(|reference| reference.strip_prefix("#/$defs/"))
+    {
+        Some(name) => schema["$defs"][name].clone(),
+        None => property,
+    }
+}
+
 /// A value of the right type for `schema`, inside its bounds.
 fn right_value(schema: &Value) -> Value {
     if let Some(first) = schema["enum"].as_array().and_then(|values| values.first()) {
@@ -199,10 +210,10 @@ fn wrong_values(schema: &Value) -> Vec<Value> {
     }
 }
 
-/// tools.md: every tool's arguments as its schema fixes them. A wrong-typed value in any
-/// argument, all others right, is `invalid` with the issue `"<argument>: expected <type>"` (plus,
-/// for an enum, one saying the value is not allowed) and no other; nothing changes and the
-/// server keeps answering.
+/// tools.md: every tool's arguments as its published `inputSchema` fixes them. A wrong-typed
+/// value in any argument, all others right, is `invalid` with the issue `"<argument>: expected
+/// <type>"` (plus, for an enum, one saying the value is not allowed) and no other; nothing changes
+/// and the server keeps answering.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_type_in_any_argument_of_any_tool_is_invalid_naming_it() {
     let data = tempfile::tempdir().unwrap();
@@ -212,21 +223,23 @@ async fn a_wrong_type_in_any_argument_of_any_tool_is_invalid_naming_it() {
     start_one_run(&client).await;
     let before = state_of(&client).await;
 
-    let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/schemas");
     let mut checked = 0;
-    let mut tools = Vec::new();
-    for entry in std::fs::read_dir(&schemas).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
-        if let Some(tool) = name.strip_suffix(".arguments.json") {
-            tools.push((tool.to_owned(), path));
-        }
-    }
-    tools.sort();
+    let mut tools: Vec<(String, Value)> = client
+        .published_schemas()
+        .await
+        .into_iter()
+        .map(|(tool, (input, _))| (tool, input))
+        .collect();
+    tools.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(tools.len(), 14, "every tool has an argument schema");
-    for (tool, path) in tools {
-        let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-        let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+    for (tool, schema) in tools {
+        let properties: Map<String, Value> = schema["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, property)| (name, resolved(&schema, property)))
+            .collect();
         let right: Map<String, Value> = properties
             .iter()
             .map(|(name, property)| (name.clone(), right_value(property)))

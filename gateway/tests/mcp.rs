@@ -3,8 +3,9 @@
 
 mod common;
 
+use agentprocess_gateway::mcp::schemas::{self, ID_PREFIX, bundle};
 use agentprocess_gateway::{DescribeConfig, IdentityKind, ToolName};
-use agentprocess_testkit::{assert_matches_schema, schemas_dir};
+use agentprocess_testkit::{SchemaSet, assert_matches_schema, assert_matches_standalone, schemas_dir};
 use common::{TestServer, initialize, post_mcp, post_mcp_with, start_dev, start_with};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
@@ -56,25 +57,52 @@ fn envelope(result: &CallToolResult) -> Value {
     structured
 }
 
+/// `schema` bundled from the files of the schema folder, as a test reads them.
+fn bundled_from_folder(schema: &Value) -> Value {
+    bundle(schema, |name| {
+        SchemaSet::ours().by_id(&format!("{ID_PREFIX}{name}")).cloned()
+    })
+    .unwrap_or_else(|e| panic!("the schema folder does not bundle: {e}"))
+}
+
+/// The `outputSchema` `tools/list` publishes for `tool`.
+async fn published_output_schema(client: &Client, tool: &str) -> Value {
+    let tools = client.list_all_tools().await.unwrap();
+    let listed = tools
+        .into_iter()
+        .find(|listed| listed.name == tool)
+        .unwrap_or_else(|| panic!("tools/list has no {tool}"));
+    Value::Object((*listed.output_schema.expect("an outputSchema")).clone())
+}
+
+/// tools.md, "JSON Schemas": every tool is listed with our `tools/<name>.arguments.json` as
+/// `inputSchema` and the envelope of our `tools/<name>.result.json` as `outputSchema`, bundled
+/// so that each stands alone.
 #[tokio::test]
-async fn lists_the_fourteen_tools_with_the_protocol_schemas() {
+async fn lists_the_fourteen_tools_with_our_schemas_bundled() {
     let server = start_dev().await;
     let client = connect(&server).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(names, ToolName::ALL.map(ToolName::as_str));
     for tool in &tools {
-        let published: Value = serde_json::from_str(
-            &std::fs::read_to_string(schemas_dir().join(format!("tools/{}.arguments.json", tool.name)))
-                .unwrap(),
-        )
-        .unwrap();
+        let arguments = SchemaSet::ours()
+            .file(&format!("tools/{}.arguments.json", tool.name))
+            .unwrap();
         assert_eq!(
             Value::Object((*tool.input_schema).clone()),
-            published,
-            "{}",
+            bundled_from_folder(arguments),
+            "{}: inputSchema",
             tool.name
         );
+        let output = Value::Object((*tool.output_schema.clone().expect("an outputSchema")).clone());
+        assert_eq!(
+            output,
+            bundled_from_folder(&schemas::envelope(&tool.name)),
+            "{}: outputSchema",
+            tool.name
+        );
+        assert_eq!(output["type"], json!("object"));
         assert!(tool.description.as_deref().is_some_and(|d| !d.is_empty()));
     }
     client.cancel().await.unwrap();
@@ -89,6 +117,8 @@ async fn describe_matches_its_schema() {
     let body = envelope(&result);
     assert_eq!(body["ok"], json!(true));
     assert_matches_schema("tools/describe.result.json", &body["data"]);
+    let published = published_output_schema(&client, "describe").await;
+    assert_matches_standalone("the outputSchema of describe", &published, &body);
     assert_eq!(body["data"]["version"], json!("core-2"));
     assert_eq!(body["data"]["profiles"], json!(["parallel-1"]));
     assert_eq!(body["data"]["person"], json!({ "format": "email" }));
@@ -168,6 +198,8 @@ async fn arguments_that_break_the_schema_are_invalid_with_every_issue() {
         let body = envelope(&result);
         assert_eq!(body["ok"], json!(false), "{tool} {arguments}");
         assert_matches_schema("tool-error.json", &body["error"]);
+        let published = published_output_schema(&client, tool).await;
+        assert_matches_standalone(&format!("the outputSchema of {tool}"), &published, &body);
         assert_eq!(body["error"]["code"], json!("invalid"), "{tool} {arguments}");
         let mut issues: Vec<&str> = body["error"]["issues"]
             .as_array()
@@ -304,12 +336,13 @@ async fn malformed_json_rpc_is_a_json_rpc_error() {
     );
 }
 
+/// The binary carries the schema folder as it is in the repository, byte for byte.
 #[test]
-fn the_embedded_schemas_are_the_published_ones() {
-    for tool in ToolName::ALL {
-        let file = schemas_dir().join(format!("tools/{tool}.arguments.json"));
-        let published = std::fs::read_to_string(&file).unwrap();
-        assert_eq!(tool.arguments_schema_text(), published, "{}", file.display());
+fn the_embedded_schemas_are_the_folders_files() {
+    for (path, embedded) in schemas::FILES {
+        let file = schemas_dir().join(path);
+        let on_disk = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(*embedded, on_disk, "{}", file.display());
     }
 }
 

@@ -10,7 +10,7 @@ use common::*;
 use serde_json::{Value, json};
 
 fn incident() -> World {
-    let bytes = std::fs::read(schemas_dir().join("../../fixtures/major-incident/PROCESS.md")).unwrap();
+    let bytes = std::fs::read(fixtures_dir().join("major-incident/PROCESS.md")).unwrap();
     let loaded = agentprocess_process::load(&bytes, &agentprocess_process::Offer::EVERYTHING).unwrap();
     let mut process = pinned("major-incident", fields(&[]), Vec::new());
     process.process = loaded.process;

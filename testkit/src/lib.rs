@@ -1,11 +1,13 @@
-//! Test helpers shared by the workspace: the protocol's JSON Schemas and conformance fixtures,
-//! a fake `check-1` evaluator ([`fake_evaluator`]), readers of run views ([`run_view`]) and a
-//! real etcd cluster on loopback ([`etcd_cluster`]) and a member that serves TLS
-//! ([`secured_etcd`]).
+//! Test helpers shared by the workspace: the JSON Schemas ([`assert_matches_schema`]) and
+//! conformance fixtures, a fake `check-1` evaluator ([`fake_evaluator`]), readers of run views
+//! ([`run_view`]) and a real etcd cluster on loopback ([`etcd_cluster`]) and a member that serves
+//! TLS ([`secured_etcd`]).
 //!
-//! The schemas and fixtures are the protocol's published copies, kept beside the repository in
-//! `shared/agentprocess/`. `AGENTPROCESS_SCHEMAS` and `AGENTPROCESS_FIXTURES` override where they
-//! are looked for.
+//! The schemas are the server's own, in the repository's `schemas/core-2/`, so a clone needs
+//! nothing beside it. `AGENTPROCESS_OFFICIAL` names a folder with the protocol's published
+//! `schemas/core-2/` and `fixtures/`: when it is set, every value checked against one of our
+//! schemas is checked against the published schema of the same name too. `AGENTPROCESS_SCHEMAS`
+//! and `AGENTPROCESS_FIXTURES` override where the schemas and fixtures are looked for.
 
 pub mod etcd_cluster;
 pub mod fake_evaluator;
@@ -22,14 +24,69 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The folder holding the core-2 JSON Schemas (`run-view.json`, `tools/claim.result.json`, ...).
+/// The variable naming the protocol's published schemas and fixtures.
+pub const OFFICIAL_VARIABLE: &str = "AGENTPROCESS_OFFICIAL";
+
+/// The variable that makes a missing [`official_dir`] a test failure rather than a skip.
+pub const REQUIRE_OFFICIAL_VARIABLE: &str = "AGENTPROCESS_REQUIRE_OFFICIAL";
+
+/// The folder holding our core-2 JSON Schemas (`run-view.json`, `tools/claim.result.json`, ...):
+/// `AGENTPROCESS_SCHEMAS`, else the repository's `schemas/core-2`.
 pub fn schemas_dir() -> PathBuf {
-    from_env_or("AGENTPROCESS_SCHEMAS", "shared/agentprocess/schemas/core-2")
+    match std::env::var_os("AGENTPROCESS_SCHEMAS") {
+        Some(path) => PathBuf::from(path),
+        None => workspace_root().join("schemas/core-2"),
+    }
 }
 
-/// The folder holding one sub-folder per conformance fixture, each with a `PROCESS.md`.
+/// The folder `AGENTPROCESS_OFFICIAL` names, holding the protocol's published `schemas/core-2`
+/// and `fixtures`; `None` when it is not set.
+pub fn official_dir() -> Option<PathBuf> {
+    std::env::var_os(OFFICIAL_VARIABLE).map(PathBuf::from)
+}
+
+/// [`official_dir`], for a test that compares against the published schemas. `None`, with the
+/// reason printed, when it is not set; a failure when `AGENTPROCESS_REQUIRE_OFFICIAL=1` asks for
+/// it or when it names no folder with `schemas/core-2`.
+pub fn official_dir_or_skip(test: &str) -> Option<PathBuf> {
+    let required = std::env::var_os(REQUIRE_OFFICIAL_VARIABLE).is_some_and(|value| value == "1");
+    match official_dir() {
+        Some(dir) => {
+            assert!(
+                dir.join("schemas/core-2").is_dir(),
+                "{OFFICIAL_VARIABLE}={} holds no schemas/core-2",
+                dir.display()
+            );
+            Some(dir)
+        }
+        None if required => {
+            panic!("{test}: {REQUIRE_OFFICIAL_VARIABLE}=1 but {OFFICIAL_VARIABLE} is not set")
+        }
+        None => {
+            eprintln!("{test}: skipped, {OFFICIAL_VARIABLE} names no published schemas");
+            None
+        }
+    }
+}
+
+/// The folder holding one sub-folder per conformance fixture, each with a `PROCESS.md`:
+/// `AGENTPROCESS_FIXTURES`, else `$AGENTPROCESS_OFFICIAL/fixtures`, else a `shared/agentprocess/
+/// fixtures` beside the workspace.
 pub fn fixtures_dir() -> PathBuf {
-    from_env_or("AGENTPROCESS_FIXTURES", "shared/agentprocess/fixtures")
+    if let Some(path) = std::env::var_os("AGENTPROCESS_FIXTURES") {
+        return PathBuf::from(path);
+    }
+    if let Some(official) = official_dir() {
+        return official.join("fixtures");
+    }
+    let relative = "shared/agentprocess/fixtures";
+    workspace_root()
+        .ancestors()
+        .map(|dir| dir.join(relative))
+        .find(|candidate| candidate.is_dir())
+        .unwrap_or_else(|| {
+            panic!("no {relative} beside the workspace; set AGENTPROCESS_FIXTURES or {OFFICIAL_VARIABLE}")
+        })
 }
 
 /// Every conformance fixture as `(folder name, path of its PROCESS.md)`, sorted by name.
@@ -56,33 +113,48 @@ pub fn fixtures() -> Vec<(String, PathBuf)> {
     found
 }
 
-/// Looks for `relative` in the nearest ancestor of the workspace that holds it.
-fn from_env_or(variable: &str, relative: &str) -> PathBuf {
-    if let Some(path) = std::env::var_os(variable) {
-        return PathBuf::from(path);
-    }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+/// The workspace's root folder: the repository checkout.
+fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("workspace root");
-    workspace
-        .ancestors()
-        .map(|dir| dir.join(relative))
-        .find(|candidate| candidate.is_dir())
-        .unwrap_or_else(|| panic!("no {relative} beside the workspace; set {variable}"))
+        .expect("workspace root")
 }
 
-/// Every schema file, by path relative to the schemas folder (`tools/claim.result.json`).
-fn schema_files() -> &'static BTreeMap<String, Value> {
-    static FILES: OnceLock<BTreeMap<String, Value>> = OnceLock::new();
-    FILES.get_or_init(|| {
-        let root = schemas_dir();
+/// One folder of JSON Schema files, each compiled on demand with every other file of the folder
+/// reachable by its `$id`, so references between them resolve without any network.
+pub struct SchemaSet {
+    root: PathBuf,
+    /// Every schema file, by path relative to the folder (`tools/claim.result.json`).
+    files: Arc<BTreeMap<String, Value>>,
+    compiled: Mutex<HashMap<String, Arc<Validator>>>,
+}
+
+impl SchemaSet {
+    /// Our schemas, from [`schemas_dir`], loaded once.
+    pub fn ours() -> &'static SchemaSet {
+        static OURS: OnceLock<SchemaSet> = OnceLock::new();
+        OURS.get_or_init(|| SchemaSet::load(schemas_dir()))
+    }
+
+    /// The protocol's published schemas, from [`official_dir`], loaded once; `None` when
+    /// `AGENTPROCESS_OFFICIAL` is not set.
+    pub fn official() -> Option<&'static SchemaSet> {
+        static OFFICIAL: OnceLock<Option<SchemaSet>> = OnceLock::new();
+        OFFICIAL
+            .get_or_init(|| official_dir().map(|dir| SchemaSet::load(dir.join("schemas/core-2"))))
+            .as_ref()
+    }
+
+    /// Every `*.json` of `root` and of `root/tools`.
+    pub fn load(root: PathBuf) -> SchemaSet {
         let mut files = BTreeMap::new();
         for dir in [root.clone(), root.join("tools")] {
             for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
                 let path = entry.expect("schema entry").path();
                 if path.extension().is_some_and(|ext| ext == "json") {
                     let text = std::fs::read_to_string(&path).expect("schema file");
-                    let value: Value = serde_json::from_str(&text).expect("schema JSON");
+                    let value: Value =
+                        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                     let relative = path
                         .strip_prefix(&root)
                         .unwrap()
@@ -92,17 +164,74 @@ fn schema_files() -> &'static BTreeMap<String, Value> {
                 }
             }
         }
-        files
-    })
+        SchemaSet {
+            root,
+            files: Arc::new(files),
+            compiled: Mutex::default(),
+        }
+    }
+
+    /// The folder the files came from.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The file at `path` relative to the folder, if there is one.
+    pub fn file(&self, path: &str) -> Option<&Value> {
+        self.files.get(path)
+    }
+
+    /// The file whose `$id` is `id`.
+    pub fn by_id(&self, id: &str) -> Option<&Value> {
+        self.files
+            .values()
+            .find(|value| value.get("$id").and_then(Value::as_str) == Some(id))
+    }
+
+    /// A validator for the file at `path`, compiled once and shared.
+    pub fn validator(&self, path: &str) -> Arc<Validator> {
+        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(validator) = compiled.get(path) {
+            return Arc::clone(validator);
+        }
+        let schema = self
+            .file(path)
+            .unwrap_or_else(|| panic!("no schema {path} in {}", self.root.display()));
+        let validator = Arc::new(
+            jsonschema::options()
+                .with_retriever(ById(Arc::clone(&self.files)))
+                .build(schema)
+                .unwrap_or_else(|e| panic!("schema {path} in {} does not compile: {e}", self.root.display())),
+        );
+        compiled.insert(path.to_string(), Arc::clone(&validator));
+        validator
+    }
+
+    /// Every violation of the file at `path` by `value`, one line each; empty when it matches.
+    pub fn violations(&self, path: &str, value: &Value) -> Vec<String> {
+        self.validator(path)
+            .iter_errors(value)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect()
+    }
 }
 
-/// Serves the schema files by `$id`, so references between them resolve without any network.
-struct SchemaFiles;
+impl std::fmt::Debug for SchemaSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaSet")
+            .field("root", &self.root)
+            .field("files", &self.files.len())
+            .finish()
+    }
+}
 
-impl Retrieve for SchemaFiles {
+/// Serves the files of one folder by `$id`.
+struct ById(Arc<BTreeMap<String, Value>>);
+
+impl Retrieve for ById {
     fn retrieve(&self, uri: &Uri<String>) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
         let wanted = uri.as_str().trim_end_matches('#');
-        schema_files()
+        self.0
             .values()
             .find(|value| value.get("$id").and_then(Value::as_str) == Some(wanted))
             .cloned()
@@ -110,41 +239,79 @@ impl Retrieve for SchemaFiles {
     }
 }
 
-/// A validator for one schema file, with every other schema reachable by its `$id`. Compiled
-/// once per schema file and shared, so tests can check every value they render.
+/// A validator for one of our schema files, compiled once per file and shared, so tests can
+/// check every value they render.
 pub fn validator(schema_file: &str) -> Arc<Validator> {
-    static COMPILED: OnceLock<Mutex<HashMap<String, Arc<Validator>>>> = OnceLock::new();
-    let mut compiled = COMPILED
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(validator) = compiled.get(schema_file) {
-        return Arc::clone(validator);
-    }
-    let schema = schema_files()
-        .get(schema_file)
-        .unwrap_or_else(|| panic!("no schema {schema_file}"));
-    let validator = Arc::new(
-        jsonschema::options()
-            .with_retriever(SchemaFiles)
-            .build(schema)
-            .unwrap_or_else(|e| panic!("schema {schema_file} does not compile: {e}")),
-    );
-    compiled.insert(schema_file.to_string(), Arc::clone(&validator));
-    validator
+    SchemaSet::ours().validator(schema_file)
 }
 
-/// Panics with every violation when `value` does not match the schema in `schema_file`.
+/// Panics with every violation when `value` does not match our schema in `schema_file`. When
+/// `AGENTPROCESS_OFFICIAL` is set and the published schemas have a file of the same name,
+/// `value` must match that one too: what the server returns keeps to the published contract.
 pub fn assert_matches_schema(schema_file: &str, value: &Value) {
-    let validator = validator(schema_file);
+    let mut sets = vec![SchemaSet::ours()];
+    sets.extend(SchemaSet::official().filter(|official| official.file(schema_file).is_some()));
+    for set in sets {
+        let errors = set.violations(schema_file, value);
+        assert!(
+            errors.is_empty(),
+            "{schema_file} in {} refuses the value:\n  {}\nvalue: {}",
+            set.root().display(),
+            errors.join("\n  "),
+            serde_json::to_string_pretty(value).unwrap()
+        );
+    }
+}
+
+/// Panics with every violation when `value` does not match `schema`, a schema that must stand
+/// alone (a tool's published `inputSchema` or `outputSchema`): nothing outside it is reachable,
+/// so a reference it cannot resolve itself fails to compile. `what` names it in the message.
+/// Compiled once per distinct schema.
+pub fn assert_matches_standalone(what: &str, schema: &Value, value: &Value) {
+    static COMPILED: OnceLock<Mutex<HashMap<String, Arc<Validator>>>> = OnceLock::new();
+    let key = schema.to_string();
+    let validator = {
+        let mut compiled = COMPILED
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let validator = compiled.entry(key).or_insert_with(|| {
+            Arc::new(
+                jsonschema::draft202012::new(schema)
+                    .unwrap_or_else(|e| panic!("{what} does not compile on its own: {e}")),
+            )
+        });
+        Arc::clone(validator)
+    };
     let errors: Vec<String> = validator
         .iter_errors(value)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
     assert!(
         errors.is_empty(),
-        "{schema_file} refuses the value:\n  {}\nvalue: {}",
+        "{what} refuses the value:\n  {}\nvalue: {}",
         errors.join("\n  "),
         serde_json::to_string_pretty(value).unwrap()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clone needs nothing beside it: without `AGENTPROCESS_SCHEMAS`, the schemas are the
+    /// repository's own folder, never one found above the checkout.
+    #[test]
+    fn the_schemas_are_the_repositorys_own() {
+        if std::env::var_os("AGENTPROCESS_SCHEMAS").is_some() {
+            eprintln!(
+                "the_schemas_are_the_repositorys_own: skipped, AGENTPROCESS_SCHEMAS overrides the folder"
+            );
+            return;
+        }
+        let dir = schemas_dir();
+        assert_eq!(dir, workspace_root().join("schemas/core-2"));
+        assert!(dir.join("index.json").is_file(), "{}", dir.display());
+        assert!(SchemaSet::ours().file("run-view.json").is_some());
+    }
 }

@@ -1,5 +1,5 @@
 //! The built `agentprocess serve` in a child process, dev tokens for it, and an rmcp client whose
-//! every tool result is checked against the protocol's schemas.
+//! every tool result is checked against our schemas and the `outputSchema` the server publishes.
 
 #![allow(dead_code)]
 
@@ -12,13 +12,14 @@ pub mod ui;
 use agentprocess_gateway::IdentityKind;
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest};
 use agentprocess_run_actor::machine::Timestamp;
-use agentprocess_testkit::assert_matches_schema;
+use agentprocess_testkit::{assert_matches_schema, assert_matches_standalone};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -464,6 +465,8 @@ impl Drop for Server {
 /// An rmcp client over Streamable HTTP.
 pub struct Mcp {
     client: RunningService<RoleClient, ClientConfig>,
+    /// Every tool's `outputSchema` as `tools/list` published it, fetched on the first call.
+    output_schemas: tokio::sync::OnceCell<HashMap<String, Value>>,
 }
 
 /// An HTTP answer's status and its body as JSON (`null` when the body is not JSON).
@@ -494,11 +497,52 @@ impl Mcp {
             .serve(transport)
             .await
             .expect("the MCP client connects");
-        Mcp { client }
+        Mcp {
+            client,
+            output_schemas: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Every tool's published `inputSchema` and `outputSchema`, by name, from `tools/list`.
+    pub async fn published_schemas(&self) -> HashMap<String, (Value, Value)> {
+        self.list_schemas()
+            .await
+            .unwrap_or_else(|e| panic!("tools/list: {e}"))
+    }
+
+    /// [`Mcp::published_schemas`], or why `tools/list` got no answer.
+    async fn list_schemas(&self) -> Result<HashMap<String, (Value, Value)>, String> {
+        let tools = match tokio::time::timeout(Duration::from_secs(30), self.client.list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("no answer within 30 s".to_owned()),
+        };
+        Ok(tools
+            .into_iter()
+            .map(|tool| {
+                let input = Value::Object((*tool.input_schema).clone());
+                let output = Value::Object((*tool.output_schema.expect("an outputSchema")).clone());
+                (tool.name.to_string(), (input, output))
+            })
+            .collect())
+    }
+
+    /// Every tool's published `outputSchema`, fetched once per client.
+    async fn output_schemas(&self) -> Result<&HashMap<String, Value>, String> {
+        self.output_schemas
+            .get_or_try_init(|| async {
+                let schemas = self.list_schemas().await?;
+                Ok(schemas
+                    .into_iter()
+                    .map(|(name, (_, output))| (name, output))
+                    .collect())
+            })
+            .await
     }
 
     /// Calls `tool` and returns its `{ ok, ... }` envelope, after checking it against the
-    /// tool's result schema (or the error schema) and that text and structured content agree.
+    /// tool's result schema (or the error schema), the whole envelope against the `outputSchema`
+    /// the server publishes for the tool, and that text and structured content agree.
     pub async fn call(&self, tool: &str, arguments: Value) -> Value {
         self.try_call(tool, arguments)
             .await
@@ -510,6 +554,8 @@ impl Mcp {
     /// `call`.
     pub async fn try_call(&self, tool: &str, arguments: Value) -> Result<Value, String> {
         let arguments: Map<String, Value> = serde_json::from_value(arguments).expect("an object");
+        // Fetched before the call, so a server that is gone fails this call like any other.
+        let output_schemas = self.output_schemas().await?;
         let call = self
             .client
             .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments));
@@ -532,6 +578,10 @@ impl Mcp {
             }
             None => panic!("{tool}: no ok in {envelope}"),
         }
+        let published = output_schemas
+            .get(tool)
+            .unwrap_or_else(|| panic!("tools/list has no {tool}"));
+        assert_matches_standalone(&format!("the outputSchema of {tool}"), published, &envelope);
         Ok(envelope)
     }
 

@@ -5,6 +5,7 @@ pub mod describe;
 mod direct;
 mod guard;
 pub mod result;
+pub mod schemas;
 mod server;
 pub mod tools;
 

@@ -176,14 +176,16 @@ fn run_id_of_call(arguments: Option<&Map<String, Value>>) -> Option<&str> {
         })
 }
 
-/// How a tool appears in `tools/list`: its name, description and the protocol's argument schema.
+/// How a tool appears in `tools/list`: its name, description, argument schema and result schema.
 fn tool_listing(tool: ToolName) -> Tool {
     let annotations = ToolAnnotations::new()
         .read_only(tool.is_read_only())
         .destructive(tool == ToolName::Cancel)
         .idempotent(true)
         .open_world(false);
-    Tool::new(tool.as_str(), tool.description(), tool.arguments_schema()).with_annotations(annotations)
+    Tool::new(tool.as_str(), tool.description(), tool.arguments_schema())
+        .with_raw_output_schema(tool.output_schema())
+        .with_annotations(annotations)
 }
 
 impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {

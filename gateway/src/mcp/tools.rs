@@ -1,9 +1,10 @@
-//! The fourteen tools of core-2: their names, descriptions and argument schemas.
+//! The fourteen tools of core-2: their names, descriptions, argument schemas and result schemas.
 //!
-//! The argument schemas are the protocol's published `tools/<name>.arguments.json`, embedded at
-//! build time so the binary needs no schema folder at run time. A test checks the embedded copies
-//! against the published ones.
+//! The schemas are our own `schemas/core-2/tools/<name>.arguments.json` and `.result.json`,
+//! embedded at build time ([`super::schemas`]) so the binary needs no schema folder at run time,
+//! and bundled so each stands alone in `tools/list`.
 
+use super::schemas;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::LocationSegment;
 use jsonschema::{ValidationError, Validator};
@@ -119,29 +120,16 @@ impl ToolName {
         )
     }
 
-    /// The protocol's `tools/<name>.arguments.json`, as embedded in this crate.
-    pub fn arguments_schema_text(self) -> &'static str {
-        match self {
-            ToolName::Describe => include_str!("../../schemas/describe.arguments.json"),
-            ToolName::ListProcesses => include_str!("../../schemas/list_processes.arguments.json"),
-            ToolName::StartRun => include_str!("../../schemas/start_run.arguments.json"),
-            ToolName::GetRun => include_str!("../../schemas/get_run.arguments.json"),
-            ToolName::GetWork => include_str!("../../schemas/get_work.arguments.json"),
-            ToolName::Claim => include_str!("../../schemas/claim.arguments.json"),
-            ToolName::Renew => include_str!("../../schemas/renew.arguments.json"),
-            ToolName::Upload => include_str!("../../schemas/upload.arguments.json"),
-            ToolName::Submit => include_str!("../../schemas/submit.arguments.json"),
-            ToolName::Escalate => include_str!("../../schemas/escalate.arguments.json"),
-            ToolName::Decide => include_str!("../../schemas/decide.arguments.json"),
-            ToolName::Cancel => include_str!("../../schemas/cancel.arguments.json"),
-            ToolName::SendEvent => include_str!("../../schemas/send_event.arguments.json"),
-            ToolName::ListRuns => include_str!("../../schemas/list_runs.arguments.json"),
-        }
+    /// The tool's argument schema, bundled: what `tools/list` publishes as `inputSchema` and
+    /// what every call is checked against. Shared and built once.
+    pub fn arguments_schema(self) -> Arc<Map<String, Value>> {
+        catalog()[self.index()].arguments.clone()
     }
 
-    /// The parsed argument schema, shared and parsed once.
-    pub fn arguments_schema(self) -> Arc<Map<String, Value>> {
-        catalog()[self.index()].schema.clone()
+    /// The schema of the tool result's structured content, bundled: the envelope with the
+    /// tool's result or a tool error, published in `tools/list` as `outputSchema`.
+    pub fn output_schema(self) -> Arc<Map<String, Value>> {
+        catalog()[self.index()].output.clone()
     }
 
     /// Checks `arguments` against the tool's schema. `Err` holds one issue per violation, each
@@ -185,31 +173,46 @@ impl FromStr for ToolName {
     }
 }
 
-/// A tool's parsed schema and its compiled validator.
+/// A tool's bundled schemas and the compiled validator of its arguments.
 struct Entry {
-    schema: Arc<Map<String, Value>>,
+    arguments: Arc<Map<String, Value>>,
+    output: Arc<Map<String, Value>>,
     validator: Validator,
 }
 
-/// Every tool's schema and validator, compiled on first use. The embedded schemas are fixed at
-/// build time, so a failure here is a bug in this crate, and the tests exercise every one.
+/// Every tool's schemas and validator, bundled and compiled on first use. The embedded schemas
+/// are fixed at build time, so a failure here is a bug in this crate, and the tests exercise
+/// every one.
 fn catalog() -> &'static [Entry] {
     static CATALOG: OnceLock<Vec<Entry>> = OnceLock::new();
     CATALOG.get_or_init(|| {
         ToolName::ALL
             .iter()
             .map(|tool| {
-                let schema: Map<String, Value> = serde_json::from_str(tool.arguments_schema_text())
-                    .unwrap_or_else(|e| panic!("embedded schema for {tool} is not a JSON object: {e}"));
-                let validator = jsonschema::draft202012::new(&Value::Object(schema.clone()))
-                    .unwrap_or_else(|e| panic!("embedded schema for {tool} does not compile: {e}"));
+                let arguments = bundled(
+                    &schemas::embedded(&format!("tools:{tool}.arguments"))
+                        .expect("every tool has an argument schema"),
+                );
+                let output = bundled(&schemas::envelope(tool.as_str()));
+                let validator = jsonschema::draft202012::new(&Value::Object(arguments.clone()))
+                    .unwrap_or_else(|e| panic!("argument schema of {tool} does not compile: {e}"));
                 Entry {
-                    schema: Arc::new(schema),
+                    arguments: Arc::new(arguments),
+                    output: Arc::new(output),
                     validator,
                 }
             })
             .collect()
     })
+}
+
+/// `schema` bundled from the embedded files, as the object `tools/list` carries.
+fn bundled(schema: &Value) -> Map<String, Value> {
+    match schemas::bundle(schema, schemas::embedded) {
+        Ok(Value::Object(bundled)) => bundled,
+        Ok(other) => panic!("a bundled schema is an object, not {other}"),
+        Err(e) => panic!("embedded schemas do not bundle: {e}"),
+    }
 }
 
 /// One schema violation as an issue line: `"<argument path>: <what is wrong>"`, like
@@ -288,11 +291,23 @@ mod tests {
     }
 
     #[test]
-    fn every_embedded_schema_compiles_and_names_its_tool() {
+    fn every_tool_has_its_own_schemas_standing_alone() {
         for tool in ToolName::ALL {
-            let schema = tool.arguments_schema();
-            let id = schema["$id"].as_str().unwrap();
-            assert!(id.ends_with(&format!("/tools/{tool}.arguments.json")), "{id}");
+            let arguments = Value::Object((*tool.arguments_schema()).clone());
+            assert_eq!(arguments["title"], format!("{tool} arguments"));
+            let output = Value::Object((*tool.output_schema()).clone());
+            assert_eq!(output["type"], "object", "MCP requires an object at the root");
+            assert!(
+                output["$defs"][format!("tools:{tool}.result")].is_object(),
+                "{tool}: {output}"
+            );
+            for schema in [&arguments, &output] {
+                assert!(
+                    !schema.to_string().contains(schemas::ID_PREFIX),
+                    "{tool}: {schema}"
+                );
+                jsonschema::draft202012::new(schema).unwrap_or_else(|e| panic!("{tool}: {e}"));
+            }
         }
     }
 
