@@ -27,6 +27,9 @@ const PROCESS: (&str, &str) = ("process", "invoice-approval");
 /// The client's trace and its span, as it sends them in `traceparent`.
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+/// The trace and span a client sends in the request's `_meta` instead of a header.
+const META_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const META_SPAN: &str = "b7ad6b7169203331";
 
 /// One span as the collector received it.
 #[derive(Debug, Clone)]
@@ -118,25 +121,40 @@ fn metrics_url(cluster: &Cluster, role: Role, index: usize) -> String {
         .unwrap_or_else(|| panic!("{role:?} {index} printed no metrics endpoint:\n{log}"))
 }
 
+/// Where a client puts its W3C `traceparent`.
+#[derive(Debug, Clone, Copy)]
+enum TraceIn {
+    /// The HTTP header, with the client's trace [`CLIENT_TRACE`].
+    Header,
+    /// The request's `_meta`, with the trace [`META_TRACE`].
+    Meta,
+}
+
 /// A `tools/call` as a plain HTTP client sends it, with its own `traceparent`.
 async fn call_with_traceparent(
     cluster: &Cluster,
     gateway: usize,
     token: &str,
-    tool: &str,
-    arguments: Value,
+    (tool, arguments): (&str, Value),
+    trace_in: TraceIn,
 ) -> Value {
-    let response = reqwest::Client::new()
+    let mut params = json!({ "name": tool, "arguments": arguments });
+    let mut request = reqwest::Client::new()
         .post(cluster.mcp_url(gateway))
         .bearer_auth(token)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
-        .json(&json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": { "name": tool, "arguments": arguments },
-        }))
+        .header("mcp-protocol-version", "2025-11-25");
+    match trace_in {
+        TraceIn::Header => {
+            request = request.header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"));
+        }
+        TraceIn::Meta => {
+            params["_meta"] = json!({ "traceparent": format!("00-{META_TRACE}-{META_SPAN}-01") })
+        }
+    }
+    let response = request
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }))
         .send()
         .await
         .unwrap();
@@ -176,21 +194,25 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         )
         .await;
     let token = cluster.token_in(common::ORG, &AGENT);
-    let submitted = call_with_traceparent(
+    let submit = json!({
+        "token": claimed["token"],
+        "output": { "totalUsd": 420.0, "supplier": "Acme", "matchSummary": "PO and GR match" },
+        "evidence": [{ "kind": "link", "ref": "https://erp.test/m/1" }],
+        "summary": "Matched", "next": "manager_review", "reason": "under 10000",
+        "requestId": request_id(),
+    });
+    let submitted = call_with_traceparent(&cluster, 1, &token, ("submit", submit), TraceIn::Header).await;
+    assert_eq!(submitted["ok"], true, "{submitted}");
+    // The same context in the request's `_meta` (how MCP 2026-07-28 carries it per request).
+    let read = call_with_traceparent(
         &cluster,
-        1,
+        0,
         &token,
-        "submit",
-        json!({
-            "token": claimed["token"],
-            "output": { "totalUsd": 420.0, "supplier": "Acme", "matchSummary": "PO and GR match" },
-            "evidence": [{ "kind": "link", "ref": "https://erp.test/m/1" }],
-            "summary": "Matched", "next": "manager_review", "reason": "under 10000",
-            "requestId": request_id(),
-        }),
+        ("get_run", json!({ "runId": run_id })),
+        TraceIn::Meta,
     )
     .await;
-    assert_eq!(submitted["ok"], true, "{submitted}");
+    assert_eq!(read["ok"], true, "{read}");
 
     // The trace: gateway → gRPC hop on an actor host → command → store commit.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -230,6 +252,30 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         "the client's span is the parent"
     );
     assert!(tool_call.attributes.contains(&("tool".into(), "submit".into())));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let read_call = loop {
+        let found = collector
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|span| span.trace_id == META_TRACE && span.name == "tool_call")
+            .cloned();
+        if let Some(span) = found {
+            break span;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no tool_call span in the trace the request's _meta named\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        read_call.parent_span_id, META_SPAN,
+        "the _meta span is the parent"
+    );
+    assert!(read_call.attributes.contains(&("tool".into(), "get_run".into())));
     let hop = named("run_service");
     assert_eq!(
         hop.service, "agentprocess-actor",
