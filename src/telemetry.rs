@@ -92,12 +92,15 @@ impl Telemetry {
                 .with_writer(log_writer)
                 .with_filter(log_filter)
                 .boxed(),
-            LogFormat::Json => tracing_subscriber::fmt::layer()
-                .fmt_fields(json_log::ContextFields)
-                .event_format(json_log::JsonLines)
-                .with_writer(log_writer)
-                .with_filter(log_filter)
-                .boxed(),
+            LogFormat::Json => {
+                agentprocess_service::trace::record_trace_in_span_fields(false);
+                tracing_subscriber::fmt::layer()
+                    .fmt_fields(json_log::ContextFields)
+                    .event_format(json_log::JsonLines)
+                    .with_writer(log_writer)
+                    .with_filter(log_filter)
+                    .boxed()
+            }
         };
         let tracer = traces::tracer_provider(options.role)?;
         let trace_layer = tracer.as_ref().map(|provider| {

@@ -4,6 +4,8 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tracing_subscriber::registry::{LookupSpan, SpanData};
 
 tokio::task_local! {
     static CURRENT: TraceParent;
@@ -130,8 +132,9 @@ impl TraceParent {
 /// parent. When traces are exported (an OpenTelemetry layer is installed), the context passed on
 /// names the exported span, so what this role calls hangs under it; otherwise it is `parent`
 /// with a span id from `random`, or a new trace from `random`, as without an exporter. Either way
-/// the span's `traceId` and `spanId` fields are recorded, when it declares them, so log lines in
-/// it carry both. Call it before the span is first entered.
+/// the span keeps the trace in its extensions ([`of_span`]) and, unless the log reads it from
+/// there ([`record_trace_in_span_fields`]), in its `traceId` and `spanId` fields when it declares
+/// them, so log lines in it carry both. Call it before the span is first entered.
 pub fn join(span: &tracing::Span, parent: Option<TraceParent>, random: [u8; 24]) -> TraceParent {
     use opentelemetry::trace::TraceContextExt;
     use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -154,9 +157,35 @@ pub fn join(span: &tracing::Span, parent: Option<TraceParent>, random: [u8; 24])
             None => TraceParent::new(random),
         }
     };
-    span.record("traceId", trace.trace_id());
-    span.record("spanId", trace.span_id());
+    span.with_subscriber(|(id, dispatch)| {
+        if let Some(data) = dispatch
+            .downcast_ref::<tracing_subscriber::Registry>()
+            .and_then(|registry| registry.span_data(id))
+        {
+            data.extensions_mut().replace(trace);
+        }
+    });
+    if RECORD_FIELDS.load(Ordering::Relaxed) {
+        span.record("traceId", trace.trace_id());
+        span.record("spanId", trace.span_id());
+    }
     trace
+}
+
+/// Whether [`join`] records the trace in the span's `traceId` and `spanId` fields as well as
+/// keeping it in the span's extensions. The text log shows span fields, so it needs them; the
+/// JSON log reads the extension ([`of_span`]), and leaving the fields out spares each span two
+/// recordings (and the exported span two attributes repeating its own ids).
+static RECORD_FIELDS: AtomicBool = AtomicBool::new(true);
+
+/// Says whether [`join`] records the trace in span fields: set once, as the log is set up.
+pub fn record_trace_in_span_fields(record: bool) {
+    RECORD_FIELDS.store(record, Ordering::Relaxed);
+}
+
+/// The trace [`join`] gave a span, from the span's extensions (a log formatter's view of it).
+pub fn of_span(extensions: &tracing_subscriber::registry::Extensions<'_>) -> Option<TraceParent> {
+    extensions.get::<TraceParent>().copied()
 }
 
 /// The trace context of the call this task serves, if one was set.

@@ -25,7 +25,8 @@ const CONTEXT: [(&str, &str); 7] = [
 ];
 
 /// The event formatter of `--log-format json`. Span fields must be recorded with
-/// [`ContextFields`], whose form it reads back.
+/// [`ContextFields`], whose form it reads back; a span's trace is read from its extensions
+/// (`agentprocess_service::trace::join` keeps it there).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct JsonLines;
 
@@ -47,10 +48,14 @@ where
         if let Some(scope) = ctx.event_scope() {
             for span in scope {
                 let extensions = span.extensions();
-                let fields = extensions
+                let mut fields = extensions
                     .get::<FormattedFields<N>>()
                     .map(|formatted| ContextFields::read(formatted))
                     .unwrap_or_default();
+                if let Some(trace) = agentprocess_service::trace::of_span(&extensions) {
+                    fields.insert("traceId".into(), trace.trace_id().into());
+                    fields.insert("spanId".into(), trace.span_id().into());
+                }
                 spans.push((span.name(), fields));
             }
         }
@@ -323,6 +328,39 @@ mod tests {
         assert!(
             line.get("detail").is_none(),
             "a span's other fields stay out: {line}"
+        );
+    }
+
+    #[test]
+    fn a_line_carries_the_trace_its_span_joined_without_a_field_for_it() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .fmt_fields(ContextFields)
+                .event_format(JsonLines)
+                .with_writer(move || writer.clone()),
+        );
+        let caller = agentprocess_service::trace::TraceParent::parse(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .unwrap();
+        let joined = tracing::subscriber::with_default(subscriber, || {
+            // No traceId or spanId field: the line can take them only from the span's extensions.
+            let call = tracing::info_span!("tool_call", tool = "submit");
+            let joined = agentprocess_service::trace::join(&call, Some(caller), [7; 24]);
+            call.in_scope(|| tracing::info!("step submitted"));
+            joined
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let line: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(line["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736", "{line}");
+        assert_eq!(line["spanId"], joined.span_id(), "{line}");
+        assert_ne!(
+            joined.span_id(),
+            "00f067aa0ba902b7",
+            "the span's own id, not its parent's"
         );
     }
 }
