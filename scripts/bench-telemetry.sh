@@ -8,6 +8,8 @@
 #   AGENTS    concurrent agents (default 64)
 #   DURATION  measured window (default 30s)
 #   BENCH_BIN the binary (default target/release/agentprocess)
+#   BEFORE_BIN  a build from before telemetry (optional): measured first in each turn, telemetry
+#               off (it has none), for the comparison with the build before it
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BENCH_BIN:-$root/target/release/agentprocess}
@@ -17,13 +19,15 @@ duration=${DURATION:-30s}
 [ -x "$bin" ] || { echo "no binary at $bin: cargo build --release --bin agentprocess first" >&2; exit 2; }
 ticks=$(getconf CLK_TCK)
 
-# One measurement: a fresh server with "$@" as its extra arguments and the environment set by
-# the caller; prints "runs/s  server CPU ms per run".
-measure() {
+# One measurement: a fresh server of binary $1 with the rest as its extra arguments and the
+# environment set by the caller, loaded by this build's generator; prints "runs/s  server CPU ms
+# per run".
+measure_binary() {
+    local server=$1; shift
     local dir port pid runs before after
     dir=$(mktemp -d -t agentprocess-telemetry-XXXXXX)
     port=18971
-    "$bin" serve --data "$dir" --listen "127.0.0.1:$port" "$@" >"$dir/serve.out" 2>"$dir/serve.err" &
+    "$server" serve --data "$dir" --listen "127.0.0.1:$port" "$@" >"$dir/serve.out" 2>"$dir/serve.err" &
     pid=$!
     for _ in $(seq 1 100); do
         grep -q "MCP endpoint" "$dir/serve.out" 2>/dev/null && break
@@ -46,10 +50,20 @@ measure() {
     rm -rf "$dir"
 }
 
+measure() {
+    measure_binary "$bin" "$@"
+}
+
 python3 "$root/scripts/otlp-sink.py" 18972 &
 sink=$!
 trap 'kill $sink 2>/dev/null || true' EXIT
+if [ -n "${BEFORE_BIN:-}" ] && [ ! -x "$BEFORE_BIN" ]; then
+    echo "BEFORE_BIN=$BEFORE_BIN is not an executable" >&2; exit 2
+fi
 for turn in $(seq 1 "$turns"); do
+    if [ -n "${BEFORE_BIN:-}" ]; then
+        echo "turn $turn, build before:  $(RUST_LOG=info,rmcp=warn measure_binary "$BEFORE_BIN")"
+    fi
     echo "turn $turn, telemetry off: $(RUST_LOG=info,rmcp=warn measure)"
     echo "turn $turn, telemetry on:  $(RUST_LOG=info,rmcp=warn OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:18972 \
         OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_TRACES_SAMPLER=always_on \

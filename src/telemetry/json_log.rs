@@ -290,8 +290,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_line_carries_what_its_spans_recorded_after_they_were_made() {
+    /// The one line `log` writes through the JSON log's layer, parsed, and what `log` answered.
+    fn one_line_logged<T>(log: impl FnOnce() -> T) -> (Value, T) {
         use tracing_subscriber::layer::SubscriberExt;
         let captured = Captured::default();
         let writer = captured.clone();
@@ -301,7 +301,14 @@ mod tests {
                 .event_format(JsonLines)
                 .with_writer(move || writer.clone()),
         );
-        tracing::subscriber::with_default(subscriber, || {
+        let answer = tracing::subscriber::with_default(subscriber, log);
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        (serde_json::from_str(text.trim()).unwrap(), answer)
+    }
+
+    #[test]
+    fn a_line_carries_what_its_spans_recorded_after_they_were_made() {
+        let (line, ()) = one_line_logged(|| {
             let call = tracing::info_span!(
                 "tool_call",
                 tool = "claim",
@@ -315,8 +322,6 @@ mod tests {
             command.record("spanId", "ef");
             command.in_scope(|| tracing::info!(step = "review", "step claimed"));
         });
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        let line: Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(line["message"], "step claimed");
         assert_eq!(line["traceId"], "cd", "the last value recorded wins: {line}");
         assert_eq!(line["spanId"], "ef");
@@ -333,28 +338,17 @@ mod tests {
 
     #[test]
     fn a_line_carries_the_trace_its_span_joined_without_a_field_for_it() {
-        use tracing_subscriber::layer::SubscriberExt;
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::registry().with(
-            tracing_subscriber::fmt::layer()
-                .fmt_fields(ContextFields)
-                .event_format(JsonLines)
-                .with_writer(move || writer.clone()),
-        );
         let caller = agentprocess_service::trace::TraceParent::parse(
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         )
         .unwrap();
-        let joined = tracing::subscriber::with_default(subscriber, || {
+        let (line, joined) = one_line_logged(|| {
             // No traceId or spanId field: the line can take them only from the span's extensions.
             let call = tracing::info_span!("tool_call", tool = "submit");
             let joined = agentprocess_service::trace::join(&call, Some(caller), [7; 24]);
             call.in_scope(|| tracing::info!("step submitted"));
             joined
         });
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        let line: Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(line["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736", "{line}");
         assert_eq!(line["spanId"], joined.span_id(), "{line}");
         assert_ne!(
