@@ -2,7 +2,7 @@
 //! context it was logged in (trace and span ids, run, organization, step), read from the line's
 //! fields first and then from its spans, innermost first.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::fmt::{self, Write as _};
 use tracing::field::{Field, Visit};
 use tracing::span::Record;
@@ -42,8 +42,8 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         let metadata = event.metadata();
-        let mut own = Map::new();
-        event.record(&mut FieldsToJson(&mut own));
+        let mut own = OwnFields::default();
+        event.record(&mut own);
         let mut spans = Vec::new();
         if let Some(scope) = ctx.event_scope() {
             for span in scope {
@@ -53,8 +53,8 @@ where
                     .map(|formatted| ContextFields::read(formatted))
                     .unwrap_or_default();
                 if let Some(trace) = agentprocess_service::trace::of_span(&extensions) {
-                    fields.insert("traceId".into(), trace.trace_id().into());
-                    fields.insert("spanId".into(), trace.span_id().into());
+                    fields.push(("traceId".into(), format!("\"{}\"", trace.trace_id())));
+                    fields.push(("spanId".into(), format!("\"{}\"", trace.span_id())));
                 }
                 spans.push((span.name(), fields));
             }
@@ -63,52 +63,94 @@ where
             &humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             metadata.level().as_str(),
             metadata.target(),
-            own,
+            own.0,
             &spans,
         );
-        let text = serde_json::to_string(&line).map_err(|_| fmt::Error)?;
-        writeln!(writer, "{text}")
+        writeln!(writer, "{line}")
     }
 }
 
-/// The line's object: `timestamp`, `level`, `target`, `message`, the context keys (from the
-/// event's own fields, else from the innermost span that has them), `span` (the innermost span's
-/// name), then the event's other fields.
+/// A span's context fields: each name with its value as JSON text, in the order recorded (a
+/// later one of a name replaces an earlier one).
+type SpanFields = Vec<(String, String)>;
+
+/// The line's object, as JSON text: `timestamp`, `level`, `target`, `message`, the context keys
+/// (from the event's own fields, else from the innermost span that has them), `span` (the
+/// innermost span's name), then the event's other fields.
 fn line(
     timestamp: &str,
     level: &str,
     target: &str,
-    mut own: Map<String, Value>,
-    spans: &[(&str, Map<String, Value>)],
-) -> Map<String, Value> {
-    let mut line = Map::new();
-    line.insert("timestamp".into(), timestamp.into());
-    line.insert("level".into(), level.into());
-    line.insert("target".into(), target.into());
-    line.insert("message".into(), own.remove("message").unwrap_or_default());
+    own: Vec<(&str, Value)>,
+    spans: &[(&str, SpanFields)],
+) -> String {
+    let mut line = JsonObject::default();
+    line.member("timestamp", &Value::from(timestamp).to_string());
+    line.member("level", &Value::from(level).to_string());
+    line.member("target", &Value::from(target).to_string());
+    let message = own.iter().find(|(name, _)| *name == "message");
+    line.member(
+        "message",
+        &message
+            .map_or(Value::Null, |(_, value)| value.clone())
+            .to_string(),
+    );
+    let is_context = |name: &str| CONTEXT.iter().any(|(context, _)| *context == name);
     for (name, key) in CONTEXT {
-        if let Some(value) = own.remove(name)
-            && !line.contains_key(key)
-        {
-            line.insert(key.into(), value);
+        if let Some((_, value)) = own.iter().find(|(own_name, _)| *own_name == name) {
+            line.member_once(key, &value.to_string());
         }
     }
     for (_, fields) in spans {
         for (name, key) in CONTEXT {
-            if let Some(value) = fields.get(name)
-                && !line.contains_key(key)
-            {
-                line.insert(key.into(), value.clone());
+            if let Some((_, value)) = fields.iter().rev().find(|(field, _)| field == name) {
+                line.member_once(key, value);
             }
         }
     }
     if let Some((name, _)) = spans.first() {
-        line.insert("span".into(), (*name).into());
+        line.member_once("span", &Value::from(*name).to_string());
     }
-    for (name, value) in own {
-        line.entry(name).or_insert(value);
+    for (name, value) in &own {
+        if *name != "message" && !is_context(name) {
+            line.member_once(name, &value.to_string());
+        }
     }
-    line
+    line.close()
+}
+
+/// A JSON object written member by member, each key at most once.
+#[derive(Default)]
+struct JsonObject {
+    text: String,
+    keys: Vec<String>,
+}
+
+impl JsonObject {
+    /// Adds `key` with `value` (JSON text).
+    fn member(&mut self, key: &str, value: &str) {
+        self.text.push(if self.keys.is_empty() { '{' } else { ',' });
+        self.text.push_str(&Value::from(key).to_string());
+        self.text.push(':');
+        self.text.push_str(value);
+        self.keys.push(key.to_owned());
+    }
+
+    /// Adds `key` with `value` unless the object has that key already.
+    fn member_once(&mut self, key: &str, value: &str) {
+        if !self.keys.iter().any(|written| written == key) {
+            self.member(key, value);
+        }
+    }
+
+    /// The object's text.
+    fn close(mut self) -> String {
+        if self.keys.is_empty() {
+            self.text.push('{');
+        }
+        self.text.push('}');
+        self.text
+    }
 }
 
 /// How `--log-format json` keeps a span's fields: only those a line takes its context from (the
@@ -119,12 +161,12 @@ fn line(
 pub(super) struct ContextFields;
 
 impl ContextFields {
-    /// The fields `formatted` holds, by name.
-    fn read(formatted: &str) -> Map<String, Value> {
+    /// The fields `formatted` holds, each with its value as JSON text, in the order recorded.
+    fn read(formatted: &str) -> SpanFields {
         formatted
             .lines()
             .filter_map(|line| line.split_once('\t'))
-            .filter_map(|(name, value)| Some((name.to_owned(), serde_json::from_str(value).ok()?)))
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
             .collect()
     }
 }
@@ -180,38 +222,41 @@ impl Visit for ContextVisitor<'_> {
     }
 }
 
-/// Records an event's fields as JSON values: numbers and booleans as themselves, everything
-/// else (`%` Display and `?` Debug fields included) as the text it formats to.
-struct FieldsToJson<'a>(&'a mut Map<String, Value>);
+/// An event's fields in the order recorded, as JSON values: numbers and booleans as themselves,
+/// everything else (`%` Display and `?` Debug fields included) as the text it formats to.
+#[derive(Default)]
+struct OwnFields(Vec<(&'static str, Value)>);
 
-impl Visit for FieldsToJson<'_> {
+impl Visit for OwnFields {
     fn record_f64(&mut self, field: &Field, value: f64) {
         let value = serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number);
-        self.0.insert(field.name().into(), value);
+        self.0.push((field.name(), value));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().into(), value.into());
+        self.0.push((field.name(), value.into()));
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.insert(field.name().into(), value.into());
+        self.0.push((field.name(), value.into()));
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.insert(field.name().into(), value.into());
+        self.0.push((field.name(), value.into()));
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().into(), value.into());
+        self.0.push((field.name(), value.into()));
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.insert(field.name().into(), value.to_string().into());
+        self.0.push((field.name(), value.to_string().into()));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(field.name().into(), format!("{value:?}").into());
+        let mut text = String::new();
+        let _ = write!(text, "{value:?}");
+        self.0.push((field.name(), text.into()));
     }
 }
 
@@ -220,35 +265,52 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn object(value: Value) -> Map<String, Value> {
+    /// A span's context fields as [`ContextFields`] keeps them, from a JSON object.
+    fn span_fields(value: Value) -> SpanFields {
         match value {
-            Value::Object(map) => map,
+            Value::Object(map) => map
+                .into_iter()
+                .map(|(name, value)| (name, value.to_string()))
+                .collect(),
             _ => panic!("not an object"),
         }
     }
 
+    /// The keys of a line, in the order written, and the line parsed.
+    fn parsed(line: &str) -> (Vec<String>, Value) {
+        let value: Value = serde_json::from_str(line).unwrap();
+        let keys = value.as_object().unwrap().keys().cloned().collect();
+        (keys, value)
+    }
+
     #[test]
     fn a_line_takes_its_context_from_its_own_fields_then_the_innermost_span() {
-        let own = object(json!({"message": "run started", "run_id": "r_1", "process": "p"}));
+        let own = vec![
+            ("message", json!("run started")),
+            ("run_id", json!("r_1")),
+            ("process", json!("p")),
+        ];
         let spans = [
             (
                 "run_command",
-                object(json!({"runId": "r_other", "command": "start_run"})),
+                span_fields(json!({"runId": "r_other", "command": "start_run"})),
             ),
             (
                 "tool_call",
-                object(json!({"tool": "start_run", "organization": "acme", "traceId": "ab", "spanId": "cd"})),
+                span_fields(
+                    json!({"tool": "start_run", "organization": "acme", "traceId": "ab", "spanId": "cd"}),
+                ),
             ),
         ];
-        let line = line(
+        let (keys, line) = parsed(&line(
             "2026-01-01T00:00:00.000Z",
             "INFO",
             "agentprocess_run_actor",
             own,
             &spans,
-        );
+        ));
         assert_eq!(
-            Value::Object(line),
+            line,
             json!({
                 "timestamp": "2026-01-01T00:00:00.000Z",
                 "level": "INFO",
@@ -263,16 +325,40 @@ mod tests {
                 "process": "p",
             })
         );
+        assert_eq!(
+            keys,
+            [
+                "timestamp",
+                "level",
+                "target",
+                "message",
+                "runId",
+                "traceId",
+                "spanId",
+                "organization",
+                "tool",
+                "span",
+                "process"
+            ]
+        );
     }
 
     #[test]
     fn a_line_outside_any_span_has_only_its_own_fields() {
-        let own = object(json!({"message": "store opened", "recovered": 3}));
-        let line = line("t", "INFO", "agentprocess", own, &[]);
+        let own = vec![("message", json!("store opened")), ("recovered", json!(3))];
+        let (keys, line) = parsed(&line("t", "INFO", "agentprocess", own, &[]));
         assert_eq!(
-            Value::Object(line),
+            line,
             json!({"timestamp": "t", "level": "INFO", "target": "agentprocess", "message": "store opened", "recovered": 3})
         );
+        assert_eq!(keys, ["timestamp", "level", "target", "message", "recovered"]);
+    }
+
+    #[test]
+    fn an_own_field_cannot_replace_what_the_line_already_says() {
+        let own = vec![("level", json!("made up")), ("message", json!("m"))];
+        let (_, line) = parsed(&line("t", "WARN", "agentprocess", own, &[]));
+        assert_eq!(line["level"], "WARN");
     }
 
     /// A buffer the log writes into, read back by the test.
