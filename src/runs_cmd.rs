@@ -76,7 +76,8 @@ pub enum RunsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum WorkCommand {
-    /// List the agent steps that are ready and not claimed, oldest first.
+    /// List the agent steps that are ready and not claimed, oldest first, each with how many
+    /// times a claim of it lapsed.
     #[command(after_help = EXIT_STATUS_HELP)]
     List(work::WorkListArgs),
 }

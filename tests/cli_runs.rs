@@ -508,6 +508,48 @@ async fn work_list_is_oldest_first_and_escalations_list_shows_the_note() {
         table.stdout
     );
 
+    // INV-2's claim lapses: its step is ready again and says how often it lapsed; the filter
+    // keeps only it.
+    agent
+        .ok(
+            "claim",
+            json!({ "runId": second, "stepId": "validate", "requestId": request_id() }),
+        )
+        .await;
+    server.advance(601).await;
+    let work = cli(&server, &ops, &["work", "list", "--json"]).await.json();
+    assert_eq!(
+        ids(&work, "runId"),
+        [first.clone(), second.clone(), third.clone()],
+        "a lapsed claim leaves the step where it waited: {work}"
+    );
+    assert_eq!(work["items"][0]["leaseExpiries"], 0);
+    assert_eq!(work["items"][1]["leaseExpiries"], 1);
+    let lapsed = cli(
+        &server,
+        &ops,
+        &["work", "list", "--lease-expired-more-than", "0", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(ids(&lapsed, "runId"), [second.as_str()]);
+    let lapsed_twice = cli(
+        &server,
+        &ops,
+        &["work", "list", "--lease-expired-more-than", "1", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(lapsed_twice["items"], json!([]));
+    let table = cli(&server, &ops, &["work", "list", "--lease-expired-more-than", "0"]).await;
+    let lines: Vec<&str> = table.table().lines().collect();
+    assert!(lines[0].contains("LAPSED"), "{}", table.stdout);
+    assert!(
+        lines[1].starts_with(&second) && lines[1].trim_end().ends_with(" 1"),
+        "{}",
+        table.stdout
+    );
+
     // The agent escalates INV-3's validate: it leaves the unclaimed work, and is an escalation.
     let claimed = agent
         .ok(

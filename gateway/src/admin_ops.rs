@@ -7,7 +7,8 @@
 //! GET  /admin/v1/runs?process=&state=&input.NAME=&overdue=&mode=&stuck=&limit=&cursor=
 //!                                       → { items: [list_runs item (+ stuck)], nextCursor }
 //! POST /admin/v1/runs/{runId}/cancel    { reason, requestId? } → the run view
-//! GET  /admin/v1/work?olderThan=&limit=&cursor= → { items: [ready step], nextCursor }, oldest first
+//! GET  /admin/v1/work?olderThan=&leaseExpiredMoreThan=&limit=&cursor=
+//!                                       → { items: [ready step], nextCursor }, oldest first
 //! GET  /admin/v1/escalations?limit=N    → { items: [open escalation], truncated }, oldest first
 //! ```
 //!
@@ -22,16 +23,19 @@
 //! reads it for an agent. `olderThan` and `stuck` end that ordered range at `now − seconds`, so a
 //! page costs in proportion to `limit`, never to the number of runs. `stuck` lists, for each
 //! step waiting past it, its run (a run with two such steps comes twice), the longest waiting
-//! first; its cursor is of that listing.
+//! first; its cursor is of that listing. Each ready step says how many times a claim of it lapsed,
+//! from the operator's inspection of its run; `leaseExpiredMoreThan` keeps the steps past that
+//! count, out of the page read.
 
 use crate::admin::require_operator;
+use crate::admin_model::RunInspection;
 use crate::admin_ops_model::{
     CancelRequest, ESCALATIONS_PATH, EscalationsPage, EscalationsQuery, OpenEscalation, RUNS_PATH, ReadyStep,
     RunItem, RunsPage, RunsQuery, StuckStep, WORK_PATH, WorkPage, WorkQuery,
 };
 use crate::auth::{Identity, IdentityKind};
 use crate::escalations::open_escalations;
-use crate::mcp::{ToolBackend, ToolError, ToolName};
+use crate::mcp::{RunRead, ToolBackend, ToolError, ToolName};
 use crate::respond::{self, HttpFailure};
 use crate::runtime_backend::caller_of;
 use agentprocess_org::Clock;
@@ -389,17 +393,48 @@ async fn work<B: ToolBackend>(
     for step in &steps {
         let since = ready_since(step)?;
         let text = |field: &str| step[field].as_str().unwrap_or_default().to_owned();
+        let (run_id, step_id) = (text("runId"), text("stepId"));
+        let lease_expiries = lease_expiries(ops.backend.as_ref(), &identity, &run_id, &step_id).await?;
+        if query
+            .lease_expired_more_than
+            .is_some_and(|more_than| u64::from(lease_expiries) <= more_than)
+        {
+            continue;
+        }
         items.push(ReadyStep {
-            run_id: text("runId"),
+            run_id,
             process: text("process"),
             version: step["version"].as_u64().unwrap_or_default(),
-            step_id: text("stepId"),
+            step_id,
             mode: text("mode"),
             ready_since: since.to_rfc3339(),
             age_seconds: age_seconds(since, now),
+            lease_expiries,
         });
     }
     Ok(Json(WorkPage { items, next_cursor }))
+}
+
+/// How many times a claim of `step_id` in run `run_id` lapsed, from the operator's inspection of
+/// the run.
+async fn lease_expiries<B: ToolBackend>(
+    backend: &B,
+    identity: &Identity,
+    run_id: &str,
+    step_id: &str,
+) -> Result<u32, HttpFailure> {
+    let inspection = backend
+        .read_run(identity, RunRead::Inspection, run_id)
+        .await
+        .map_err(HttpFailure::ToolRefused)?
+        .into_value();
+    let inspection: RunInspection = serde_json::from_value(inspection)
+        .map_err(|e| HttpFailure::Unavailable(format!("the run {run_id} could not be read: {e}")))?;
+    Ok(inspection
+        .steps
+        .iter()
+        .find(|step| step.id == step_id)
+        .map_or(0, |step| step.lease_expiries))
 }
 
 /// `GET /admin/v1/escalations?limit=N`: the open escalations, oldest first, as the web UI's

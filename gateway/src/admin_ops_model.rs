@@ -155,6 +155,9 @@ impl RunsQuery {
 pub struct WorkQuery {
     /// Only steps ready for more than this many seconds.
     pub older_than_seconds: Option<u64>,
+    /// Only steps whose claims lapsed more than this many times (the page's other steps are
+    /// read and left out, so a page may hold fewer than `limit` with more to come).
+    pub lease_expired_more_than: Option<u64>,
     /// Steps per page, 1 to 100 (`get_work`'s rule); default 20.
     pub limit: Option<u64>,
     pub cursor: Option<String>,
@@ -165,6 +168,9 @@ impl WorkQuery {
         let mut query = url::form_urlencoded::Serializer::new(String::new());
         if let Some(older_than) = self.older_than_seconds {
             query.append_pair("olderThan", &older_than.to_string());
+        }
+        if let Some(expiries) = self.lease_expired_more_than {
+            query.append_pair("leaseExpiredMoreThan", &expiries.to_string());
         }
         if let Some(limit) = self.limit {
             query.append_pair("limit", &limit.to_string());
@@ -183,11 +189,16 @@ impl WorkQuery {
                     .older_than_seconds
                     .replace(whole_number(&key, &value)?)
                     .is_some(),
+                "leaseExpiredMoreThan" => parsed
+                    .lease_expired_more_than
+                    .replace(whole_number(&key, &value)?)
+                    .is_some(),
                 "limit" => parsed.limit.replace(whole_number(&key, &value)?).is_some(),
                 "cursor" => parsed.cursor.replace(value).is_some(),
                 _ => {
                     return Err(format!(
-                        "unknown parameter {key:?}; the parameters are olderThan (seconds), limit, cursor"
+                        "unknown parameter {key:?}; the parameters are olderThan (seconds), \
+                         leaseExpiredMoreThan, limit, cursor"
                     ));
                 }
             };
@@ -350,6 +361,8 @@ pub struct ReadyStep {
     pub ready_since: String,
     /// Seconds from `readySince` to the server's now.
     pub age_seconds: u64,
+    /// How many times a claim of the step lapsed before it was ready again.
+    pub lease_expiries: u32,
 }
 
 /// The open escalations, oldest first.
@@ -433,6 +446,7 @@ mod tests {
     fn work_and_escalation_queries_read_back_and_refuse() {
         let work = WorkQuery {
             older_than_seconds: Some(600),
+            lease_expired_more_than: Some(2),
             limit: Some(3),
             cursor: Some("ab".into()),
         };

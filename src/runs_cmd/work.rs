@@ -11,6 +11,10 @@ pub struct WorkListArgs {
     /// Only steps ready for longer than this (90s, 10m, 1h30m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     older_than: Option<u64>,
+    /// Only steps whose claims lapsed more than N times (a page then holds the steps of the
+    /// page read that pass, so it can be short with more to come).
+    #[arg(long, value_name = "N")]
+    lease_expired_more_than: Option<u64>,
     /// Steps per page, 1 to 100 (default 20).
     #[arg(long, value_name = "N")]
     limit: Option<u64>,
@@ -28,6 +32,7 @@ pub fn run(args: &WorkListArgs) -> Outcome {
     let client = args.connection.client()?;
     let query = WorkQuery {
         older_than_seconds: args.older_than,
+        lease_expired_more_than: args.lease_expired_more_than,
         limit: args.limit,
         cursor: args.cursor.clone(),
     };
@@ -56,6 +61,7 @@ fn work_table(page: &WorkPage) -> String {
                 step.mode.clone(),
                 step.ready_since.clone(),
                 age(step.age_seconds),
+                step.lease_expiries.to_string(),
             ]
         })
         .collect();
@@ -67,6 +73,7 @@ fn work_table(page: &WorkPage) -> String {
         "MODE",
         "READY SINCE",
         "WAITING",
+        "LAPSED",
     ];
     let mut text = table(&header, &rows);
     if let Some(cursor) = &page.next_cursor {
