@@ -8,29 +8,11 @@ mod common;
 
 use agentprocess_gateway::admin_model::{HistoryKind, RunHistory, RunInspection};
 use common::browser::drive_browser_script;
+use common::quick::QUICK_PROCESS;
 use common::{Mcp, Server, Who, archived_runs, request_id, status_and_json};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-const PROCESS: &str = r#"---
-name: quick
-description: One agent step, then done.
-inputs:
-  item: string
-steps:
-  - id: work
-    agent: Do the work for the item.
-    output:
-      result: string
-  - id: done
-    finish: done
----
-
-# Quick
-
-One item per run.
-"#;
 
 const AGENT: Who = Who::Agent("a_worker");
 const OPS: Who = Who::Operator("ops@acme.test", &["ops"]);
@@ -38,7 +20,7 @@ const MIRA: Who = Who::Person("mira@acme.test", &["finance"]);
 
 fn publish(server: &Server, data: &Path) {
     let source = data.join("quick.md");
-    std::fs::write(&source, PROCESS).unwrap();
+    std::fs::write(&source, QUICK_PROCESS).unwrap();
     let (code, out, err) = server.import(&source, &[], true);
     assert_eq!(code, 0, "{out}\n{err}");
 }
