@@ -5,8 +5,8 @@
 # tests/python/requirements.txt (the official MCP Python SDK the tests drive, and Playwright),
 # Debian's chromium for Playwright to drive (it cannot download browsers of its own here), axe-core
 # and oidc-provider at target/ui-test-deps (the web UI's tests: accessibility, and an OpenID
-# provider to sign in with), and Node with the MCP Inspector the README's recipe names, in npx's
-# cache.
+# provider to sign in with), the MCP TypeScript SDK at target/mcp-ts-sdk, and Node with the MCP
+# Inspector the README's recipe names, in npx's cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,6 +55,13 @@ fi
 ui_deps="$root/target/ui-test-deps"
 if [ ! -f "$ui_deps/node_modules/axe-core/axe.min.js" ] || [ ! -d "$ui_deps/node_modules/oidc-provider" ]; then
     npm install --prefix "$ui_deps" --no-audit --no-fund --silent axe-core@4.14.1 oidc-provider@9.13.3
+fi
+
+# The official MCP TypeScript SDK, which tests/serve_typescript_sdk.rs drives (tests/js/walk.mjs).
+ts_sdk="$root/target/mcp-ts-sdk"
+if [ ! -f "$ts_sdk/node_modules/@modelcontextprotocol/sdk/package.json" ] \
+    || ! grep -q '"version": "1.32.2"' "$ts_sdk/node_modules/@modelcontextprotocol/sdk/package.json"; then
+    npm install --prefix "$ts_sdk" --no-audit --no-fund --silent @modelcontextprotocol/sdk@1.32.2
 fi
 
 # The Inspector version the README pins, fetched once so the test that runs the recipe does not.

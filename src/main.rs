@@ -1,6 +1,8 @@
 //! The `agentprocess` binary: the server's roles and the operator commands.
 
 mod backup;
+mod conformance;
+mod conformance_cmd;
 mod fixtures_cmd;
 mod health;
 mod load_cmd;
@@ -48,6 +50,8 @@ enum Command {
     Scheduler(roles::scheduler::SchedulerArgs),
     /// Print a dev bearer token signed with the local dev key.
     Token(token_cmd::TokenArgs),
+    /// Check any Agent Process server against the protocol, or write the processes the checks use.
+    Conformance(conformance_cmd::ConformanceArgs),
     /// Drive a server with concurrent agents and people; print throughput and latency.
     Load(load_cmd::LoadArgs),
     /// Fill a stopped server's store with open, waiting, ended and timer runs, for measurements.
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
         Command::Gateway(args) => roles::gateway::run(args),
         Command::Actor(args) => roles::actor::run(args),
         Command::Scheduler(args) => roles::scheduler::run(args),
+        Command::Conformance(args) => conformance_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
         Command::Fixtures(args) => fixtures_cmd::run(args),
         Command::Store(command) => store_cmd::run(command),

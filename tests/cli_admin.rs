@@ -8,7 +8,7 @@ use agentprocess_gateway::{AdminParts, AuthConfig, Authenticator, admin_routes};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
-use agentprocess_testkit::fixtures_dir;
+use agentprocess_testkit::example;
 use axum::middleware::from_fn_with_state;
 use serde_json::Value;
 use std::process::{Command, Output};
@@ -84,8 +84,9 @@ fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).unwrap()
 }
 
-fn fixture(name: &str) -> String {
-    fixtures_dir().join(name).display().to_string()
+/// The folder of our example process `name` (`examples/NAME`).
+fn example_folder(name: &str) -> String {
+    example(name).parent().unwrap().display().to_string()
 }
 
 impl Server {
@@ -116,18 +117,18 @@ impl Server {
 async fn import_bind_publish_then_list() {
     let server = start().await;
     let token = server.token(true).await;
-    let hash = agentprocess(&["process", "hash", &fixture("invoice-approval")], &[]).await;
+    let hash = agentprocess(&["process", "hash", &example_folder("purchase-request")], &[]).await;
     let hash = stdout(&hash).trim().to_owned();
 
     let output = agentprocess(
         &[
             "process",
             "import",
-            &fixture("invoice-approval"),
+            &example_folder("purchase-request"),
             "--bind",
-            "cfo=g_cfo",
+            "executive=g_executive",
             "--bind",
-            "finance-controller=g_controllers",
+            "budget-owner=g_budget_owners",
             "--publish",
             "--server",
             &server.url,
@@ -140,33 +141,30 @@ async fn import_bind_publish_then_list() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = stdout(&output);
     assert!(
-        text.contains(&format!("invoice-approval: draft imported, content hash {hash}")),
+        text.contains(&format!("purchase-request: draft imported, content hash {hash}")),
         "{text}"
     );
-    assert!(text.contains("role cfo -> group g_cfo"), "{text}");
+    assert!(text.contains("role executive -> group g_executive"), "{text}");
     assert!(
-        text.contains("role finance-controller -> group g_controllers"),
+        text.contains("role budget-owner -> group g_budget_owners"),
         "{text}"
     );
-    assert!(text.contains("invoice-approval: published version 1"), "{text}");
+    assert!(text.contains("purchase-request: published version 1"), "{text}");
 
     // The server and token from the environment; a file path rather than a folder; no binding.
-    let blog = fixtures_dir()
-        .join("blog-publication/PROCESS.md")
-        .display()
-        .to_string();
+    let notes = example("release-notes").display().to_string();
     let env = [
         ("AGENTPROCESS_URL", server.url.as_str()),
         ("AGENTPROCESS_TOKEN", token.as_str()),
     ];
-    let output = agentprocess(&["process", "import", &blog], &env).await;
+    let output = agentprocess(&["process", "import", &notes], &env).await;
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = stdout(&output);
-    assert!(text.contains("role editor: unbound"), "{text}");
+    assert!(text.contains("role product-manager: unbound"), "{text}");
     assert!(
         text.contains(
-            "blog-publication: imported as a draft, not published; to publish it, run again with \
-             --bind editor=GROUP --publish"
+            "release-notes: imported as a draft, not published; to publish it, run again with \
+             --bind product-manager=GROUP --publish"
         ),
         "{text}"
     );
@@ -181,26 +179,29 @@ async fn import_bind_publish_then_list() {
         lines,
         [
             "NAME LATEST VERSIONS DRAFT",
-            "blog-publication - 0 yes",
             // The draft stays after publication; it is what version 1 is.
-            "invoice-approval 1 1 no"
+            "purchase-request 1 1 no",
+            "release-notes - 0 yes"
         ]
     );
 
     let output = agentprocess(&["process", "list", "--json"], &env).await;
     assert_eq!(output.status.code(), Some(0));
     let listed: Value = serde_json::from_str(&stdout(&output)).unwrap();
-    assert_eq!(listed["processes"][1]["versions"][0]["contentHash"], hash);
-    assert_eq!(listed["processes"][1]["versions"][0]["roles"]["cfo"], "g_cfo");
+    assert_eq!(listed["processes"][0]["versions"][0]["contentHash"], hash);
+    assert_eq!(
+        listed["processes"][0]["versions"][0]["roles"]["executive"],
+        "g_executive"
+    );
 
     // --json: the server's answers, one object; bind and publish a second version.
     let output = agentprocess(
         &[
             "process",
             "import",
-            &fixture("invoice-approval"),
+            &example_folder("purchase-request"),
             "--bind",
-            "cfo=g_cfo_eu",
+            "executive=g_executive_eu",
             "--publish",
             "--json",
         ],
@@ -211,10 +212,13 @@ async fn import_bind_publish_then_list() {
     let answers: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(answers["import"]["draft"]["contentHash"], hash);
     assert_eq!(
-        answers["import"]["draft"]["bindings"]["finance-controller"],
-        "g_controllers"
+        answers["import"]["draft"]["bindings"]["budget-owner"],
+        "g_budget_owners"
     );
-    assert_eq!(answers["bindings"]["draft"]["bindings"]["cfo"], "g_cfo_eu");
+    assert_eq!(
+        answers["bindings"]["draft"]["bindings"]["executive"],
+        "g_executive_eu"
+    );
     assert_eq!(answers["publish"]["version"], 2);
 
     // A binding changed and not published: the draft differs from version 2 now.
@@ -222,9 +226,9 @@ async fn import_bind_publish_then_list() {
         &[
             "process",
             "import",
-            &fixture("invoice-approval"),
+            &example_folder("purchase-request"),
             "--bind",
-            "cfo=g_cfo_us",
+            "executive=g_executive_us",
         ],
         &env,
     )
@@ -232,7 +236,7 @@ async fn import_bind_publish_then_list() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(
         stdout(&output).contains(
-            "invoice-approval: imported as a draft, not published; to publish it, run again with --publish"
+            "purchase-request: imported as a draft, not published; to publish it, run again with --publish"
         ),
         "{}",
         stdout(&output)
@@ -241,7 +245,7 @@ async fn import_bind_publish_then_list() {
     let text = stdout(&output);
     assert!(
         text.lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["invoice-approval", "2", "2", "yes"]),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["purchase-request", "2", "2", "yes"]),
         "{text}"
     );
 }
@@ -273,13 +277,13 @@ async fn refusals_print_every_issue_and_exit_1() {
 
     // Publishing with roles unbound: one line per role.
     let output = agentprocess(
-        &["process", "import", &fixture("contract-review"), "--publish"],
+        &["process", "import", &example_folder("policy-update"), "--publish"],
         &env,
     )
     .await;
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let errors = stderr(&output);
-    for role in ["authorized-signatory", "finance-reviewer", "legal-reviewer"] {
+    for role in ["compliance-reviewer", "policy-owner", "security-reviewer"] {
         assert!(
             errors
                 .lines()
@@ -288,10 +292,10 @@ async fn refusals_print_every_issue_and_exit_1() {
         );
     }
     assert!(
-        errors.contains("contract-review is imported as a draft, not published; bind every role first:"),
+        errors.contains("policy-update is imported as a draft, not published; bind every role first:"),
         "{errors}"
     );
-    for role in ["authorized-signatory", "finance-reviewer", "legal-reviewer"] {
+    for role in ["compliance-reviewer", "policy-owner", "security-reviewer"] {
         assert!(errors.contains(&format!("--bind {role}=GROUP")), "{errors}");
     }
 
@@ -300,7 +304,7 @@ async fn refusals_print_every_issue_and_exit_1() {
         &[
             "process",
             "import",
-            &fixture("blog-publication"),
+            &example_folder("release-notes"),
             "--bind",
             "janitor=g_x",
         ],
@@ -315,18 +319,14 @@ async fn refusals_print_every_issue_and_exit_1() {
     );
 
     // A profile the server does not offer.
-    let output = agentprocess(&["process", "import", &fixture("vendor-check")], &env).await;
+    let output = agentprocess(&["process", "import", &example_folder("partner-screening")], &env).await;
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("check"), "{}", stderr(&output));
 
     // A folder named other than its process, refused before any request.
-    let folder = dir.path().join("not-blog");
+    let folder = dir.path().join("not-release-notes");
     std::fs::create_dir(&folder).unwrap();
-    std::fs::copy(
-        fixtures_dir().join("blog-publication/PROCESS.md"),
-        folder.join("PROCESS.md"),
-    )
-    .unwrap();
+    std::fs::copy(example("release-notes"), folder.join("PROCESS.md")).unwrap();
     let output = agentprocess(&["process", "import", &folder.display().to_string()], &env).await;
     assert_eq!(output.status.code(), Some(1));
     assert!(
@@ -347,7 +347,7 @@ async fn a_token_without_operator_rights_is_told_what_it_needs() {
     let server = start().await;
     let token = server.token(false).await;
     for args in [
-        vec!["process", "import", &fixture("blog-publication")],
+        vec!["process", "import", &example_folder("release-notes")],
         vec!["process", "list"],
     ] {
         let mut args = args.clone();
@@ -370,7 +370,7 @@ async fn usage_and_connection_errors_exit_2() {
         vec![
             "process",
             "import",
-            &fixture("blog-publication"),
+            &example_folder("release-notes"),
             "--server",
             &server.url,
         ],
@@ -415,9 +415,9 @@ async fn usage_and_connection_errors_exit_2() {
         &[
             "process",
             "import",
-            &fixture("blog-publication"),
+            &example_folder("release-notes"),
             "--bind",
-            "editor",
+            "product-manager",
         ],
         &[],
     )

@@ -1,6 +1,8 @@
-//! `agentprocess process check|hash` run as a real process against the conformance fixtures.
+//! `agentprocess process check|hash|map` run as a real process against our example processes
+//! (`examples/`), and `check` against the protocol's published fixtures when
+//! `AGENTPROCESS_OFFICIAL` names them.
 
-use agentprocess_testkit::{fixtures, fixtures_dir};
+use agentprocess_testkit::{example, examples, official_fixtures_or_skip};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -16,26 +18,22 @@ fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).expect("utf-8 stdout")
 }
 
-fn fixture_folder(name: &str) -> String {
-    fixtures_dir().join(name).display().to_string()
+/// The folder of our example process `name` (`examples/NAME`).
+fn example_folder(name: &str) -> String {
+    example(name).parent().unwrap().display().to_string()
 }
 
-/// Copies a fixture's PROCESS.md into a fresh folder with the given name.
-fn copy_into_folder(fixture: &str, folder_name: &str) -> (tempfile::TempDir, String) {
+/// Copies an example's PROCESS.md into a fresh folder with the given name.
+fn copy_into_folder(name: &str, folder_name: &str) -> (tempfile::TempDir, String) {
     let temp = tempfile::tempdir().unwrap();
     let folder = temp.path().join(folder_name);
     std::fs::create_dir(&folder).unwrap();
-    std::fs::copy(
-        fixtures_dir().join(fixture).join("PROCESS.md"),
-        folder.join("PROCESS.md"),
-    )
-    .unwrap();
+    std::fs::copy(example(name), folder.join("PROCESS.md")).unwrap();
     (temp, folder.display().to_string())
 }
 
-#[test]
-fn every_fixture_passes_check_when_both_profiles_are_offered() {
-    let folders: Vec<String> = fixtures().iter().map(|(name, _)| fixture_folder(name)).collect();
+/// Runs `process check` on every folder and asserts each is reported valid, with exit 0.
+fn assert_all_valid(folders: &[String]) {
     let mut args = vec!["process", "check"];
     args.extend(folders.iter().map(String::as_str));
     let output = agentprocess(&args);
@@ -45,8 +43,31 @@ fn every_fixture_passes_check_when_both_profiles_are_offered() {
             .lines()
             .filter(|l| l.contains(": valid ("))
             .count(),
-        12
+        folders.len(),
+        "stdout:\n{}",
+        stdout(&output)
     );
+}
+
+#[test]
+fn every_example_passes_check_when_both_profiles_are_offered() {
+    let folders: Vec<String> = examples().iter().map(|(name, _)| example_folder(name)).collect();
+    assert_eq!(folders.len(), 13, "the thirteen example processes");
+    assert_all_valid(&folders);
+}
+
+#[test]
+fn every_official_fixture_passes_check_when_both_profiles_are_offered() {
+    let Some(fixtures) =
+        official_fixtures_or_skip("every_official_fixture_passes_check_when_both_profiles_are_offered")
+    else {
+        return;
+    };
+    let folders: Vec<String> = fixtures
+        .iter()
+        .map(|(_, path)| path.parent().unwrap().display().to_string())
+        .collect();
+    assert_all_valid(&folders);
 }
 
 #[test]
@@ -55,8 +76,8 @@ fn json_output_has_one_object_per_input_with_the_documented_fields() {
         "process",
         "check",
         "--json",
-        &fixture_folder("invoice-approval"),
-        &fixture_folder("vendor-check"),
+        &example_folder("purchase-request"),
+        &example_folder("partner-screening"),
     ]);
     assert_eq!(output.status.code(), Some(0));
     let objects: Vec<Value> = stdout(&output)
@@ -71,19 +92,19 @@ fn json_output_has_one_object_per_input_with_the_documented_fields() {
         keys,
         ["hash", "issues", "name", "path", "requires", "valid", "warnings"]
     );
-    assert_eq!(first["name"], "invoice-approval");
+    assert_eq!(first["name"], "purchase-request");
     assert_eq!(first["valid"], true);
     assert_eq!(first["issues"], serde_json::json!([]));
     assert_eq!(first["warnings"], serde_json::json!([]));
     assert_eq!(
         first["requires"],
         Value::Null,
-        "invoice-approval declares no requires"
+        "purchase-request declares no requires"
     );
     // §7: import shows what `requires` names; so does the check before it.
     assert_eq!(
         objects[1]["requires"],
-        serde_json::json!({ "systems": ["sanctions-screening"] })
+        serde_json::json!({ "systems": ["watchlist-screening"] })
     );
     let hash = first["hash"].as_str().unwrap();
     assert_eq!(hash.len(), 64);
@@ -101,7 +122,7 @@ fn a_profile_that_is_not_offered_refuses_the_process_with_exit_1() {
         "--json",
         "--profile",
         "parallel-1",
-        &fixture_folder("vendor-check"),
+        &example_folder("partner-screening"),
     ]);
     assert_eq!(output.status.code(), Some(1));
     let object: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
@@ -121,7 +142,7 @@ fn a_profile_that_is_not_offered_refuses_the_process_with_exit_1() {
         "process",
         "check",
         "--no-profiles",
-        &fixture_folder("major-incident"),
+        &example_folder("product-launch"),
     ]);
     assert_eq!(output.status.code(), Some(1));
     assert!(
@@ -133,19 +154,19 @@ fn a_profile_that_is_not_offered_refuses_the_process_with_exit_1() {
 
 #[test]
 fn spec_2_1_a_folder_whose_name_differs_from_the_process_name_is_refused() {
-    let (_temp, folder) = copy_into_folder("invoice-approval", "invoices");
+    let (_temp, folder) = copy_into_folder("purchase-request", "purchases");
     let output = agentprocess(&["process", "check", "--json", &folder]);
     assert_eq!(output.status.code(), Some(1));
     let object: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
     assert_eq!(
         object["issues"],
-        serde_json::json!([r#"name: "invoice-approval" does not equal the folder name "invoices""#])
+        serde_json::json!([r#"name: "purchase-request" does not equal the folder name "purchases""#])
     );
 }
 
 #[test]
 fn a_file_path_is_checked_without_a_folder_name_rule() {
-    let (_temp, folder) = copy_into_folder("invoice-approval", "invoices");
+    let (_temp, folder) = copy_into_folder("purchase-request", "purchases");
     let file = Path::new(&folder).join("PROCESS.md");
     let output = agentprocess(&["process", "check", file.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
@@ -208,7 +229,7 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn hash_prints_the_content_hash_of_spec_6_5() {
-    let folder = fixture_folder("invoice-approval");
+    let folder = example_folder("purchase-request");
     let output = agentprocess(&["process", "hash", &folder]);
     assert_eq!(output.status.code(), Some(0));
     let bytes = std::fs::read(Path::new(&folder).join("PROCESS.md")).unwrap();
@@ -226,20 +247,20 @@ fn stderr(output: &Output) -> String {
 
 #[test]
 fn map_prints_the_process_map_as_svg_and_exits_0() {
-    let output = agentprocess(&["process", "map", &fixture_folder("vendor-check")]);
+    let output = agentprocess(&["process", "map", &example_folder("partner-screening")]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let svg = stdout(&output);
     assert!(svg.starts_with("<?xml"), "{svg}");
     assert!(svg.trim_end().ends_with("</svg>"));
     for expected in [
-        r#"data-process="vendor-check""#,
-        r#"data-step="check_vendor" data-kind="agent""#,
-        r#"data-kind="rejected" data-from="approve" data-to="check_vendor""#,
-        r#"data-marker="end" data-step="done" data-kind="finish""#,
+        r#"data-process="partner-screening""#,
+        r#"data-step="screen_partner" data-kind="agent""#,
+        r#"data-kind="rejected" data-from="partner_approval" data-to="screen_partner""#,
+        r#"data-marker="end" data-step="accepted" data-kind="finish""#,
     ] {
         assert!(svg.contains(expected), "missing {expected}");
     }
-    let file = Path::new(&fixture_folder("vendor-check")).join("PROCESS.md");
+    let file = Path::new(&example_folder("partner-screening")).join("PROCESS.md");
     let from_file = agentprocess(&["process", "map", file.to_str().unwrap()]);
     assert_eq!(stdout(&from_file), svg, "a file and its folder give the same map");
 }
@@ -268,7 +289,7 @@ fn map_of_a_refused_document_prints_its_issues_and_no_map_and_exits_1() {
         "process",
         "map",
         "--no-profiles",
-        &fixture_folder("major-incident"),
+        &example_folder("product-launch"),
     ]);
     assert_eq!(output.status.code(), Some(1));
     assert!(
@@ -278,7 +299,7 @@ fn map_of_a_refused_document_prints_its_issues_and_no_map_and_exits_1() {
     );
 
     // §2.1: a folder whose name differs from the process name is refused too.
-    let (_temp, folder) = copy_into_folder("invoice-approval", "invoices");
+    let (_temp, folder) = copy_into_folder("purchase-request", "purchases");
     let output = agentprocess(&["process", "map", &folder]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("does not equal the folder name"));
@@ -288,13 +309,13 @@ fn map_of_a_refused_document_prints_its_issues_and_no_map_and_exits_1() {
 fn map_output_writes_the_svg_to_a_file() {
     let temp = tempfile::tempdir().unwrap();
     let file = temp.path().join("map.svg");
-    let folder = fixture_folder("major-incident");
+    let folder = example_folder("product-launch");
     let output = agentprocess(&["process", "map", &folder, "--output", file.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(stdout(&output).contains("map written to"), "{}", stdout(&output));
     let written = std::fs::read_to_string(&file).unwrap();
     assert_eq!(written, stdout(&agentprocess(&["process", "map", &folder])));
-    assert!(written.contains(r#"data-join="respond""#));
+    assert!(written.contains(r#"data-join="prepare""#));
 }
 
 #[test]

@@ -79,50 +79,50 @@ fn run_id(view: &Value) -> String {
 async fn runs_list_filters_pages_and_finds_the_stuck_run() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
-    server.publish_fixture("support-escalation");
+    server.publish_example("purchase-request");
+    server.publish_example("defect-triage");
     let ops = server.token(&OPS);
     let agent = server.client(&AGENT).await;
 
-    let old = run_id(&agent.start_invoice("INV-1").await);
-    // Ten minutes pass with INV-1's validate step ready and unclaimed.
+    let old = run_id(&agent.start_purchase_request("PR-1").await);
+    // Ten minutes pass with PR-1's assess step ready and unclaimed.
     server.advance(600).await;
-    let fresh = run_id(&agent.start_invoice("INV-2").await);
-    let third = run_id(&agent.start_invoice("INV-3").await);
-    let ticket = run_id(
+    let fresh = run_id(&agent.start_purchase_request("PR-2").await);
+    let third = run_id(&agent.start_purchase_request("PR-3").await);
+    let report = run_id(
         &agent
             .ok(
                 "start_run",
-                json!({ "process": "support-escalation", "inputs": { "ticketId": "T-9" },
+                json!({ "process": "defect-triage", "inputs": { "reportId": "BUG-9" },
                         "requestId": request_id() }),
             )
             .await,
     );
 
     // The process filter: list_runs' own, in start order.
-    let invoices = cli(
+    let requests = cli(
         &server,
         &ops,
-        &["runs", "list", "--process", "invoice-approval", "--json"],
+        &["runs", "list", "--process", "purchase-request", "--json"],
     )
     .await
     .json();
-    assert_eq!(ids(&invoices, "id"), [old.clone(), fresh.clone(), third.clone()]);
-    assert_eq!(invoices["nextCursor"], Value::Null);
+    assert_eq!(ids(&requests, "id"), [old.clone(), fresh.clone(), third.clone()]);
+    assert_eq!(requests["nextCursor"], Value::Null);
     let everything = cli(&server, &ops, &["runs", "list", "--json"]).await.json();
     assert_eq!(everything["items"].as_array().unwrap().len(), 4);
-    assert!(ids(&everything, "id").contains(&ticket));
+    assert!(ids(&everything, "id").contains(&report));
 
     // An input filter matches on equality of the given field.
     let second = cli(
         &server,
         &ops,
-        &["runs", "list", "--input", "invoiceId=INV-2", "--json"],
+        &["runs", "list", "--input", "requestId=PR-2", "--json"],
     )
     .await
     .json();
     assert_eq!(ids(&second, "id"), [fresh.as_str()]);
-    assert_eq!(second["items"][0]["inputs"]["invoiceId"], "INV-2");
+    assert_eq!(second["items"][0]["inputs"]["requestId"], "PR-2");
 
     // Paging: list_runs' cursor carries the filters' listing on.
     let first_page = cli(
@@ -132,7 +132,7 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
             "runs",
             "list",
             "--process",
-            "invoice-approval",
+            "purchase-request",
             "--limit",
             "2",
             "--json",
@@ -152,7 +152,7 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
             "runs",
             "list",
             "--process",
-            "invoice-approval",
+            "purchase-request",
             "--limit",
             "2",
             "--cursor",
@@ -168,7 +168,7 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
     let table = cli(
         &server,
         &ops,
-        &["runs", "list", "--process", "invoice-approval", "--limit", "2"],
+        &["runs", "list", "--process", "purchase-request", "--limit", "2"],
     )
     .await;
     let lines: Vec<&str> = table.table().lines().collect();
@@ -179,7 +179,7 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
         table.stdout
     );
     assert!(
-        lines[1].starts_with(&old) && lines[1].contains("invoice-approval"),
+        lines[1].starts_with(&old) && lines[1].contains("purchase-request"),
         "{}",
         table.stdout
     );
@@ -187,7 +187,7 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
     // Columns line up: every row's second column starts where the header's does.
     let column = lines[0].find("PROCESS").unwrap();
     assert_eq!(
-        lines[1].find("invoice-approval"),
+        lines[1].find("purchase-request"),
         Some(column),
         "{}",
         table.stdout
@@ -204,7 +204,7 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
         .json();
     assert_eq!(ids(&stuck, "id"), [old.as_str()]);
     let step = &stuck["items"][0]["stuck"];
-    assert_eq!(step["stepId"], "validate");
+    assert_eq!(step["stepId"], "assess");
     assert!(step["ageSeconds"].as_u64().unwrap() >= 600, "{step}");
     let stuck_table = cli(&server, &ops, &["runs", "list", "--stuck", "5m"]).await;
     let lines: Vec<&str> = stuck_table.table().lines().collect();
@@ -215,7 +215,7 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
         stuck_table.stdout
     );
     assert!(
-        lines[1].starts_with(&old) && lines[1].contains("validate"),
+        lines[1].starts_with(&old) && lines[1].contains("assess"),
         "{}",
         stuck_table.stdout
     );
@@ -239,7 +239,7 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
             "--stuck",
             "1m",
             "--process",
-            "invoice-approval",
+            "purchase-request",
             "--json",
         ],
     )
@@ -283,13 +283,13 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
             "--stuck",
             "1m",
             "--input",
-            "ticketId=T-9",
+            "reportId=BUG-9",
             "--json",
         ],
     )
     .await
     .json();
-    assert_eq!(ids(&by_input, "id"), [ticket.as_str()]);
+    assert_eq!(ids(&by_input, "id"), [report.as_str()]);
     agent.close().await;
 }
 
@@ -297,28 +297,28 @@ async fn runs_list_filters_pages_and_finds_the_stuck_run() {
 async fn runs_cancel_cancels_once_and_is_refused_as_mcp_refuses() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
-    server.publish_fixture_in("globex", "invoice-approval");
+    server.publish_example("purchase-request");
+    server.publish_example_in("globex", "purchase-request");
     let ops = server.token(&OPS);
     let agent = server.client(&AGENT).await;
-    let run = run_id(&agent.start_invoice("INV-7").await);
+    let run = run_id(&agent.start_purchase_request("PR-7").await);
 
     let cancelled = cli(
         &server,
         &ops,
-        &["runs", "cancel", &run, "--reason", "duplicate of INV-6"],
+        &["runs", "cancel", &run, "--reason", "duplicate of PR-6"],
     )
     .await;
     let line = cancelled.table().trim().to_owned();
     assert!(line.starts_with(&format!("{run}: cancelled")), "{line}");
     assert!(
-        line.contains("by ops@acme.test") && line.ends_with(": duplicate of INV-6"),
+        line.contains("by ops@acme.test") && line.ends_with(": duplicate of PR-6"),
         "{line}"
     );
     // The protocol's run view says the same to an MCP client (spec §3.5).
     let view = agent.ok("get_run", json!({ "runId": run })).await;
     assert_eq!(view["run"]["state"], "cancelled");
-    assert_eq!(view["run"]["ended"]["note"], "duplicate of INV-6");
+    assert_eq!(view["run"]["ended"]["note"], "duplicate of PR-6");
     assert_eq!(view["run"]["ended"]["by"], "ops@acme.test");
 
     // A second cancel: the run has ended; the protocol's code and issue, exit 1.
@@ -345,7 +345,7 @@ async fn runs_cancel_cancels_once_and_is_refused_as_mcp_refuses() {
     assert_eq!(body["error"]["issues"], json!(["run_ended"]));
 
     // A missing reason is the protocol's `invalid`, nothing cancelled.
-    let open = run_id(&agent.start_invoice("INV-8").await);
+    let open = run_id(&agent.start_purchase_request("PR-8").await);
     let response = http
         .post(format!("{}/admin/v1/runs/{open}/cancel", server.url))
         .bearer_auth(&ops)
@@ -434,22 +434,22 @@ async fn runs_cancel_cancels_once_and_is_refused_as_mcp_refuses() {
 async fn work_list_is_oldest_first_and_escalations_list_shows_the_note() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let ops = server.token(&OPS);
     let agent = server.client(&AGENT).await;
-    let first = run_id(&agent.start_invoice("INV-1").await);
+    let first = run_id(&agent.start_purchase_request("PR-1").await);
     server.advance(300).await;
-    let second = run_id(&agent.start_invoice("INV-2").await);
+    let second = run_id(&agent.start_purchase_request("PR-2").await);
     server.advance(300).await;
-    let third = run_id(&agent.start_invoice("INV-3").await);
+    let third = run_id(&agent.start_purchase_request("PR-3").await);
 
     let work = cli(&server, &ops, &["work", "list", "--json"]).await.json();
     assert_eq!(
         ids(&work, "runId"),
         [first.clone(), second.clone(), third.clone()]
     );
-    assert_eq!(work["items"][0]["stepId"], "validate");
-    assert_eq!(work["items"][0]["process"], "invoice-approval");
+    assert_eq!(work["items"][0]["stepId"], "assess");
+    assert_eq!(work["items"][0]["process"], "purchase-request");
     assert!(work["items"][0]["ageSeconds"].as_u64().unwrap() >= 600);
     assert!(work["items"][1]["ageSeconds"].as_u64().unwrap() >= 300);
     let older = cli(&server, &ops, &["work", "list", "--older-than", "4m", "--json"])
@@ -508,12 +508,12 @@ async fn work_list_is_oldest_first_and_escalations_list_shows_the_note() {
         table.stdout
     );
 
-    // INV-2's claim lapses: its step is ready again and says how often it lapsed; the filter
+    // PR-2's claim lapses: its step is ready again and says how often it lapsed; the filter
     // keeps only it.
     agent
         .ok(
             "claim",
-            json!({ "runId": second, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": second, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     server.advance(601).await;
@@ -558,14 +558,14 @@ async fn work_list_is_oldest_first_and_escalations_list_shows_the_note() {
         table.stdout
     );
 
-    // The agent escalates INV-3's validate: it leaves the unclaimed work, and is an escalation.
+    // The agent escalates PR-3's assess: it leaves the unclaimed work, and is an escalation.
     let claimed = agent
         .ok(
             "claim",
-            json!({ "runId": third, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": third, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
-    let note = "The invoice is in EUR; need a finance-approved USD valuation.";
+    let note = "The quote is in EUR; need the treasury's USD amount.";
     agent
         .ok(
             "escalate",
@@ -580,7 +580,7 @@ async fn work_list_is_oldest_first_and_escalations_list_shows_the_note() {
     assert_eq!(escalations["items"].as_array().unwrap().len(), 1, "{escalations}");
     let escalation = &escalations["items"][0];
     assert_eq!(escalation["runId"], third.as_str());
-    assert_eq!(escalation["stepId"], "validate");
+    assert_eq!(escalation["stepId"], "assess");
     assert_eq!(escalation["escalatedBy"], "ap-bot");
     assert_eq!(escalation["note"], note);
     assert_eq!(escalations["truncated"], false);
@@ -616,23 +616,23 @@ async fn runs_show_and_history_follow_an_escalation_to_the_end_and_into_the_arch
         &[],
         &[("AGENTPROCESS_ARCHIVE_ENDED_RUNS_AFTER_SECONDS", "60")],
     );
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let ops = server.token(&OPS);
     let agent = server.client(&AGENT).await;
     let operator = server.client(&OPS).await;
-    let run = run_id(&agent.start_invoice("INV-H1").await);
-    let claim = |run: String| json!({ "runId": run, "stepId": "validate", "requestId": request_id() });
+    let run = run_id(&agent.start_purchase_request("PR-H1").await);
+    let claim = |run: String| json!({ "runId": run, "stepId": "assess", "requestId": request_id() });
     let claimed = agent.ok("claim", claim(run.clone())).await;
 
     let shown = cli(&server, &ops, &["runs", "show", &run]).await;
-    let validate = shown
+    let assess = shown
         .table()
         .lines()
-        .find(|line| line.starts_with("validate"))
+        .find(|line| line.starts_with("assess"))
         .unwrap();
     let expires_at = claimed["expiresAt"].as_str().unwrap();
     assert!(
-        validate.contains("claimed") && validate.contains("ap-bot"),
+        assess.contains("claimed") && assess.contains("ap-bot"),
         "{}",
         shown.stdout
     );
@@ -648,7 +648,7 @@ async fn runs_show_and_history_follow_an_escalation_to_the_end_and_into_the_arch
     agent
         .ok(
             "escalate",
-            json!({ "token": claimed["token"], "note": "The invoice is in EUR.", "requestId": request_id() }),
+            json!({ "token": claimed["token"], "note": "The quote is in EUR.", "requestId": request_id() }),
         )
         .await;
     let item = operator.ok("get_work", json!({})).await["items"][0].clone();
@@ -657,7 +657,7 @@ async fn runs_show_and_history_follow_an_escalation_to_the_end_and_into_the_arch
             "decide",
             json!({
                 "runId": run, "workItemId": item["workItem"]["id"], "snapshot": item["workItem"]["snapshot"],
-                "decision": "returned", "note": "Finance values it at 4350 USD.", "requestId": request_id(),
+                "decision": "returned", "note": "Treasury values it at 4350 USD.", "requestId": request_id(),
             }),
         )
         .await;
@@ -672,9 +672,9 @@ async fn runs_show_and_history_follow_an_escalation_to_the_end_and_into_the_arch
     let table = history.table().to_owned();
     for part in [
         "started the run",
-        "claimed validate",
-        "note: The invoice is in EUR.",
-        "note: Finance values it at 4350 USD.",
+        "claimed assess",
+        "note: The quote is in EUR.",
+        "note: Treasury values it at 4350 USD.",
         "reason: Paid by card instead.",
         "the run cancelled",
     ] {

@@ -10,7 +10,7 @@ mod common;
 
 use agentprocess_gateway::auth::dev::DevKey;
 use agentprocess_testkit::{ClientCerts, EtcdCluster, SecuredEtcd, TestPki, free_loopback_ports};
-use common::{Mcp, Who, publish_fixture_with, run_import};
+use common::{Mcp, Who, publish_example_with, run_import};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -159,13 +159,13 @@ async fn actor_and_gateway(
 }
 
 impl ActorAndGateway {
-    /// Publishes the invoice process and starts a run of it through MCP; checks the run is
+    /// Publishes the purchase-request example and starts a run of it through MCP; checks the run is
     /// active when read back.
-    async fn run_an_invoice(&self, invoice: &str) {
+    async fn run_a_purchase_request(&self, request: &str) {
         let key = DevKey::load_or_create_file(&self.dev_key).unwrap();
         let token = |who: Who| key.mint(&self.gateway_url, &who.token_request("acme"));
         let operator = token(Who::Operator("ops@acme.test", &["ops"]));
-        publish_fixture_with("invoice-approval", |path, bindings| {
+        publish_example_with("purchase-request", |path, bindings| {
             run_import(&self.gateway_url, &operator, path, bindings, true)
         });
         let agent = Mcp::connect(
@@ -173,7 +173,7 @@ impl ActorAndGateway {
             &token(Who::Agent("agent-1")),
         )
         .await;
-        let started = agent.start_invoice(invoice).await;
+        let started = agent.start_purchase_request(request).await;
         let run_id = started["run"]["id"].as_str().expect("a run id").to_owned();
         let run = agent.ok("get_run", serde_json::json!({ "runId": &run_id })).await;
         assert_eq!(run["run"]["id"], run_id.as_str());
@@ -202,7 +202,7 @@ async fn roles_work_through_an_etcd_with_tls_client_certificates_and_users() {
         &[("AGENTPROCESS_CLUSTER__ETCD_PASSWORD", PASSWORD)],
     )
     .await;
-    roles.run_an_invoice("INV-TLS-1").await;
+    roles.run_a_purchase_request("PR-TLS-1").await;
 
     // A role with a wrong password stops at start, naming the login that failed.
     let stderr = scheduler_refused(
@@ -251,7 +251,7 @@ async fn roles_talk_to_each_other_over_mutual_tls() {
         actor_log.contains(&format!("serving runs at https://127.0.0.1:{}", roles.actor_port)),
         "the actor host serves https://:\n{actor_log}"
     );
-    roles.run_an_invoice("INV-MTLS-1").await;
+    roles.run_a_purchase_request("PR-MTLS-1").await;
 
     // Half the settings: the role stops before it does anything, naming what is missing.
     let half = dir.path().join("half.toml");

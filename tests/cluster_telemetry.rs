@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const AGENT: Who = Who::Agent("a_ap");
-const PROCESS: (&str, &str) = ("process", "invoice-approval");
+const PROCESS: (&str, &str) = ("process", "purchase-request");
 /// The client's trace and its span, as it sends them in `traceparent`.
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
@@ -183,22 +183,22 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     })
     .await;
-    cluster.publish_fixture_in(common::ORG, "invoice-approval");
+    cluster.publish_example_in(common::ORG, "purchase-request");
     let agent = cluster.client(1, &AGENT).await;
-    let started = agent.start_invoice("INV-T1").await;
+    let started = agent.start_purchase_request("PR-T1").await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
     let claimed = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     let token = cluster.token_in(common::ORG, &AGENT);
     let submit = json!({
         "token": claimed["token"],
-        "output": { "totalUsd": 420.0, "supplier": "Acme", "matchSummary": "PO and GR match" },
+        "output": { "amountUsd": 420.0, "vendor": "Acme", "justification": "Quote matches the request" },
         "evidence": [{ "kind": "link", "ref": "https://erp.test/m/1" }],
-        "summary": "Matched", "next": "manager_review", "reason": "under 10000",
+        "summary": "Assessed", "next": "team_lead_approval", "reason": "under 5000",
         "requestId": request_id(),
     });
     let submitted = call_with_traceparent(&cluster, 1, &token, ("submit", submit), TraceIn::Header).await;
@@ -308,7 +308,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         value(&samples, "agentprocess_build_info", &[("role", "gateway")]),
         Some(1.0)
     );
-    // The manager's approval is the only open work: every gateway's backlog says so.
+    // The team lead's approval is the only open work: every gateway's backlog says so.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let samples = scrape(&metrics_url(&cluster, Role::Gateway, 0)).await;
@@ -356,7 +356,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
 
     // A run cancelled and archived: ended runs and a fired timer are counted too. Then every
     // metric the dashboard queries is in a scrape of some role.
-    let cancelled = agent.start_invoice("INV-T2").await;
+    let cancelled = agent.start_purchase_request("PR-T2").await;
     let ops = cluster.client(0, &Who::Operator("ops@acme.test", &["ops"])).await;
     ops.ok(
         "cancel",
@@ -400,7 +400,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         &cluster,
         1,
         &ops_token,
-        &["runs", "list", "--process", "invoice-approval", "--json"],
+        &["runs", "list", "--process", "purchase-request", "--json"],
     );
     let listed: Vec<&str> = listed["items"]
         .as_array()
@@ -411,7 +411,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
     assert!(listed.contains(&run_id.as_str()), "{listed:?}");
     let shown = cli(&cluster, 1, &ops_token, &["runs", "show", &run_id, "--json"]);
     assert_eq!(shown["run"]["state"], "waiting", "{shown}");
-    assert_eq!(shown["workItems"][0]["step"], "manager_review", "{shown}");
+    assert_eq!(shown["workItems"][0]["step"], "team_lead_approval", "{shown}");
     let history = cli(&cluster, 1, &ops_token, &["runs", "history", &run_id, "--json"]);
     let kinds: Vec<&str> = history["events"]
         .as_array()

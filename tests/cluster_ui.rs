@@ -57,14 +57,14 @@ async fn a_session_and_an_oauth_flow_span_the_gateways_of_a_cluster() {
     assert_eq!((status, again["error"].as_str()), (400, Some("invalid_grant")));
 
     // The token acts as Mira on either gateway: a run that waits on her is in her work.
-    cluster.publish_fixture_in(common::ORG, "invoice-approval");
+    cluster.publish_example_in(common::ORG, "purchase-request");
     let agent = cluster.client(0, &Who::Agent("a_ap")).await;
     let started = agent
         .ok(
             "start_run",
             json!({
-                "process": "invoice-approval",
-                "inputs": { "invoiceId": "INV-C", "invoiceDocument": "https://docs.test/inv-c", "manager": MIRA },
+                "process": "purchase-request",
+                "inputs": { "requestId": "PR-C", "quoteDocument": "https://docs.test/pr-c", "approver": MIRA },
                 "requestId": request_id(),
             }),
         )
@@ -73,7 +73,7 @@ async fn a_session_and_an_oauth_flow_span_the_gateways_of_a_cluster() {
     let claim = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     agent
@@ -81,9 +81,9 @@ async fn a_session_and_an_oauth_flow_span_the_gateways_of_a_cluster() {
             "submit",
             json!({
                 "token": claim["token"], "requestId": request_id(),
-                "output": { "totalUsd": 90.0, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
+                "output": { "amountUsd": 90.0, "vendor": "Acme Supplies", "justification": "Quote matches the request" },
                 "evidence": [{ "kind": "link", "ref": "https://erp.test/match/c" }],
-                "summary": "Matched", "next": "manager_review", "reason": "90 USD is under 10000",
+                "summary": "Assessed", "next": "team_lead_approval", "reason": "90 USD is under 5000",
             }),
         )
         .await;

@@ -1,9 +1,9 @@
-//! The fixture walks of `serve_walks_core` and `serve_walks_advanced`, through a cluster: one
+//! The example walks of `serve_walks_core` and `serve_walks_advanced`, through a cluster: one
 //! cluster on loopback (3 etcd members, 3 actor hosts, 2 schedulers, 2 gateways), started once,
 //! with every walk in an organization of its own and its clients taking turns between the two
 //! gateways. The roles follow the cluster's shared test clock (`testing.clock_control`), so the
 //! walks that move the clock (due dates, lease expiry, waits) move every process at once; the
-//! vendor-check walks use the fake evaluator every role is given. One walk (blog-publication)
+//! partner-screening walks use the fake evaluator every role is given. One walk (release-notes)
 //! needs `serve`'s default escalation target, which the shared cluster's settings replace; it
 //! runs on a second cluster of those defaults, started after the first is gone.
 //!
@@ -62,10 +62,10 @@ macro_rules! walk {
     }};
 }
 
-/// Every fixture walk that `serve` runs, through one cluster: the same calls, the same
+/// Every example walk that `serve` runs, through one cluster: the same calls, the same
 /// assertions, every tool result checked against the schemas by `Mcp`.
 #[tokio::test(flavor = "multi_thread")]
-async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock() {
+async fn every_example_walk_passes_through_one_cluster_with_a_shared_test_clock() {
     let evaluator = Arc::new(FakeEvaluator::spawn_on_thread(None));
     let shape = Shape {
         env: walk_settings(&evaluator),
@@ -143,85 +143,90 @@ async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock(
     let (total, _) = cluster.store.get(&keys.test_clock()).await.unwrap();
     assert_eq!(total.unwrap().value, b"3600");
 
-    walk!(failed, cluster, "support-escalation", core_walks::support_escalation_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open);
     walk!(
         failed,
         cluster,
-        "contract-review",
-        core_walks::contract_review_rejection_rewinds_both_reviews_into_history_then_signs
+        "defect-triage",
+        core_walks::defect_triage_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open
     );
     walk!(
         failed,
         cluster,
-        "expense-reimbursement",
-        core_walks::expense_reimbursement_replays_lost_responses_and_lists_runs_by_filter
-    );
-    walk!(failed, cluster, "employee-onboarding", core_walks::employee_onboarding_in_test_mode_hands_progress_over_an_expired_lease_and_reworks_a_rejection);
-    walk!(
-        failed,
-        cluster,
-        "customer-offboarding",
-        core_walks::customer_offboarding_escalations_complete_and_fail_and_an_operator_cancels
+        "policy-update",
+        core_walks::policy_update_rejection_rewinds_both_reviews_into_history_then_publishes
     );
     walk!(
         failed,
         cluster,
-        "invoice-tiers",
-        advanced_walks::invoice_tiers_route_to_finance_and_cfo_and_each_approval_records
+        "training-request",
+        core_walks::training_request_replays_lost_responses_and_lists_runs_by_filter
+    );
+    walk!(failed, cluster, "contractor-setup", core_walks::contractor_setup_in_test_mode_hands_progress_over_an_expired_lease_and_reworks_a_rejection);
+    walk!(
+        failed,
+        cluster,
+        "account-closure",
+        core_walks::account_closure_escalations_complete_and_fail_and_an_operator_cancels
     );
     walk!(
         failed,
         cluster,
-        "invoice-rejected",
-        advanced_walks::invoice_rejected_by_the_cfo_ends_the_run_rejected
+        "purchase-tiers",
+        advanced_walks::purchase_request_tiers_route_to_budget_and_executive_and_each_approval_records
     );
     walk!(
         failed,
         cluster,
-        "incident-postmortem",
-        advanced_walks::postmortem_rejected_draft_is_reworked_then_closure_finishes
+        "purchase-rejected",
+        advanced_walks::purchase_request_rejected_by_the_executive_ends_the_run_rejected
     );
     walk!(
         failed,
         cluster,
-        "major-incident",
-        advanced_walks::major_incident_forks_three_branches_joins_after_all_and_reruns_on_rejection
+        "audit-remediation",
+        advanced_walks::audit_remediation_rejected_report_is_reworked_then_follow_up_finishes
     );
     walk!(
         failed,
         cluster,
-        "major-incident-response",
-        advanced_walks::major_incident_response_runs_the_leads_in_sequence_to_the_finish
+        "product-launch",
+        advanced_walks::product_launch_forks_three_branches_joins_after_all_and_reruns_on_rejection
     );
     walk!(
         failed,
         cluster,
-        "supplier-rfp",
-        advanced_walks::supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_organization
+        "service-restoration",
+        advanced_walks::service_restoration_runs_the_leads_in_sequence_to_the_finish
     );
     walk!(
         failed,
         cluster,
-        "vendor-check-3",
+        "venue-booking",
+        advanced_walks::venue_booking_offers_are_uploaded_files_with_urls_and_stay_in_their_organization
+    );
+    walk!(
+        failed,
+        cluster,
+        "partner-screening-3",
         advanced_walks::check_3_the_unsure_verdict_stays_when_a_person_completes_with_their_own_output
     );
     walk!(
         failed,
         cluster,
-        "vendor-check-pass",
-        advanced_walks::vendor_check_pass_is_recorded_and_the_vendor_is_onboarded
+        "partner-screening-pass",
+        advanced_walks::partner_screening_pass_is_recorded_and_the_partner_is_accepted
     );
     walk!(
         failed,
         cluster,
-        "vendor-check-fail",
-        advanced_walks::vendor_check_fail_is_refused_and_handed_to_the_next_attempt
+        "partner-screening-fail",
+        advanced_walks::partner_screening_fail_is_refused_and_handed_to_the_next_attempt
     );
     walk!(
         failed,
         cluster,
-        "vendor-check-unsure",
-        advanced_walks::vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_for_retry,
+        "partner-screening-unsure",
+        advanced_walks::partner_screening_unsure_escalates_with_the_candidate_and_an_error_asks_for_retry,
         evaluator
     );
     walk!(
@@ -246,9 +251,9 @@ async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock(
         Arc::try_unwrap(cluster).unwrap_or_else(|_| panic!("something still holds the walks' cluster"));
     drop(cluster);
 
-    // blog-publication asserts that an escalation goes to the operators, as `serve` sends it by
+    // release-notes asserts that an escalation goes to the operators, as `serve` sends it by
     // default, where the cluster above sends escalations to the escalation desk (as the
-    // vendor-check walks need, like their `serve`): it gets a cluster of `serve`'s defaults.
+    // partner-screening walks need, like their `serve`): it gets a cluster of `serve`'s defaults.
     let cluster = Arc::new(
         Cluster::start(Shape {
             env: vec![(
@@ -259,7 +264,7 @@ async fn every_fixture_walk_passes_through_one_cluster_with_a_shared_test_clock(
         })
         .await,
     );
-    walk!(failed, cluster, "blog-publication", core_walks::blog_publication_reworks_a_rejected_draft_waits_for_publish_time_and_gets_an_escalation_returned);
+    walk!(failed, cluster, "release-notes", core_walks::release_notes_reworks_a_rejected_draft_waits_for_release_time_and_gets_an_escalation_returned);
 
     assert!(
         failed.is_empty(),

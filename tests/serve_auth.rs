@@ -155,16 +155,16 @@ async fn bad_tokens_are_401_invalid_token() {
     }
 }
 
-/// Starts an invoice run as the agent, submits `validate` towards the manager, and returns
-/// (run id, the manager's work item).
-async fn run_waiting_on_manager(server: &Server, agent: &Mcp, request: &str) -> (String, Value) {
+/// Starts a purchase request as the agent, submits `assess` towards the team lead's approval
+/// (its approver, manager@acme.test), and returns (run id, the approver's work item).
+async fn run_waiting_on_approver(server: &Server, agent: &Mcp, request: &str) -> (String, Value) {
     let started = agent
         .ok(
             "start_run",
             json!({
-                "process": "invoice-approval",
-                "inputs": { "invoiceId": "INV-1", "invoiceDocument": "https://docs.test/inv-1",
-                            "manager": "manager@acme.test" },
+                "process": "purchase-request",
+                "inputs": { "requestId": "PR-1", "quoteDocument": "https://docs.test/pr-1",
+                            "approver": "manager@acme.test" },
                 "requestId": request,
             }),
         )
@@ -173,7 +173,7 @@ async fn run_waiting_on_manager(server: &Server, agent: &Mcp, request: &str) -> 
     let claim = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     let submitted = agent
@@ -181,9 +181,9 @@ async fn run_waiting_on_manager(server: &Server, agent: &Mcp, request: &str) -> 
             "submit",
             json!({
                 "token": claim["token"], "requestId": request_id(),
-                "output": { "totalUsd": 120.0, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
+                "output": { "amountUsd": 120.0, "vendor": "Acme Supplies", "justification": "Quote matches the request" },
                 "evidence": [{ "kind": "link", "ref": "https://erp.test/match/1" }],
-                "summary": "Matched", "next": "manager_review", "reason": "120 USD is under 10000",
+                "summary": "Assessed", "next": "team_lead_approval", "reason": "120 USD is under 5000",
             }),
         )
         .await;
@@ -191,9 +191,9 @@ async fn run_waiting_on_manager(server: &Server, agent: &Mcp, request: &str) -> 
         .as_array()
         .unwrap()
         .iter()
-        .find(|item| item["stepId"] == "manager_review")
+        .find(|item| item["stepId"] == "team_lead_approval")
         .cloned()
-        .unwrap_or_else(|| panic!("no manager work item: {submitted}"));
+        .unwrap_or_else(|| panic!("no approver work item: {submitted}"));
     let _ = server;
     (run_id, item)
 }
@@ -204,9 +204,9 @@ async fn run_waiting_on_manager(server: &Server, agent: &Mcp, request: &str) -> 
 async fn decide_is_forbidden_to_agents_and_people_outside_the_assignment() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent = server.client(&AGENT).await;
-    let (run_id, item) = run_waiting_on_manager(&server, &agent, &request_id()).await;
+    let (run_id, item) = run_waiting_on_approver(&server, &agent, &request_id()).await;
     let decide = |request: String| {
         json!({ "runId": run_id, "workItemId": item["id"], "snapshot": item["snapshot"],
                 "decision": "approved", "requestId": request })
@@ -226,9 +226,12 @@ async fn decide_is_forbidden_to_agents_and_people_outside_the_assignment() {
 
     let manager = server.client(&MANAGER).await;
     let decided = manager.ok("decide", decide(request_id())).await;
-    assert_eq!(decided["data"]["steps"]["manager_review"]["decision"], "approved");
     assert_eq!(
-        decided["data"]["steps"]["manager_review"]["by"],
+        decided["data"]["steps"]["team_lead_approval"]["decision"],
+        "approved"
+    );
+    assert_eq!(
+        decided["data"]["steps"]["team_lead_approval"]["by"],
         "manager@acme.test"
     );
     for client in [agent, outsider, manager] {
@@ -243,10 +246,10 @@ async fn decide_is_forbidden_to_agents_and_people_outside_the_assignment() {
 async fn another_organizations_ids_are_not_found() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent = server.client(&AGENT).await;
     let start_request = request_id();
-    let (run_id, item) = run_waiting_on_manager(&server, &agent, &start_request).await;
+    let (run_id, item) = run_waiting_on_approver(&server, &agent, &start_request).await;
     let upload_request = request_id();
     let upload = agent
         .ok(
@@ -267,7 +270,7 @@ async fn another_organizations_ids_are_not_found() {
     foreign_agent
         .refused(
             "claim",
-            json!({ "runId": run_id, "stepId": "record", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "place_order", "requestId": request_id() }),
             "not_found",
         )
         .await;
@@ -304,9 +307,9 @@ async fn another_organizations_ids_are_not_found() {
         .refused(
             "start_run",
             json!({
-                "process": "invoice-approval",
-                "inputs": { "invoiceId": "INV-1", "invoiceDocument": "https://docs.test/inv-1",
-                            "manager": "manager@acme.test" },
+                "process": "purchase-request",
+                "inputs": { "requestId": "PR-1", "quoteDocument": "https://docs.test/pr-1",
+                            "approver": "manager@acme.test" },
                 "requestId": start_request,
             }),
             "not_found",
@@ -339,7 +342,7 @@ async fn another_organizations_ids_are_not_found() {
 async fn another_organizations_upload_is_not_found_as_evidence() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let owner = server.client_in(OTHER_ORG, &AGENT).await;
     let upload = owner
         .ok(
@@ -351,20 +354,20 @@ async fn another_organizations_upload_is_not_found_as_evidence() {
     let foreign_id = upload["id"].as_str().unwrap().to_owned();
 
     let agent = server.client(&AGENT).await;
-    let started = agent.start_invoice("INV-2").await;
+    let started = agent.start_purchase_request("PR-2").await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
     let claim = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     let submit = |reference: &str| {
         json!({
             "token": claim["token"], "requestId": request_id(),
-            "output": { "totalUsd": 1.0, "supplier": "S", "matchSummary": "ok" },
+            "output": { "amountUsd": 1.0, "vendor": "S", "justification": "ok" },
             "evidence": [{ "kind": "link", "ref": "https://erp.test/1" }, { "kind": "file", "ref": reference }],
-            "summary": "Matched", "next": "manager_review", "reason": "small",
+            "summary": "Assessed", "next": "team_lead_approval", "reason": "small",
         })
     };
     let foreign = agent.refused("submit", submit(&foreign_id), "not_accepted").await;

@@ -47,7 +47,7 @@ async fn state_of(client: &Mcp) -> (Value, Value) {
 }
 
 async fn start_one_run(client: &Mcp) {
-    client.start_invoice("INV-1").await;
+    client.start_purchase_request("PR-1").await;
 }
 
 /// JSON-RPC 2.0 §5.1: a body that is not JSON is a parse error (-32700); one that is not a
@@ -57,7 +57,7 @@ async fn start_one_run(client: &Mcp) {
 async fn malformed_json_rpc_gets_json_rpc_errors() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let client = server.client(&AGENT).await;
     start_one_run(&client).await;
     let before = state_of(&client).await;
@@ -121,7 +121,7 @@ async fn bodies_and_uploads_over_the_limits_are_refused() {
         &[],
         &[("AGENTPROCESS_LIMITS__MAX_UPLOAD_BYTES", "1024")],
     );
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let client = server.client(&AGENT).await;
     start_one_run(&client).await;
     let before = state_of(&client).await;
@@ -218,7 +218,7 @@ fn wrong_values(schema: &Value) -> Vec<Value> {
 async fn a_wrong_type_in_any_argument_of_any_tool_is_invalid_naming_it() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let client = server.client(&AGENT).await;
     start_one_run(&client).await;
     let before = state_of(&client).await;

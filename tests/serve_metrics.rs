@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const AGENT: Who = Who::Agent("a_ap");
 const MANAGER: Who = Who::Person("manager@acme.test", &["staff"]);
 const OPS: Who = Who::Operator("ops@acme.test", &["ops"]);
-const PROCESS: (&str, &str) = ("process", "invoice-approval");
+const PROCESS: (&str, &str) = ("process", "purchase-request");
 
 /// Scrapes until `check` holds for the samples (the backlog is sampled every second), or
 /// fails with the last scrape.
@@ -48,19 +48,19 @@ async fn the_metrics_count_what_was_done_and_the_backlog_is_what_get_work_answer
         !metrics.contains(&server.listen.to_string()),
         "metrics are served off the MCP port: {metrics}"
     );
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent = server.client(&AGENT).await;
 
-    // Three runs: one walked to the manager's approval, one whose claim lapses, one cancelled.
+    // Three runs: one walked to the team lead's approval, one whose claim lapses, one cancelled.
     let mut runs = Vec::new();
-    for invoice in ["INV-M1", "INV-M2", "INV-M3"] {
-        let started = agent.start_invoice(invoice).await;
+    for request in ["PR-M1", "PR-M2", "PR-M3"] {
+        let started = agent.start_purchase_request(request).await;
         runs.push(started["run"]["id"].as_str().unwrap().to_owned());
     }
     let claimed = agent
         .ok(
             "claim",
-            json!({ "runId": runs[0], "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": runs[0], "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     agent
@@ -68,31 +68,31 @@ async fn the_metrics_count_what_was_done_and_the_backlog_is_what_get_work_answer
             "submit",
             json!({
                 "token": claimed["token"],
-                "output": { "totalUsd": 420.0, "supplier": "Acme", "matchSummary": "PO and GR match" },
+                "output": { "amountUsd": 420.0, "vendor": "Acme", "justification": "Quote matches the request" },
                 "evidence": [{ "kind": "link", "ref": "https://erp.test/m/1" }],
-                "summary": "Matched", "next": "manager_review", "reason": "under 10000",
+                "summary": "Assessed", "next": "team_lead_approval", "reason": "under 5000",
                 "requestId": request_id(),
             }),
         )
         .await;
-    // `record` is not ready in any run: a refusal counted by its code.
+    // `place_order` is not ready in any run: a refusal counted by its code.
     agent
         .refused(
             "claim",
-            json!({ "runId": runs[1], "stepId": "record", "requestId": request_id() }),
+            json!({ "runId": runs[1], "stepId": "place_order", "requestId": request_id() }),
             "conflict",
         )
         .await;
     agent
         .ok(
             "claim",
-            json!({ "runId": runs[1], "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": runs[1], "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     let ops = server.client(&OPS).await;
     ops.ok(
         "cancel",
-        json!({ "runId": runs[2], "reason": "Duplicate invoice.", "requestId": request_id() }),
+        json!({ "runId": runs[2], "reason": "Duplicate request.", "requestId": request_id() }),
     )
     .await;
 
@@ -155,7 +155,7 @@ async fn the_metrics_count_what_was_done_and_the_backlog_is_what_get_work_answer
         }
     }
 
-    // The backlog: one ready agent step (run 2's lapsed claim comes later), the manager's
+    // The backlog: one ready agent step (run 2's lapsed claim comes later), the approver's
     // approval; as get_work says.
     let ready = agent.ok("get_work", json!({})).await["items"]
         .as_array()
@@ -169,7 +169,7 @@ async fn the_metrics_count_what_was_done_and_the_backlog_is_what_get_work_answer
     assert_eq!(
         (ready, approvals),
         (0, 1),
-        "run 1 waits on the manager, run 2 is claimed"
+        "run 1 waits on its approver, run 2 is claimed"
     );
     scrape_until(&metrics, "the backlog gauges match get_work", |samples| {
         value(samples, "agentprocess_backlog_ready_steps", &[PROCESS]) == Some(ready as f64)
@@ -188,7 +188,7 @@ async fn the_metrics_count_what_was_done_and_the_backlog_is_what_get_work_answer
         .as_array()
         .unwrap()
         .len();
-    assert_eq!(ready, 1, "validate of run 2 is claimable again");
+    assert_eq!(ready, 1, "assess of run 2 is claimable again");
     let samples = scrape_until(&metrics, "the backlog shows the step ready again", |samples| {
         value(samples, "agentprocess_backlog_ready_steps", &[PROCESS]) == Some(1.0)
             && value(samples, "agentprocess_backlog_claims", &[]) == Some(0.0)

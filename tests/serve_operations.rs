@@ -53,13 +53,13 @@ async fn the_log_says_what_happened_and_what_was_refused_at_info() {
         &["--lease-seconds", "60"],
         &[("RUST_LOG", "info,rmcp=warn")],
     );
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     logged(
         &server,
         &[
             " INFO ",
             "process published",
-            "process=invoice-approval",
+            "process=purchase-request",
             "version=1",
             "by=ops@acme.test",
         ],
@@ -79,7 +79,7 @@ async fn the_log_says_what_happened_and_what_was_refused_at_info() {
     assert_eq!(status, 200, "{body}");
 
     let agent = server.client(&AGENT).await;
-    let lapsing = agent.start_invoice("INV-LAPSE").await;
+    let lapsing = agent.start_purchase_request("PR-LAPSE").await;
     let lapsing = lapsing["run"]["id"].as_str().unwrap().to_owned();
     logged(
         &server,
@@ -87,7 +87,7 @@ async fn the_log_says_what_happened_and_what_was_refused_at_info() {
             " INFO ",
             "run started",
             &lapsing,
-            "process=invoice-approval",
+            "process=purchase-request",
             "by=a_ap",
         ],
     )
@@ -95,7 +95,7 @@ async fn the_log_says_what_happened_and_what_was_refused_at_info() {
     agent
         .ok(
             "claim",
-            json!({ "runId": lapsing, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": lapsing, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     server.advance(61).await;
@@ -105,7 +105,7 @@ async fn the_log_says_what_happened_and_what_was_refused_at_info() {
             " INFO ",
             "claim lease expired",
             &lapsing,
-            "step=validate",
+            "step=assess",
             "holder=a_ap",
         ],
     )
@@ -114,7 +114,7 @@ async fn the_log_says_what_happened_and_what_was_refused_at_info() {
     agent
         .refused(
             "claim",
-            json!({ "runId": lapsing, "stepId": "record", "requestId": request_id() }),
+            json!({ "runId": lapsing, "stepId": "place_order", "requestId": request_id() }),
             "conflict",
         )
         .await;
@@ -129,25 +129,21 @@ async fn the_log_says_what_happened_and_what_was_refused_at_info() {
     )
     .await;
 
-    let escalated = agent.start_invoice("INV-ESCALATE").await;
+    let escalated = agent.start_purchase_request("PR-ESCALATE").await;
     let escalated = escalated["run"]["id"].as_str().unwrap().to_owned();
     let claimed = agent
         .ok(
             "claim",
-            json!({ "runId": escalated, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": escalated, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     agent
         .ok(
             "escalate",
-            json!({ "token": claimed["token"], "note": "The invoice is in EUR.", "requestId": request_id() }),
+            json!({ "token": claimed["token"], "note": "The quote is in EUR.", "requestId": request_id() }),
         )
         .await;
-    logged(
-        &server,
-        &[" INFO ", "step escalated", &escalated, "step=validate"],
-    )
-    .await;
+    logged(&server, &[" INFO ", "step escalated", &escalated, "step=assess"]).await;
     // A token-only tool's span names the run its token routes to.
     agent
         .refused(
@@ -177,7 +173,7 @@ async fn the_log_says_what_happened_and_what_was_refused_at_info() {
     let ops = server.client(&OPS).await;
     ops.ok(
         "cancel",
-        json!({ "runId": escalated, "reason": "Duplicate invoice.", "requestId": request_id() }),
+        json!({ "runId": escalated, "reason": "Duplicate request.", "requestId": request_id() }),
     )
     .await;
     logged(
@@ -206,9 +202,9 @@ async fn json_log_lines_parse_and_a_calls_lines_carry_its_trace() {
         &["--log-format", "json"],
         &[("RUST_LOG", "info,rmcp=warn")],
     );
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent = server.client(&AGENT).await;
-    let started = agent.start_invoice("INV-JSON").await;
+    let started = agent.start_purchase_request("PR-JSON").await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
     // A claim of a step that is not ready, sent with the client's own trace.
     let response = reqwest::Client::new()
@@ -220,7 +216,7 @@ async fn json_log_lines_parse_and_a_calls_lines_carry_its_trace() {
         .header("traceparent", format!("00-{CLIENT_TRACE}-b7ad6b7169203331-01"))
         .json(&json!({
             "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": { "name": "claim", "arguments": { "runId": run_id, "stepId": "record", "requestId": request_id() } },
+            "params": { "name": "claim", "arguments": { "runId": run_id, "stepId": "place_order", "requestId": request_id() } },
         }))
         .send()
         .await

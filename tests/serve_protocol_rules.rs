@@ -10,22 +10,22 @@ use common::{Mcp, Server, Who, request_id, status_and_json};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
-const DIAGNOSER: Who = Who::Agent("a_diagnose");
+const TRIAGER: Who = Who::Agent("a_triage");
 /// An operator who is in no group named `operators` (as the README's own OPS token).
 const OPS: Who = Who::Operator("ops@acme.test", &["ops"]);
 /// A person in a group that happens to be called `operators`, without operator rights.
 const NOT_AN_OPERATOR: Who = Who::Person("desk@acme.test", &["operators"]);
-const OWNER_A: Who = Who::Person("owner-a@acme.test", &["account-owner"]);
-const OWNER_B: Who = Who::Person("owner-b@acme.test", &["account-owner"]);
-const HR_A: Who = Who::Person("hr-a@acme.test", &["hr-operations"]);
-const HR_B: Who = Who::Person("hr-b@acme.test", &["hr-operations"]);
+const MANAGER_A: Who = Who::Person("manager-a@acme.test", &["account-manager"]);
+const MANAGER_B: Who = Who::Person("manager-b@acme.test", &["account-manager"]);
+const PROCUREMENT_A: Who = Who::Person("proc-a@acme.test", &["procurement-ops"]);
+const PROCUREMENT_B: Who = Who::Person("proc-b@acme.test", &["procurement-ops"]);
 
-/// A support-escalation run whose first step, the agent step `diagnose`, is ready.
-async fn start_ticket(client: &Mcp, ticket: &str) -> String {
+/// A defect-triage run whose first step, the agent step `triage`, is ready.
+async fn start_report(client: &Mcp, report: &str) -> String {
     let view = client
         .ok(
             "start_run",
-            json!({ "process": "support-escalation", "inputs": { "ticketId": ticket },
+            json!({ "process": "defect-triage", "inputs": { "reportId": report },
                     "requestId": request_id() }),
         )
         .await;
@@ -41,9 +41,9 @@ async fn claim(agent: &Mcp, run_id: &str, step: &str) -> Value {
         .await
 }
 
-/// Claims `diagnose` and escalates it with a note; returns the escalate result.
-async fn escalate_diagnosis(agent: &Mcp, run_id: &str) -> Value {
-    let claimed = claim(agent, run_id, "diagnose").await;
+/// Claims `triage` and escalates it with a note; returns the escalate result.
+async fn escalate_triage(agent: &Mcp, run_id: &str) -> Value {
+    let claimed = claim(agent, run_id, "triage").await;
     agent
         .ok(
             "escalate",
@@ -121,17 +121,17 @@ fn issues(envelope: &Value) -> Value {
 async fn spec_3_3_escalations_reach_every_operator_by_default() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("support-escalation");
-    let agent = server.client(&DIAGNOSER).await;
+    server.publish_example("defect-triage");
+    let agent = server.client(&TRIAGER).await;
     let ops = server.client(&OPS).await;
     let outsider = server.client(&NOT_AN_OPERATOR).await;
 
-    let run_id = start_ticket(&agent, "T-1").await;
-    let escalated = escalate_diagnosis(&agent, &run_id).await;
-    assert_eq!(step_state(&escalated, "diagnose"), "waiting");
+    let run_id = start_report(&agent, "BUG-1").await;
+    let escalated = escalate_triage(&agent, &run_id).await;
+    assert_eq!(step_state(&escalated, "triage"), "waiting");
 
     let item = only_item(&ops, &run_id).await;
-    assert_eq!(item["stepId"], "diagnose");
+    assert_eq!(item["stepId"], "triage");
     assert_eq!(item["escalation"]["note"], "The logs are not readable.");
     assert_eq!(item["assignedTo"], json!({ "group": "operators" }));
     assert!(work_items(&outsider, &run_id).await.is_empty());
@@ -147,7 +147,7 @@ async fn spec_3_3_escalations_reach_every_operator_by_default() {
 
     let returned = decide(&ops, &run_id, &item, "returned", json!({ "note": "Logs fixed" })).await;
     assert_eq!(returned["ok"], true, "{returned}");
-    assert_eq!(step_state(&returned["data"], "diagnose"), "ready");
+    assert_eq!(step_state(&returned["data"], "triage"), "ready");
     assert!(work_items(&ops, &run_id).await.is_empty());
 }
 
@@ -158,13 +158,13 @@ async fn spec_3_3_escalations_reach_every_operator_by_default() {
 async fn spec_3_3_a_named_escalation_group_joins_the_operator_queue() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start_with_env(data.path(), &[], &[("AGENTPROCESS_ESCALATION_GROUP", "tier2")]);
-    server.publish_fixture("support-escalation");
-    let agent = server.client(&DIAGNOSER).await;
+    server.publish_example("defect-triage");
+    let agent = server.client(&TRIAGER).await;
     let operator_in_group = server.client(&Who::Operator("lead@acme.test", &["tier2"])).await;
     let member = server.client(&Who::Person("t2@acme.test", &["tier2"])).await;
 
-    let run_id = start_ticket(&agent, "T-2").await;
-    escalate_diagnosis(&agent, &run_id).await;
+    let run_id = start_report(&agent, "BUG-2").await;
+    escalate_triage(&agent, &run_id).await;
     let seen = only_item(&operator_in_group, &run_id).await;
     assert_eq!(seen["assignedTo"], json!({ "group": "tier2" }));
     let item = only_item(&member, &run_id).await;
@@ -185,13 +185,13 @@ async fn spec_3_3_an_escalation_group_can_replace_the_operator_queue() {
             ("AGENTPROCESS_ESCALATE_TO_OPERATORS", "false"),
         ],
     );
-    server.publish_fixture("support-escalation");
-    let agent = server.client(&DIAGNOSER).await;
+    server.publish_example("defect-triage");
+    let agent = server.client(&TRIAGER).await;
     let ops = server.client(&OPS).await;
     let member = server.client(&Who::Person("t2@acme.test", &["tier2"])).await;
 
-    let run_id = start_ticket(&agent, "T-3").await;
-    escalate_diagnosis(&agent, &run_id).await;
+    let run_id = start_report(&agent, "BUG-3").await;
+    escalate_triage(&agent, &run_id).await;
     assert!(work_items(&ops, &run_id).await.is_empty());
     let item = only_item(&member, &run_id).await;
     let refused = decide(&ops, &run_id, &item, "returned", json!({ "note": "Retry" })).await;
@@ -206,13 +206,13 @@ async fn spec_3_3_an_escalation_group_can_replace_the_operator_queue() {
 async fn spec_4_1_an_agent_never_cancels_or_decides_even_with_operator_rights() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("support-escalation");
-    let agent = server.client(&DIAGNOSER).await;
+    server.publish_example("defect-triage");
+    let agent = server.client(&TRIAGER).await;
     let operator_agent = server.client(&Who::AgentOperator("a_ops")).await;
     let ops = server.client(&OPS).await;
 
-    let run_id = start_ticket(&agent, "T-4").await;
-    escalate_diagnosis(&agent, &run_id).await;
+    let run_id = start_report(&agent, "BUG-4").await;
+    escalate_triage(&agent, &run_id).await;
     let item = only_item(&ops, &run_id).await;
     let by_agent = decide(
         &operator_agent,
@@ -223,7 +223,7 @@ async fn spec_4_1_an_agent_never_cancels_or_decides_even_with_operator_rights() 
     )
     .await;
     assert_eq!(code(&by_agent), "forbidden", "{by_agent}");
-    let cancel = json!({ "runId": run_id, "reason": "Duplicate ticket", "requestId": request_id() });
+    let cancel = json!({ "runId": run_id, "reason": "Duplicate report", "requestId": request_id() });
     let refused = operator_agent.call("cancel", cancel.clone()).await;
     assert_eq!(code(&refused), "forbidden", "{refused}");
     assert_eq!(
@@ -241,57 +241,57 @@ async fn spec_4_1_an_agent_never_cancels_or_decides_even_with_operator_rights() 
 async fn tools_decide_errors_come_in_the_order_of_the_contract() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("customer-offboarding");
-    let owner_a = server.client(&OWNER_A).await;
-    let owner_b = server.client(&OWNER_B).await;
+    server.publish_example("account-closure");
+    let manager_a = server.client(&MANAGER_A).await;
+    let manager_b = server.client(&MANAGER_B).await;
     let stranger = server
         .client(&Who::Person("stranger@acme.test", &["sales"]))
         .await;
     let ops = server.client(&OPS).await;
-    let start = |customer: &str| {
-        json!({ "process": "customer-offboarding", "requestId": request_id(),
-                "inputs": { "customerId": customer, "effectiveAt": "2031-01-01T00:00:00Z" } })
+    let start = |account: &str| {
+        json!({ "process": "account-closure", "requestId": request_id(),
+                "inputs": { "accountId": account, "closeAt": "2031-01-01T00:00:00Z" } })
     };
     let no_note = json!({});
 
     // already_decided before the missing note.
-    let run_id = owner_a.ok("start_run", start("C-1")).await["run"]["id"]
+    let run_id = manager_a.ok("start_run", start("A-1")).await["run"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let item = only_item(&owner_b, &run_id).await;
-    let approved = decide(&owner_a, &run_id, &item, "approved", json!({})).await;
+    let item = only_item(&manager_b, &run_id).await;
+    let approved = decide(&manager_a, &run_id, &item, "approved", json!({})).await;
     assert_eq!(approved["ok"], true, "{approved}");
-    let late = decide(&owner_b, &run_id, &item, "rejected", no_note.clone()).await;
+    let late = decide(&manager_b, &run_id, &item, "rejected", no_note.clone()).await;
     assert_eq!(code(&late), "conflict", "{late}");
     assert_eq!(issues(&late), json!(["already_decided"]));
 
     // not_found before the arguments.
     let mut unknown = item.clone();
     unknown["id"] = json!("w_999");
-    let missing = decide(&owner_b, &run_id, &unknown, "rejected", no_note.clone()).await;
+    let missing = decide(&manager_b, &run_id, &unknown, "rejected", no_note.clone()).await;
     assert_eq!(code(&missing), "not_found", "{missing}");
 
     // On an open item: stale, then forbidden, then the arguments.
-    let run_id = owner_a.ok("start_run", start("C-2")).await["run"]["id"]
+    let run_id = manager_a.ok("start_run", start("A-2")).await["run"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let item = only_item(&owner_b, &run_id).await;
+    let item = only_item(&manager_b, &run_id).await;
     let mut old = item.clone();
     old["snapshot"] = json!("0".repeat(64));
-    let stale = decide(&owner_b, &run_id, &old, "rejected", no_note.clone()).await;
+    let stale = decide(&manager_b, &run_id, &old, "rejected", no_note.clone()).await;
     assert_eq!(code(&stale), "stale", "{stale}");
     let outside = decide(&stranger, &run_id, &item, "rejected", no_note.clone()).await;
     assert_eq!(code(&outside), "forbidden", "{outside}");
-    let bad = decide(&owner_b, &run_id, &item, "rejected", no_note.clone()).await;
+    let bad = decide(&manager_b, &run_id, &item, "rejected", no_note.clone()).await;
     assert_eq!(code(&bad), "invalid", "{bad}");
     assert_eq!(issues(&bad), json!(["note: required with decision rejected"]));
 
     // run_ended before everything.
     ops.ok(
         "cancel",
-        json!({ "runId": run_id, "reason": "Customer stays", "requestId": request_id() }),
+        json!({ "runId": run_id, "reason": "The customer stays", "requestId": request_id() }),
     )
     .await;
     let ended = decide(&stranger, &run_id, &old, "rejected", no_note).await;
@@ -313,13 +313,13 @@ fn with_made_up_secret(token: &str) -> String {
 async fn spec_4_3_a_token_that_does_not_verify_is_invalid_on_every_tool() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("support-escalation");
-    server.publish_fixture_in("globex", "support-escalation");
-    let agent = server.client(&DIAGNOSER).await;
-    let other_org_agent = server.client_in("globex", &DIAGNOSER).await;
+    server.publish_example("defect-triage");
+    server.publish_example_in("globex", "defect-triage");
+    let agent = server.client(&TRIAGER).await;
+    let other_org_agent = server.client_in("globex", &TRIAGER).await;
 
-    let run_id = start_ticket(&agent, "T-5").await;
-    let first = claim(&agent, &run_id, "diagnose").await["token"]
+    let run_id = start_report(&agent, "BUG-5").await;
+    let first = claim(&agent, &run_id, "triage").await["token"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -327,8 +327,8 @@ async fn spec_4_3_a_token_that_does_not_verify_is_invalid_on_every_tool() {
         .ok("renew", json!({ "token": first, "requestId": request_id() }))
         .await;
     let current = renewed["token"].as_str().unwrap().to_owned();
-    let other_run = start_ticket(&other_org_agent, "G-1").await;
-    let other_token = claim(&other_org_agent, &other_run, "diagnose").await["token"]
+    let other_run = start_report(&other_org_agent, "G-1").await;
+    let other_token = claim(&other_org_agent, &other_run, "triage").await["token"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -392,44 +392,44 @@ async fn spec_4_3_a_token_that_does_not_verify_is_invalid_on_every_tool() {
 async fn spec_3_3_a_refused_completion_leaves_its_issues_for_the_next_group_member() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("employee-onboarding");
-    let hr_a = server.client(&HR_A).await;
-    let hr_b = server.client(&HR_B).await;
-    let started = hr_a
+    server.publish_example("contractor-setup");
+    let procurement_a = server.client(&PROCUREMENT_A).await;
+    let procurement_b = server.client(&PROCUREMENT_B).await;
+    let started = procurement_a
         .ok(
             "start_run",
-            json!({ "process": "employee-onboarding", "requestId": request_id(),
-                    "inputs": { "employeeId": "E-1", "employeeName": "Ana", "startDate": "2031-02-03",
-                                "hiringManager": "boss@acme.test" } }),
+            json!({ "process": "contractor-setup", "requestId": request_id(),
+                    "inputs": { "contractorId": "K-1", "contractorName": "Ana", "firstDay": "2031-02-03",
+                                "sponsor": "boss@acme.test" } }),
         )
         .await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
-    let item = only_item(&hr_a, &run_id).await;
+    let item = only_item(&procurement_a, &run_id).await;
     assert_eq!(item["handoff"], Value::Null);
 
     let refused = decide(
-        &hr_a,
+        &procurement_a,
         &run_id,
         &item,
         "completed",
-        json!({ "output": { "hrisRecord": "HR-1" }, "summary": "Created" }),
+        json!({ "output": { "vendorRecord": "V-1" }, "summary": "Created" }),
     )
     .await;
     assert_eq!(code(&refused), "not_accepted", "{refused}");
     let expected = issues(&refused);
     assert!(expected.as_array().unwrap().len() >= 3, "{refused}");
 
-    let seen = only_item(&hr_b, &run_id).await;
+    let seen = only_item(&procurement_b, &run_id).await;
     assert_eq!(seen["handoff"], json!({ "issues": expected }), "{seen}");
     assert_eq!(seen["snapshot"], item["snapshot"], "run data did not change");
     let done = decide(
-        &hr_b,
+        &procurement_b,
         &run_id,
         &seen,
         "completed",
-        json!({ "output": { "hrisRecord": "HR-1", "location": "Lisbon", "jobTitle": "Engineer" },
-                "evidence": [{ "kind": "link", "ref": "https://hris.test/HR-1" }],
-                "summary": "Created the record" }),
+        json!({ "output": { "vendorRecord": "V-1", "site": "Lisbon", "engagementTitle": "Engineer" },
+                "evidence": [{ "kind": "link", "ref": "https://vendors.test/V-1" }],
+                "summary": "Created the vendor record" }),
     )
     .await;
     assert_eq!(done["ok"], true, "{done}");
@@ -441,7 +441,7 @@ async fn spec_3_3_a_refused_completion_leaves_its_issues_for_the_next_group_memb
 async fn tools_list_processes_carries_requires_when_the_process_declares_it() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("support-escalation");
+    server.publish_example("defect-triage");
     let case = accepted_case("requires-and-every-duration-unit");
     let answer = import_draft(&server, &case).await;
     let systems = json!({ "systems": ["sanctions-screening", "erp"] });
@@ -449,7 +449,7 @@ async fn tools_list_processes_carries_requires_when_the_process_declares_it() {
     let (code, out, err) = server.import(&case, &[("finance-approver", "finance")], true);
     assert_eq!(code, 0, "{out}\n{err}");
 
-    let agent = server.client(&DIAGNOSER).await;
+    let agent = server.client(&TRIAGER).await;
     let listed = agent.ok("list_processes", json!({})).await;
     let items = listed["items"].as_array().unwrap();
     let item = |name: &str| {
@@ -460,7 +460,7 @@ async fn tools_list_processes_carries_requires_when_the_process_declares_it() {
             .unwrap_or_else(|| panic!("{name} not in {listed}"))
     };
     assert_eq!(item("supplier-onboarding")["requires"], systems);
-    assert!(item("support-escalation").get("requires").is_none());
+    assert!(item("defect-triage").get("requires").is_none());
 }
 
 /// Spec §2.2 allows `on_timeout` without `timeout` (the schema too): it imports and publishes,
@@ -486,11 +486,11 @@ async fn spec_2_2_on_timeout_without_timeout_publishes_with_a_warning() {
 async fn spec_7_start_run_of_an_unpublished_draft_says_it_is_not_published() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    let fixture = agentprocess_testkit::fixtures_dir().join("support-escalation/PROCESS.md");
-    let (code, out, err) = server.import(&fixture, &[], false);
+    let example = agentprocess_testkit::example("defect-triage");
+    let (code, out, err) = server.import(&example, &[], false);
     assert_eq!(code, 0, "{out}\n{err}");
-    let agent = server.client(&DIAGNOSER).await;
-    let start = json!({ "process": "support-escalation", "inputs": { "ticketId": "T-6" },
+    let agent = server.client(&TRIAGER).await;
+    let start = json!({ "process": "defect-triage", "inputs": { "reportId": "BUG-6" },
                         "requestId": request_id() });
     let refused = agent.refused("start_run", start, "not_found").await;
     let message = refused["message"].as_str().unwrap();
@@ -499,9 +499,9 @@ async fn spec_7_start_run_of_an_unpublished_draft_says_it_is_not_published() {
         "{message}"
     );
 
-    server.publish_fixture("support-escalation");
-    let start = json!({ "process": "support-escalation", "version": 7,
-                        "inputs": { "ticketId": "T-6" }, "requestId": request_id() });
+    server.publish_example("defect-triage");
+    let start = json!({ "process": "defect-triage", "version": 7,
+                        "inputs": { "reportId": "BUG-6" }, "requestId": request_id() });
     let refused = agent.refused("start_run", start, "not_found").await;
     assert!(
         refused["message"]
@@ -519,12 +519,12 @@ async fn spec_7_start_run_of_an_unpublished_draft_says_it_is_not_published() {
 async fn tools_claim_claimed_by_you_says_how_to_recover_the_token() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("support-escalation");
-    let agent = server.client(&DIAGNOSER).await;
-    let run_id = start_ticket(&agent, "T-7").await;
-    let original = json!({ "runId": run_id, "stepId": "diagnose", "requestId": request_id() });
+    server.publish_example("defect-triage");
+    let agent = server.client(&TRIAGER).await;
+    let run_id = start_report(&agent, "BUG-7").await;
+    let original = json!({ "runId": run_id, "stepId": "triage", "requestId": request_id() });
     let claimed = agent.ok("claim", original.clone()).await;
-    let again = json!({ "runId": run_id, "stepId": "diagnose", "requestId": request_id() });
+    let again = json!({ "runId": run_id, "stepId": "triage", "requestId": request_id() });
     let refused = agent.refused("claim", again, "conflict").await;
     assert_eq!(refused["issues"], json!(["claimed_by_you"]));
     let message = refused["message"].as_str().unwrap();

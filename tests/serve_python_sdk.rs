@@ -1,5 +1,6 @@
 //! `agentprocess serve` driven by the official MCP Python SDK over Streamable HTTP with a bearer
-//! token (spec §4 tools, §5 authentication): an agent walks `validate`, a person approves.
+//! token (spec §4 tools, §5 authentication): an agent walks `assess` of our purchase-request
+//! example, a person approves.
 //! The SDK lives in `target/py-venv`, made by `scripts/install-deps.sh`.
 
 mod common;
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_python_sdk_walks_an_invoice_to_approval() {
+async fn the_python_sdk_walks_a_purchase_request_to_approval() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let python = root.join("target/py-venv/bin/python");
     assert!(
@@ -29,7 +30,7 @@ async fn the_python_sdk_walks_an_invoice_to_approval() {
 
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent_token = server.token(&Who::Agent("a_ap"));
     let person_token = server.token(&Who::Person("manager@acme.test", &["staff"]));
 
@@ -58,15 +59,15 @@ async fn the_python_sdk_walks_an_invoice_to_approval() {
         .strip_prefix("walked ")
         .unwrap_or_else(|| panic!("walk.py printed {stdout}"));
 
-    // What the SDK did is in the server: validate by the agent, the approval by the manager.
+    // What the SDK did is in the server: assess by the agent, the approval by the approver.
     let agent = server.client(&Who::Agent("a_ap")).await;
     let run = agent.ok("get_run", serde_json::json!({ "runId": run_id })).await;
-    assert_eq!(run["data"]["steps"]["validate"]["by"], "a_ap", "{run}");
+    assert_eq!(run["data"]["steps"]["assess"]["by"], "a_ap", "{run}");
+    assert_eq!(run["data"]["steps"]["assess"]["reason"], "830 USD is under 5000");
+    assert_eq!(run["data"]["steps"]["team_lead_approval"]["decision"], "approved");
     assert_eq!(
-        run["data"]["steps"]["validate"]["reason"],
-        "830 USD is under 10000"
+        run["data"]["steps"]["team_lead_approval"]["by"],
+        "manager@acme.test"
     );
-    assert_eq!(run["data"]["steps"]["manager_review"]["decision"], "approved");
-    assert_eq!(run["data"]["steps"]["manager_review"]["by"], "manager@acme.test");
     agent.close().await;
 }

@@ -88,13 +88,13 @@ impl FirstRun {
         );
         let output = run.sh(&script);
         let text = String::from_utf8(output.stdout).unwrap();
-        assert!(text.contains("invoice-approval: published version 1"), "{text}");
+        assert!(text.contains("purchase-request: published version 1"), "{text}");
         let lines: Vec<&str> = text.lines().collect();
         assert!(
             lines
                 .iter()
                 .any(|line| line.split_whitespace().collect::<Vec<_>>()
-                    == ["invoice-approval", "1", "1", "no"]),
+                    == ["purchase-request", "1", "1", "no"]),
             "process list: {text}"
         );
         let [ops, agent, mira] = lines[lines.len() - 3..] else {
@@ -108,13 +108,15 @@ impl FirstRun {
         run
     }
 
-    /// A README shell block as typed for this server: its URL in place of the README's, the
-    /// protocol's `invoice-approval` fixture in place of `path/to/invoice-approval`.
+    /// A README shell block as typed for this server: its URL in place of the README's, and
+    /// the checkout's `examples/purchase-request` by its full path, since the block runs in the
+    /// server's folder rather than in the checkout.
     fn for_this_server(&self, block: &str) -> String {
-        let process = agentprocess_testkit::fixtures_dir().join("invoice-approval");
+        let example = agentprocess_testkit::example("purchase-request");
+        let folder = example.parent().unwrap();
         block
             .replace(README_URL, &self.server.url)
-            .replace("path/to/invoice-approval", &process.display().to_string())
+            .replace("examples/purchase-request", &folder.display().to_string())
     }
 
     /// Runs a README shell block with `sh -e` in the server's folder, the built binary and the
@@ -171,15 +173,15 @@ impl FirstRun {
     }
 }
 
-/// Step 5.2's `start_run`, for invoice `id`.
-async fn start_invoice(agent: &Mcp, id: &str) -> String {
+/// Step 5.2's `start_run`, for purchase request `id`.
+async fn start_purchase_request(agent: &Mcp, id: &str) -> String {
     let started = agent
         .ok(
             "start_run",
-            json!({ "process": "invoice-approval",
-                    "inputs": { "invoiceId": id,
-                                "invoiceDocument": format!("https://docs.example/{}", id.to_lowercase()),
-                                "manager": "mira@example.com" },
+            json!({ "process": "purchase-request",
+                    "inputs": { "requestId": id,
+                                "quoteDocument": format!("https://docs.example/{}", id.to_lowercase()),
+                                "approver": "mira@example.com" },
                     "requestId": request_id() }),
         )
         .await;
@@ -197,15 +199,15 @@ async fn claim(agent: &Mcp, run_id: &str, step: &str) -> String {
     claimed["token"].as_str().unwrap().to_owned()
 }
 
-/// Step 5.5's `submit` of `validate`.
-async fn submit_validate(agent: &Mcp, token: &str) -> Value {
+/// Step 5.5's `submit` of `assess`.
+async fn submit_assess(agent: &Mcp, token: &str) -> Value {
     agent
         .ok(
             "submit",
             json!({ "token": token,
-                    "output": { "totalUsd": 4200.5, "supplier": "Acme", "matchSummary": "PO and GR match" },
-                    "evidence": [{ "kind": "link", "ref": "https://erp.example/m/1" }],
-                    "summary": "Matched", "next": "manager_review", "reason": "under 10000",
+                    "output": { "amountUsd": 4200.5, "vendor": "Acme", "justification": "Two monitors for the new hires" },
+                    "evidence": [{ "kind": "link", "ref": "https://erp.example/q/1" }],
+                    "summary": "Assessed", "next": "team_lead_approval", "reason": "under 5000",
                     "requestId": request_id() }),
         )
         .await
@@ -285,17 +287,17 @@ async fn the_readme_first_run_works_as_written() {
     let agent = first_run.client(&first_run.tokens.agent).await;
     let described = agent.ok("describe", json!({})).await;
     assert_eq!(described["protocol"], "agentprocess");
-    let run_id = start_invoice(&agent, "INV-1").await;
-    let ready = agent_item(&agent, &run_id).await.expect("validate is ready");
-    assert_eq!(ready["stepId"], "validate");
-    assert_eq!(ready["claim"]["arguments"]["stepId"], "validate");
+    let run_id = start_purchase_request(&agent, "PR-1").await;
+    let ready = agent_item(&agent, &run_id).await.expect("assess is ready");
+    assert_eq!(ready["stepId"], "assess");
+    assert_eq!(ready["claim"]["arguments"]["stepId"], "assess");
     assert_eq!(
         first_run.python_script(),
-        format!("agentprocess core-2\n{run_id} validate\n")
+        format!("agentprocess core-2\n{run_id} assess\n")
     );
-    let token = claim(&agent, &run_id, "validate").await;
-    let submitted = submit_validate(&agent, &token).await;
-    assert_eq!(step_state(&submitted, "manager_review"), "waiting");
+    let token = claim(&agent, &run_id, "assess").await;
+    let submitted = submit_assess(&agent, &token).await;
+    assert_eq!(step_state(&submitted, "team_lead_approval"), "waiting");
 
     let mira = first_run.client(&first_run.tokens.mira).await;
     let approval = person_item(&mira, &run_id).await.expect("Mira's approval");
@@ -307,23 +309,26 @@ async fn the_readme_first_run_works_as_written() {
     );
     decide(&mira, &approval, json!({ "decision": "approved" })).await;
 
-    let token = claim(&agent, &run_id, "record").await;
+    let token = claim(&agent, &run_id, "place_order").await;
     agent
         .ok(
             "submit",
-            json!({ "token": token, "output": { "approvalRecord": "APR-1" },
-                    "evidence": [{ "kind": "link", "ref": "https://erp.example/approvals/APR-1" }],
-                    "summary": "Recorded the approval", "requestId": request_id() }),
+            json!({ "token": token, "output": { "orderNumber": "PO-1" },
+                    "evidence": [{ "kind": "link", "ref": "https://erp.example/orders/PO-1" }],
+                    "summary": "Placed the order", "requestId": request_id() }),
         )
         .await;
     let run = agent.ok("get_run", json!({ "runId": run_id })).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
-    assert_eq!(run["data"]["steps"]["validate"]["by"], "ap-bot");
-    assert_eq!(run["data"]["steps"]["manager_review"]["decision"], "approved");
-    assert_eq!(run["data"]["steps"]["manager_review"]["by"], "mira@example.com");
+    assert_eq!(run["data"]["steps"]["assess"]["by"], "ap-bot");
+    assert_eq!(run["data"]["steps"]["team_lead_approval"]["decision"], "approved");
     assert_eq!(
-        run["data"]["steps"]["record"]["output"]["approvalRecord"],
-        "APR-1"
+        run["data"]["steps"]["team_lead_approval"]["by"],
+        "mira@example.com"
+    );
+    assert_eq!(
+        run["data"]["steps"]["place_order"]["output"]["orderNumber"],
+        "PO-1"
     );
     agent.close().await;
     mira.close().await;
@@ -337,17 +342,17 @@ async fn the_readme_escalation_path_works_as_written() {
     let first_run = FirstRun::start();
     let agent = first_run.client(&first_run.tokens.agent).await;
     let ops = first_run.client(&first_run.tokens.ops).await;
-    let note = "The invoice is in EUR; need a finance-approved USD valuation.";
+    let note = "The quote is an unreadable scan; need its amount and vendor.";
 
-    let returned_run = start_invoice(&agent, "INV-2").await;
-    let token = claim(&agent, &returned_run, "validate").await;
+    let returned_run = start_purchase_request(&agent, "PR-2").await;
+    let token = claim(&agent, &returned_run, "assess").await;
     let escalated = agent
         .ok(
             "escalate",
             json!({ "token": token, "note": note, "requestId": request_id() }),
         )
         .await;
-    assert_eq!(step_state(&escalated, "validate"), "waiting");
+    assert_eq!(step_state(&escalated, "assess"), "waiting");
     assert_eq!(escalated["workItems"][0]["escalation"]["note"], note);
     agent
         .refused(
@@ -365,25 +370,25 @@ async fn the_readme_escalation_path_works_as_written() {
         escalation["decide"]["decisions"],
         json!(["returned", "completed", "failed"])
     );
-    let valuation = "Finance values it at 4350 USD; use that.";
+    let reading = "The quote is for 4350 USD from Acme; use that.";
     decide(
         &ops,
         &escalation,
-        json!({ "decision": "returned", "note": valuation }),
+        json!({ "decision": "returned", "note": reading }),
     )
     .await;
     let again = agent_item(&agent, &returned_run)
         .await
-        .expect("validate is ready again");
-    assert_eq!(again["stepId"], "validate");
-    assert_eq!(again["handoff"]["returned"]["note"], valuation);
+        .expect("assess is ready again");
+    assert_eq!(again["stepId"], "assess");
+    assert_eq!(again["handoff"]["returned"]["note"], reading);
     assert_eq!(again["handoff"]["returned"]["by"], "ops@example.com");
-    let token = claim(&agent, &returned_run, "validate").await;
-    let submitted = submit_validate(&agent, &token).await;
-    assert_eq!(step_state(&submitted, "manager_review"), "waiting");
+    let token = claim(&agent, &returned_run, "assess").await;
+    let submitted = submit_assess(&agent, &token).await;
+    assert_eq!(step_state(&submitted, "team_lead_approval"), "waiting");
 
-    let completed_run = start_invoice(&agent, "INV-3").await;
-    let token = claim(&agent, &completed_run, "validate").await;
+    let completed_run = start_purchase_request(&agent, "PR-3").await;
+    let token = claim(&agent, &completed_run, "assess").await;
     agent
         .ok(
             "escalate",
@@ -397,14 +402,14 @@ async fn the_readme_escalation_path_works_as_written() {
         &ops,
         &escalation,
         json!({ "decision": "completed",
-                "output": { "totalUsd": 4350, "supplier": "Acme",
-                            "matchSummary": "PO and GR match; valued by finance" },
-                "evidence": [{ "kind": "link", "ref": "https://erp.example/m/2" }],
-                "summary": "Valued by finance", "next": "manager_review", "reason": "under 10000" }),
+                "output": { "amountUsd": 4350, "vendor": "Acme",
+                            "justification": "Two monitors; quote read by operations" },
+                "evidence": [{ "kind": "link", "ref": "https://erp.example/q/2" }],
+                "summary": "Read the quote", "next": "team_lead_approval", "reason": "under 5000" }),
     )
     .await;
-    assert_eq!(completed["data"]["steps"]["validate"]["by"], "ops@example.com");
-    assert_eq!(step_state(&completed, "manager_review"), "waiting");
+    assert_eq!(completed["data"]["steps"]["assess"]["by"], "ops@example.com");
+    assert_eq!(step_state(&completed, "team_lead_approval"), "waiting");
     let mira = first_run.client(&first_run.tokens.mira).await;
     assert!(person_item(&mira, &completed_run).await.is_some());
     for client in [agent, ops, mira] {

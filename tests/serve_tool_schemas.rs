@@ -71,7 +71,7 @@ async fn tools_list_publishes_our_schema_files_bundled() {
 async fn a_real_result_of_every_tool_matches_its_published_output_schema() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent = server.client(&AGENT).await;
     let manager = server.client(&MANAGER).await;
     let operator = server.client(&OPERATOR).await;
@@ -79,32 +79,32 @@ async fn a_real_result_of_every_tool_matches_its_published_output_schema() {
 
     answered.ok(&agent, "describe", json!({})).await;
     answered.ok(&agent, "list_processes", json!({})).await;
-    let inputs = json!({ "invoiceId": "INV-1", "invoiceDocument": "https://docs.test/inv-1",
-                         "manager": "manager@acme.test" });
+    let inputs = json!({ "requestId": "PR-1", "quoteDocument": "https://docs.test/pr-1",
+                         "approver": "manager@acme.test" });
     let started = answered
         .ok(
             &agent,
             "start_run",
-            json!({ "process": "invoice-approval", "inputs": inputs, "requestId": request_id() }),
+            json!({ "process": "purchase-request", "inputs": inputs, "requestId": request_id() }),
         )
         .await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
     answered.ok(&agent, "get_run", json!({ "runId": run_id })).await;
     let work = answered.ok(&agent, "get_work", json!({})).await;
-    assert_eq!(work["items"][0]["stepId"], "validate", "{work}");
+    assert_eq!(work["items"][0]["stepId"], "assess", "{work}");
 
     let claimed = answered
         .ok(
             &agent,
             "claim",
-            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     let renewed = answered
         .ok(
             &agent,
             "renew",
-            json!({ "token": claimed["token"], "progress": "matched the PO", "requestId": request_id() }),
+            json!({ "token": claimed["token"], "progress": "read the quote", "requestId": request_id() }),
         )
         .await;
     let uploaded = answered
@@ -121,22 +121,22 @@ async fn a_real_result_of_every_tool_matches_its_published_output_schema() {
             "submit",
             json!({
                 "token": renewed["token"], "requestId": request_id(),
-                "output": { "totalUsd": 120.0, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
+                "output": { "amountUsd": 120.0, "vendor": "Acme Supplies", "justification": "Quote matches the request" },
                 "evidence": [ { "kind": "link", "ref": "https://erp.test/match/1" },
                               { "kind": "file", "ref": uploaded["id"] } ],
-                "summary": "Matched the invoice to its PO and goods receipt.",
-                "next": "manager_review", "reason": "120 USD is under 10000",
+                "summary": "Assessed the quote against the request.",
+                "next": "team_lead_approval", "reason": "120 USD is under 5000",
             }),
         )
         .await;
     assert!(
-        submitted["data"]["steps"]["validate"]["evidence"][1]["url"].is_string(),
+        submitted["data"]["steps"]["assess"]["evidence"][1]["url"].is_string(),
         "{submitted}"
     );
 
     let inbox = manager.ok("get_work", json!({})).await;
     let item = &inbox["items"][0]["workItem"];
-    assert_eq!(item["stepId"], "manager_review", "{inbox}");
+    assert_eq!(item["stepId"], "team_lead_approval", "{inbox}");
     answered
         .ok(
             &manager,
@@ -146,17 +146,17 @@ async fn a_real_result_of_every_tool_matches_its_published_output_schema() {
         )
         .await;
 
-    let record = agent
+    let order = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "record", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "place_order", "requestId": request_id() }),
         )
         .await;
     answered
         .ok(
             &agent,
             "escalate",
-            json!({ "token": record["token"], "note": "ERP is read-only today", "requestId": request_id() }),
+            json!({ "token": order["token"], "note": "The procurement system is read-only today", "requestId": request_id() }),
         )
         .await;
     let sent = answered
@@ -168,15 +168,15 @@ async fn a_real_result_of_every_tool_matches_its_published_output_schema() {
         .await;
     assert_eq!(sent, json!({ "consumedBy": null }));
     answered
-        .ok(&agent, "list_runs", json!({ "process": "invoice-approval" }))
+        .ok(&agent, "list_runs", json!({ "process": "purchase-request" }))
         .await;
 
     let second = agent
         .ok(
             "start_run",
-            json!({ "process": "invoice-approval", "requestId": request_id(),
-                    "inputs": { "invoiceId": "INV-2", "invoiceDocument": "https://docs.test/inv-2",
-                                "manager": "manager@acme.test" } }),
+            json!({ "process": "purchase-request", "requestId": request_id(),
+                    "inputs": { "requestId": "PR-2", "quoteDocument": "https://docs.test/pr-2",
+                                "approver": "manager@acme.test" } }),
         )
         .await;
     let second_id = second["run"]["id"].as_str().unwrap().to_owned();
@@ -184,7 +184,7 @@ async fn a_real_result_of_every_tool_matches_its_published_output_schema() {
         .ok(
             &operator,
             "cancel",
-            json!({ "runId": second_id, "reason": "duplicate invoice", "requestId": request_id() }),
+            json!({ "runId": second_id, "reason": "duplicate request", "requestId": request_id() }),
         )
         .await;
 
@@ -192,7 +192,7 @@ async fn a_real_result_of_every_tool_matches_its_published_output_schema() {
     agent
         .refused(
             "claim",
-            json!({ "runId": second_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": second_id, "stepId": "assess", "requestId": request_id() }),
             "conflict",
         )
         .await;

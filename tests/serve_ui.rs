@@ -17,16 +17,16 @@ use std::path::PathBuf;
 use std::process::Command;
 
 const AGENT: Who = Who::Agent("a_ap");
-/// Starts an invoice run approved by `manager` and walks `validate` as the agent, so that the
-/// run waits on `manager`'s approval; returns its id.
-async fn run_waiting_for(agent: &Mcp, manager: &str) -> String {
+/// Starts a purchase request approved by `approver` and walks `assess` as the agent, so that the
+/// run waits on `approver`'s approval; returns its id.
+async fn run_waiting_for(agent: &Mcp, approver: &str) -> String {
     let started = agent
         .ok(
             "start_run",
             json!({
-                "process": "invoice-approval",
-                "inputs": { "invoiceId": format!("INV-{manager}"), "invoiceDocument": "https://docs.test/inv",
-                            "manager": manager },
+                "process": "purchase-request",
+                "inputs": { "requestId": format!("PR-{approver}"), "quoteDocument": "https://docs.test/quote",
+                            "approver": approver },
                 "requestId": request_id(),
             }),
         )
@@ -35,7 +35,7 @@ async fn run_waiting_for(agent: &Mcp, manager: &str) -> String {
     let claim = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     agent
@@ -43,9 +43,9 @@ async fn run_waiting_for(agent: &Mcp, manager: &str) -> String {
             "submit",
             json!({
                 "token": claim["token"], "requestId": request_id(),
-                "output": { "totalUsd": 120.0, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
+                "output": { "amountUsd": 120.0, "vendor": "Acme Supplies", "justification": "Quote matches the request" },
                 "evidence": [{ "kind": "link", "ref": "https://erp.test/match/ui" }],
-                "summary": "Matched", "next": "manager_review", "reason": "120 USD is under 10000",
+                "summary": "Assessed", "next": "team_lead_approval", "reason": "120 USD is under 5000",
             }),
         )
         .await;
@@ -367,7 +367,7 @@ async fn a_code_is_exchanged_once_for_a_token_of_the_person_who_allowed_it() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
     let base = server.url.as_str();
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent = server.client(&AGENT).await;
     let mira_run = run_waiting_for(&agent, MIRA).await;
     let other_run = run_waiting_for(&agent, "other@acme.test").await;
@@ -448,7 +448,7 @@ async fn a_code_is_exchanged_once_for_a_token_of_the_person_who_allowed_it() {
     assert_eq!(body["expires_in"], 12 * 3600);
     assert_eq!(headers["cache-control"], "no-store");
     let token = body["access_token"].as_str().unwrap();
-    // The token acts as Mira: her approval is in her work, another manager's is not.
+    // The token acts as Mira: her approval is in her work, another approver's is not.
     let runs = work_runs(&server.mcp_url(), token).await;
     assert!(runs.contains(&mira_run), "{runs:?}");
     assert!(!runs.contains(&other_run), "{runs:?}");
@@ -535,7 +535,7 @@ async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
     browser_prerequisites();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent = server.client(&AGENT).await;
     let mira_run = run_waiting_for(&agent, MIRA).await;
     let other_run = run_waiting_for(&agent, "other@acme.test").await;
@@ -566,7 +566,7 @@ async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
     );
     assert!(
         !runs.contains(&other_run.as_str()),
-        "another manager's is not: {summary}"
+        "another approver's is not: {summary}"
     );
 }
 

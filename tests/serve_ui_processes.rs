@@ -67,17 +67,17 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     (url, received)
 }
 
-/// Starts runs of the customer-offboarding fixture until acme has two dead letters (its webhook
+/// Starts runs of the account-closure example until acme has two dead letters (its webhook
 /// refuses every delivery); returns their ids.
 async fn two_dead_letters(server: &Server) -> Vec<String> {
     let client = server.client(&STARTER).await;
-    for customer in ["CUST-1", "CUST-2"] {
+    for account in ["ACC-1", "ACC-2"] {
         client
             .ok(
                 "start_run",
                 json!({
-                    "process": "customer-offboarding",
-                    "inputs": { "customerId": customer, "effectiveAt": "2027-01-31T00:00:00Z" },
+                    "process": "account-closure",
+                    "inputs": { "accountId": account, "closeAt": "2027-01-31T00:00:00Z" },
                     "requestId": request_id(),
                 }),
             )
@@ -111,7 +111,7 @@ async fn an_operator_manages_processes_and_webhooks_in_the_browser() {
             ("AGENTPROCESS_NOTIFICATIONS__FIRST_BACKOFF_MS", "50"),
         ],
     );
-    server.publish_fixture("customer-offboarding");
+    server.publish_example("account-closure");
     let refusing = refusing_url().await;
     let (status, body) = admin(
         &server,

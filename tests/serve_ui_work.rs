@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 const AGENT: Who = Who::Agent("a_ap");
-const OPS_LEAD: Who = Who::Person("ops-lead@acme.test", &["operations-lead"]);
-/// Mira's groups in the browser test: she reviews contracts and leads security.
-const MIRA_GROUPS: &str = "staff, legal-reviewer, finance-reviewer, security-lead";
+const ENGINEERING_LEAD: Who = Who::Person("eng-lead@acme.test", &["engineering-lead"]);
+/// Mira's groups in the browser test: she reviews policies and leads marketing.
+const MIRA_GROUPS: &str = "staff, compliance-reviewer, security-reviewer, marketing-lead";
 
 /// A process whose description holds raw HTML, with one task for the group `staff`.
 const HTML_BODY_PROCESS: &str = r#"---
@@ -300,23 +300,23 @@ async fn claim_and_submit(agent: &Mcp, run_id: &str, step: &str, mut submission:
     agent.ok("submit", submission).await
 }
 
-/// An invoice run (in `mode`) whose `validate` is done, waiting on Mira's approval.
-async fn invoice_waiting_for_mira(agent: &Mcp, mode: &str) -> String {
+/// A purchase request (in `mode`) whose `assess` is done, waiting on Mira's approval.
+async fn purchase_waiting_for_mira(agent: &Mcp, mode: &str) -> String {
     let run_id = start(
         agent,
-        "invoice-approval",
-        json!({ "invoiceId": "INV-UI", "invoiceDocument": "https://docs.test/inv", "manager": MIRA }),
+        "purchase-request",
+        json!({ "requestId": "PR-UI", "quoteDocument": "https://docs.test/quote", "approver": MIRA }),
         mode,
     )
     .await;
     claim_and_submit(
         agent,
         &run_id,
-        "validate",
+        "assess",
         json!({
-            "output": { "totalUsd": 120.0, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
+            "output": { "amountUsd": 120.0, "vendor": "Acme Supplies", "justification": "Quote matches the request" },
             "evidence": [{ "kind": "link", "ref": "https://erp.test/match/ui" }],
-            "summary": "Matched", "next": "manager_review", "reason": "120 USD is under 10000",
+            "summary": "Assessed", "next": "team_lead_approval", "reason": "120 USD is under 5000",
         }),
     )
     .await;
@@ -346,13 +346,13 @@ async fn a_person_works_through_the_inbox_in_a_browser() {
     browser_prerequisites();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    for fixture in ["invoice-approval", "contract-review", "major-incident"] {
-        server.publish_fixture(fixture);
+    for example in ["purchase-request", "policy-update", "product-launch"] {
+        server.publish_example(example);
     }
     let agent = server.client(&AGENT).await;
 
     // An approval of a test run, overdue once the server's clock passes its 2 days.
-    let overdue_run = invoice_waiting_for_mira(&agent, "test").await;
+    let overdue_run = purchase_waiting_for_mira(&agent, "test").await;
     server.advance(3 * 86_400).await;
     let mut overdue = false;
     for _ in 0..100 {
@@ -361,7 +361,7 @@ async fn a_person_works_through_the_inbox_in_a_browser() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|s| s["id"] == "manager_review")
+            .find(|s| s["id"] == "team_lead_approval")
             .cloned();
         if step.is_some_and(|s| s["overdue"] == true) {
             overdue = true;
@@ -369,38 +369,41 @@ async fn a_person_works_through_the_inbox_in_a_browser() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(overdue, "manager_review is overdue after the clock moved 3 days");
+    assert!(
+        overdue,
+        "team_lead_approval is overdue after the clock moved 3 days"
+    );
 
-    let contract_run = start(
+    let policy_run = start(
         &agent,
-        "contract-review",
-        json!({ "contractId": "C-7", "document": "https://docs.test/c-7", "owner": MIRA }),
+        "policy-update",
+        json!({ "policyId": "P-7", "draftDocument": "https://docs.test/p-7", "author": MIRA }),
         "live",
     )
     .await;
-    let incident_run = start(
+    let launch_run = start(
         &agent,
-        "major-incident",
-        json!({ "incidentId": "INC-UI", "commander": "commander@acme.test" }),
+        "product-launch",
+        json!({ "launchId": "L-UI", "launchLead": "lead@acme.test" }),
         "live",
     )
     .await;
     claim_and_submit(
         &agent,
-        &incident_run,
-        "activate",
-        json!({ "output": { "bridge": "bridge-ui" }, "summary": "Bridge open, leads paged" }),
+        &launch_run,
+        "kickoff",
+        json!({ "output": { "plan": "plan-ui" }, "summary": "Plan page created, leads notified" }),
     )
     .await;
-    let escalated_run = invoice_waiting_for_mira_escalated(&agent).await;
+    let escalated_run = purchase_escalated(&agent).await;
 
     let plan = json!({
         "miraGroups": MIRA_GROUPS,
         "overdueRun": overdue_run,
-        "contractRun": contract_run,
-        "incidentRun": incident_run,
+        "policyRun": policy_run,
+        "launchRun": launch_run,
         "escalatedRun": escalated_run,
-        "opsLeadToken": server.token(&OPS_LEAD),
+        "engineeringLeadToken": server.token(&ENGINEERING_LEAD),
     });
     let summary = drive_browser_script(&server, "ui_work_browser.py", &[], &[&plan.to_string()]).await;
     assert_eq!(
@@ -422,49 +425,49 @@ async fn a_person_works_through_the_inbox_in_a_browser() {
     );
 
     // The file went through `upload` and is the task's evidence; the approvals are Mira's.
-    let contract = agent.ok("get_run", json!({ "runId": contract_run })).await;
-    let files: Vec<Value> = evidence_of(&contract, "prepare")
+    let policy = agent.ok("get_run", json!({ "runId": policy_run })).await;
+    let files: Vec<Value> = evidence_of(&policy, "write_draft")
         .into_iter()
         .filter(|item| item["kind"] == "file")
         .collect();
-    assert_eq!(files.len(), 1, "{contract}");
+    assert_eq!(files.len(), 1, "{policy}");
     assert!(
         files[0]["sha256"].as_str().is_some_and(|s| s.len() == 64),
-        "{contract}"
+        "{policy}"
     );
-    let steps = &contract["data"]["steps"];
-    let legal = std::iter::once(steps["legal_review"].clone())
+    let steps = &policy["data"]["steps"];
+    let compliance = std::iter::once(steps["compliance_review"].clone())
         .chain(
-            steps["legal_review"]["history"]
+            steps["compliance_review"]["history"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default(),
         )
         .find(|record| record["decision"] == "approved");
-    assert_eq!(legal.unwrap()["by"], MIRA, "{contract}");
-    assert_eq!(steps["finance_review"]["decision"], "rejected", "{contract}");
+    assert_eq!(compliance.unwrap()["by"], MIRA, "{policy}");
+    assert_eq!(steps["security_review"]["decision"], "rejected", "{policy}");
     assert_eq!(
-        steps["finance_review"]["note"], "Cap the liability at 1M USD",
-        "{contract}"
+        steps["security_review"]["note"], "Require hardware keys for admins",
+        "{policy}"
     );
     assert_eq!(
-        step_state(&contract, "prepare"),
+        step_state(&policy, "write_draft"),
         "waiting",
-        "rejected back to prepare: {contract}"
+        "rejected back to write_draft: {policy}"
     );
 
     // The stale completion was sent again as typed, after the sibling's.
-    let incident = agent.ok("get_run", json!({ "runId": incident_run })).await;
-    let security = &incident["data"]["steps"]["security"];
+    let launch = agent.ok("get_run", json!({ "runId": launch_run })).await;
+    let marketing = &launch["data"]["steps"]["marketing_ready"];
     assert_eq!(
-        security["output"],
-        json!({ "containmentSummary": "Contained at the edge" }),
-        "{incident}"
+        marketing["output"],
+        json!({ "marketingNote": "Announcement scheduled for 9:00" }),
+        "{launch}"
     );
-    assert_eq!(security["by"], MIRA);
+    assert_eq!(marketing["by"], MIRA);
     assert_eq!(
-        incident["data"]["steps"]["operations"]["by"],
-        "ops-lead@acme.test"
+        launch["data"]["steps"]["engineering_ready"]["by"],
+        "eng-lead@acme.test"
     );
 
     // The operator's return reaches the agent as the step's handoff.
@@ -473,35 +476,35 @@ async fn a_person_works_through_the_inbox_in_a_browser() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|item| item["runId"] == escalated_run.as_str() && item["stepId"] == "validate")
-        .unwrap_or_else(|| panic!("validate is the agent's again: {work}"));
+        .find(|item| item["runId"] == escalated_run.as_str() && item["stepId"] == "assess")
+        .unwrap_or_else(|| panic!("assess is the agent's again: {work}"));
     assert_eq!(
         returned["handoff"]["returned"]["note"],
-        "Use the USD valuation from finance"
+        "Use the treasury's USD rate"
     );
     assert_eq!(returned["handoff"]["returned"]["by"], "ops@acme.test");
     agent.close().await;
 }
 
-/// An invoice run whose `validate` the agent escalated: it waits on the operators.
-async fn invoice_waiting_for_mira_escalated(agent: &Mcp) -> String {
+/// A purchase request whose `assess` the agent escalated: it waits on the operators.
+async fn purchase_escalated(agent: &Mcp) -> String {
     let run_id = start(
         agent,
-        "invoice-approval",
-        json!({ "invoiceId": "INV-EUR", "invoiceDocument": "https://docs.test/eur", "manager": MIRA }),
+        "purchase-request",
+        json!({ "requestId": "PR-EUR", "quoteDocument": "https://docs.test/eur", "approver": MIRA }),
         "live",
     )
     .await;
     let claim = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     agent
         .ok(
             "escalate",
-            json!({ "token": claim["token"], "note": "The invoice is in EUR", "requestId": request_id() }),
+            json!({ "token": claim["token"], "note": "The quote is in EUR", "requestId": request_id() }),
         )
         .await;
     run_id
@@ -515,12 +518,12 @@ async fn an_agent_sees_its_ready_steps_in_the_inbox() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
     let base = server.url.as_str();
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
     let agent = server.client(&AGENT).await;
     let run_id = start(
         &agent,
-        "invoice-approval",
-        json!({ "invoiceId": "INV-A", "invoiceDocument": "https://docs.test/a", "manager": MIRA }),
+        "purchase-request",
+        json!({ "requestId": "PR-A", "quoteDocument": "https://docs.test/a", "approver": MIRA }),
         "test",
     )
     .await;
@@ -529,10 +532,10 @@ async fn an_agent_sees_its_ready_steps_in_the_inbox() {
     let session = cookie_pair(&dev_sign_in(base, ("ap_sign_in", "ap_session"), "/ui", &fields).await);
     let (status, inbox) = get_page(base, "/ui", &session).await;
     assert_eq!(status, 200);
-    let path = format!("/ui/work/{run_id}/validate");
+    let path = format!("/ui/work/{run_id}/assess");
     assert!(inbox.contains(&format!("href=\"{path}\"")), "{inbox}");
     assert!(
-        inbox.contains("Agent step: validate") && inbox.contains("Test run"),
+        inbox.contains("Agent step: assess") && inbox.contains("Test run"),
         "{inbox}"
     );
     assert!(inbox.contains("Open since"), "{inbox}");
@@ -572,43 +575,43 @@ async fn typed_fields_reach_the_run_as_their_declared_types() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
     let base = server.url.as_str();
-    server.publish_fixture("support-escalation");
-    server.publish_fixture("employee-onboarding");
+    server.publish_example("defect-triage");
+    server.publish_example("contractor-setup");
     let agent = server.client(&AGENT).await;
-    let session = session_of(base, MIRA, "tier1-lead, hr-operations").await;
+    let session = session_of(base, MIRA, "qa-lead, procurement-ops").await;
 
-    let ticket = start(&agent, "support-escalation", json!({ "ticketId": "T-1" }), "live").await;
+    let report = start(&agent, "defect-triage", json!({ "reportId": "BUG-1" }), "live").await;
     claim_and_submit(
         &agent,
-        &ticket,
-        "diagnose",
+        &report,
+        "triage",
         json!({
-            "output": { "diagnosis": "Login loop", "attemptedFixes": "Cache cleared" },
-            "evidence": [{ "kind": "link", "ref": "https://support.test/t-1" }],
-            "summary": "Not fixed", "next": "tier1_handoff", "reason": "The runbook fix did not resolve it",
+            "output": { "findings": "Login loop", "workaround": "Cache cleared" },
+            "evidence": [{ "kind": "link", "ref": "https://bugs.test/bug-1" }],
+            "summary": "Not fixed", "next": "qa_reproduce", "reason": "The runbook workaround did not resolve it",
         }),
     )
     .await;
-    let (_, page) = get_page(base, &format!("/ui/work/{ticket}/tier1_handoff"), &session).await;
+    let (_, page) = get_page(base, &format!("/ui/work/{report}/qa_reproduce"), &session).await;
     assert!(
-        page.contains("type=\"radio\" id=\"f-output-severity-1\" name=\"output.severity\" value=\"1\""),
+        page.contains("type=\"radio\" id=\"f-output-priority-1\" name=\"output.priority\" value=\"1\""),
         "{page}"
     );
     assert!(
-        page.contains("<label for=\"f-output-severity-1\">high</label>"),
+        page.contains("<label for=\"f-output-priority-1\">major</label>"),
         "{page}"
     );
     let mut fields = vec![
-        ("output.reproduction", "Sign in twice"),
-        ("output.impact", "All EU customers"),
-        ("output.severity", "9"),
-        ("evidence_links", "https://support.test/t-1/repro"),
+        ("output.reproSteps", "Sign in twice"),
+        ("output.affectedUsers", "All EU customers"),
+        ("output.priority", "9"),
+        ("evidence_links", "https://bugs.test/bug-1/repro"),
     ];
-    let refused = send_completion(base, &session, &ticket, "tier1_handoff", &fields).await;
+    let refused = send_completion(base, &session, &report, "qa_reproduce", &fields).await;
     assert_eq!(refused.status(), 200);
     let page = refused.text().await.unwrap();
     assert!(
-        page.contains("id=\"f-output-severity-error\">Choose one of the values shown."),
+        page.contains("id=\"f-output-priority-error\">Choose one of the values shown."),
         "{page}"
     );
     assert!(page.contains("aria-invalid=\"true\""), "{page}");
@@ -616,55 +619,55 @@ async fn typed_fields_reach_the_run_as_their_declared_types() {
         page.contains("value=\"All EU customers\""),
         "the rest is kept: {page}"
     );
-    fields[2] = ("output.severity", "1");
-    let done = send_completion(base, &session, &ticket, "tier1_handoff", &fields).await;
+    fields[2] = ("output.priority", "1");
+    let done = send_completion(base, &session, &report, "qa_reproduce", &fields).await;
     assert_eq!(done.status(), 303, "{}", done.text().await.unwrap());
-    let view = agent.ok("get_run", json!({ "runId": ticket })).await;
-    let record = &view["data"]["steps"]["tier1_handoff"];
-    assert_eq!(record["output"]["severity"], "high", "{view}");
+    let view = agent.ok("get_run", json!({ "runId": report })).await;
+    let record = &view["data"]["steps"]["qa_reproduce"];
+    assert_eq!(record["output"]["priority"], "major", "{view}");
     assert_eq!(
-        record["evidence"][0]["ref"], "https://support.test/t-1/repro",
+        record["evidence"][0]["ref"], "https://bugs.test/bug-1/repro",
         "{view}"
     );
 
-    let onboarding = start(
+    let setup = start(
         &agent,
-        "employee-onboarding",
-        json!({ "employeeId": "E-1", "employeeName": "Ada", "startDate": "2027-01-04", "hiringManager": MIRA }),
+        "contractor-setup",
+        json!({ "contractorId": "K-1", "contractorName": "Ada", "firstDay": "2027-01-04", "sponsor": MIRA }),
         "live",
     )
     .await;
-    let hr = send_completion(
+    let registered = send_completion(
         base,
         &session,
-        &onboarding,
-        "hr_setup",
+        &setup,
+        "vendor_record",
         &[
-            ("output.hrisRecord", "HR-1"),
-            ("output.location", "Berlin"),
-            ("output.jobTitle", "Engineer"),
-            ("evidence_links", "https://hris.test/hr-1"),
+            ("output.vendorRecord", "V-1"),
+            ("output.site", "Berlin"),
+            ("output.engagementTitle", "Engineer"),
+            ("evidence_links", "https://vendors.test/v-1"),
         ],
     )
     .await;
-    assert_eq!(hr.status(), 303, "{}", hr.text().await.unwrap());
-    let plan = send_completion(
+    assert_eq!(registered.status(), 303, "{}", registered.text().await.unwrap());
+    let needs = send_completion(
         base,
         &session,
-        &onboarding,
-        "access_plan",
+        &setup,
+        "access_needs",
         &[
-            ("output.accessRequests", "ERP\n\n CRM \n"),
-            ("output.equipment", "Laptop"),
-            ("output.buddy", "bob@acme.test"),
+            ("output.systems", "ERP\n\n CRM \n"),
+            ("output.hardware", "Laptop"),
+            ("output.mentor", "bob@acme.test"),
         ],
     )
     .await;
-    assert_eq!(plan.status(), 303, "{}", plan.text().await.unwrap());
-    let view = agent.ok("get_run", json!({ "runId": onboarding })).await;
+    assert_eq!(needs.status(), 303, "{}", needs.text().await.unwrap());
+    let view = agent.ok("get_run", json!({ "runId": setup })).await;
     assert_eq!(
-        view["data"]["steps"]["access_plan"]["output"],
-        json!({ "accessRequests": ["ERP", "CRM"], "equipment": "Laptop", "buddy": "bob@acme.test" }),
+        view["data"]["steps"]["access_needs"]["output"],
+        json!({ "systems": ["ERP", "CRM"], "hardware": "Laptop", "mentor": "bob@acme.test" }),
         "{view}"
     );
     agent.close().await;

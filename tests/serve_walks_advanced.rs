@@ -1,4 +1,4 @@
-//! `agentprocess serve` end to end over MCP on the fixtures that go beyond one straight line:
+//! `agentprocess serve` end to end over MCP on the examples that go beyond one straight line:
 //! approval tiers and rejections, rework through `on_reject`, fork and join (parallel-1), model
 //! checks (check-1) against a fake evaluator, uploaded files as evidence, held events, `wait_for`
 //! timeouts and `wait_until`, and organizations kept apart.
@@ -33,44 +33,18 @@ fn start_with_evaluator(data: &std::path::Path, evaluator: &FakeEvaluator) -> Se
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn invoice_tiers_route_to_finance_and_cfo_and_each_approval_records() {
+async fn purchase_request_tiers_route_to_budget_and_executive_and_each_approval_records() {
     let data = tempfile::tempdir().unwrap();
-    advanced_walks::invoice_tiers_route_to_finance_and_cfo_and_each_approval_records(&Server::start(
-        data.path(),
-        &[],
-    ))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn invoice_rejected_by_the_cfo_ends_the_run_rejected() {
-    let data = tempfile::tempdir().unwrap();
-    advanced_walks::invoice_rejected_by_the_cfo_ends_the_run_rejected(&Server::start(data.path(), &[])).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn postmortem_rejected_draft_is_reworked_then_closure_finishes() {
-    let data = tempfile::tempdir().unwrap();
-    advanced_walks::postmortem_rejected_draft_is_reworked_then_closure_finishes(&Server::start(
-        data.path(),
-        &[],
-    ))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn major_incident_forks_three_branches_joins_after_all_and_reruns_on_rejection() {
-    let data = tempfile::tempdir().unwrap();
-    advanced_walks::major_incident_forks_three_branches_joins_after_all_and_reruns_on_rejection(
+    advanced_walks::purchase_request_tiers_route_to_budget_and_executive_and_each_approval_records(
         &Server::start(data.path(), &[]),
     )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn major_incident_response_runs_the_leads_in_sequence_to_the_finish() {
+async fn purchase_request_rejected_by_the_executive_ends_the_run_rejected() {
     let data = tempfile::tempdir().unwrap();
-    advanced_walks::major_incident_response_runs_the_leads_in_sequence_to_the_finish(&Server::start(
+    advanced_walks::purchase_request_rejected_by_the_executive_ends_the_run_rejected(&Server::start(
         data.path(),
         &[],
     ))
@@ -78,9 +52,38 @@ async fn major_incident_response_runs_the_leads_in_sequence_to_the_finish() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_organization() {
+async fn audit_remediation_rejected_report_is_reworked_then_follow_up_finishes() {
     let data = tempfile::tempdir().unwrap();
-    advanced_walks::supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_organization(
+    advanced_walks::audit_remediation_rejected_report_is_reworked_then_follow_up_finishes(&Server::start(
+        data.path(),
+        &[],
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn product_launch_forks_three_branches_joins_after_all_and_reruns_on_rejection() {
+    let data = tempfile::tempdir().unwrap();
+    advanced_walks::product_launch_forks_three_branches_joins_after_all_and_reruns_on_rejection(
+        &Server::start(data.path(), &[]),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn service_restoration_runs_the_leads_in_sequence_to_the_finish() {
+    let data = tempfile::tempdir().unwrap();
+    advanced_walks::service_restoration_runs_the_leads_in_sequence_to_the_finish(&Server::start(
+        data.path(),
+        &[],
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn venue_booking_offers_are_uploaded_files_with_urls_and_stay_in_their_organization() {
+    let data = tempfile::tempdir().unwrap();
+    advanced_walks::venue_booking_offers_are_uploaded_files_with_urls_and_stay_in_their_organization(
         &Server::start(data.path(), &[]),
     )
     .await;
@@ -97,10 +100,10 @@ async fn check_3_the_unsure_verdict_stays_when_a_person_completes_with_their_own
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn vendor_check_pass_is_recorded_and_the_vendor_is_onboarded() {
+async fn partner_screening_pass_is_recorded_and_the_partner_is_accepted() {
     let evaluator = FakeEvaluator::spawn_on_thread(None);
     let data = tempfile::tempdir().unwrap();
-    advanced_walks::vendor_check_pass_is_recorded_and_the_vendor_is_onboarded(&start_with_evaluator(
+    advanced_walks::partner_screening_pass_is_recorded_and_the_partner_is_accepted(&start_with_evaluator(
         data.path(),
         &evaluator,
     ))
@@ -108,10 +111,10 @@ async fn vendor_check_pass_is_recorded_and_the_vendor_is_onboarded() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn vendor_check_fail_is_refused_and_handed_to_the_next_attempt() {
+async fn partner_screening_fail_is_refused_and_handed_to_the_next_attempt() {
     let evaluator = FakeEvaluator::spawn_on_thread(None);
     let data = tempfile::tempdir().unwrap();
-    advanced_walks::vendor_check_fail_is_refused_and_handed_to_the_next_attempt(&start_with_evaluator(
+    advanced_walks::partner_screening_fail_is_refused_and_handed_to_the_next_attempt(&start_with_evaluator(
         data.path(),
         &evaluator,
     ))
@@ -119,10 +122,10 @@ async fn vendor_check_fail_is_refused_and_handed_to_the_next_attempt() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_for_retry() {
+async fn partner_screening_unsure_escalates_with_the_candidate_and_an_error_asks_for_retry() {
     let evaluator = FakeEvaluator::spawn_on_thread(None);
     let data = tempfile::tempdir().unwrap();
-    advanced_walks::vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_for_retry(
+    advanced_walks::partner_screening_unsure_escalates_with_the_candidate_and_an_error_asks_for_retry(
         &start_with_evaluator(data.path(), &evaluator),
         &evaluator,
     )
@@ -195,10 +198,8 @@ async fn check_profile_is_offered_only_with_an_evaluator() {
             .contains(&json!("check-1")),
         "{describe}"
     );
-    let path = agentprocess_testkit::fixtures_dir()
-        .join("vendor-check")
-        .join("PROCESS.md");
-    let (code, out, err) = plain.import(&path, &[("finance-approver", "finance-approver")], true);
+    let path = agentprocess_testkit::example("partner-screening");
+    let (code, out, err) = plain.import(&path, &[("partnerships-manager", "partnerships-manager")], true);
     assert_ne!(code, 0, "published without an evaluator:\n{out}\n{err}");
 
     let evaluator = FakeEvaluator::spawn_on_thread(None);
@@ -213,7 +214,7 @@ async fn check_profile_is_offered_only_with_an_evaluator() {
             .contains(&json!("check-1")),
         "{describe}"
     );
-    server.publish_fixture("vendor-check");
+    server.publish_example("partner-screening");
 }
 
 /// check-1 §5: `describe` carries the check limits: the server's defaults (the runtime's), or

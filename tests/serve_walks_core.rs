@@ -1,4 +1,4 @@
-//! `agentprocess serve` end to end over MCP: six fixtures imported and published with the CLI,
+//! `agentprocess serve` end to end over MCP: six of our examples imported and published with the CLI,
 //! walked to their finish by agent and person identities, through routes with reasons, refused
 //! submissions, rejections, escalations, lease expiry, idempotent replays, due dates, operator
 //! cancellation, test mode and `list_runs` (spec §3, §4, tools.md).
@@ -12,15 +12,18 @@ mod core_walks;
 use common::Server;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn support_escalation_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open() {
+async fn defect_triage_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open() {
     let data = tempfile::tempdir().unwrap();
-    core_walks::support_escalation_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open(&Server::start(data.path(), &[])).await;
+    core_walks::defect_triage_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open(
+        &Server::start(data.path(), &[]),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn contract_review_rejection_rewinds_both_reviews_into_history_then_signs() {
+async fn policy_update_rejection_rewinds_both_reviews_into_history_then_publishes() {
     let data = tempfile::tempdir().unwrap();
-    core_walks::contract_review_rejection_rewinds_both_reviews_into_history_then_signs(&Server::start(
+    core_walks::policy_update_rejection_rewinds_both_reviews_into_history_then_publishes(&Server::start(
         data.path(),
         &[],
     ))
@@ -28,9 +31,9 @@ async fn contract_review_rejection_rewinds_both_reviews_into_history_then_signs(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filter() {
+async fn training_request_replays_lost_responses_and_lists_runs_by_filter() {
     let data = tempfile::tempdir().unwrap();
-    core_walks::expense_reimbursement_replays_lost_responses_and_lists_runs_by_filter(&Server::start(
+    core_walks::training_request_replays_lost_responses_and_lists_runs_by_filter(&Server::start(
         data.path(),
         &[],
     ))
@@ -38,21 +41,24 @@ async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filter()
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn employee_onboarding_in_test_mode_hands_progress_over_an_expired_lease_and_reworks_a_rejection() {
+async fn contractor_setup_in_test_mode_hands_progress_over_an_expired_lease_and_reworks_a_rejection() {
     let data = tempfile::tempdir().unwrap();
-    core_walks::employee_onboarding_in_test_mode_hands_progress_over_an_expired_lease_and_reworks_a_rejection(&Server::start(data.path(), &[])).await;
+    core_walks::contractor_setup_in_test_mode_hands_progress_over_an_expired_lease_and_reworks_a_rejection(
+        &Server::start(data.path(), &[]),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_and_gets_an_escalation_returned() {
+async fn release_notes_reworks_a_rejected_draft_waits_for_release_time_and_gets_an_escalation_returned() {
     let data = tempfile::tempdir().unwrap();
-    core_walks::blog_publication_reworks_a_rejected_draft_waits_for_publish_time_and_gets_an_escalation_returned(&Server::start(data.path(), &[])).await;
+    core_walks::release_notes_reworks_a_rejected_draft_waits_for_release_time_and_gets_an_escalation_returned(&Server::start(data.path(), &[])).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_cancels() {
+async fn account_closure_escalations_complete_and_fail_and_an_operator_cancels() {
     let data = tempfile::tempdir().unwrap();
-    core_walks::customer_offboarding_escalations_complete_and_fail_and_an_operator_cancels(&Server::start(
+    core_walks::account_closure_escalations_complete_and_fail_and_an_operator_cancels(&Server::start(
         data.path(),
         &[],
     ))

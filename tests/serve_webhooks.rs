@@ -1,6 +1,6 @@
 //! `agentprocess serve` delivering notifications end to end: a webhook configured through the
 //! admin API, a receiver on loopback that records what it gets, and runs of the
-//! customer-offboarding fixture whose approval step opens a work item, goes overdue (spec §2.2
+//! account-closure example whose approval step opens a work item, goes overdue (spec §2.2
 //! `due`: the assignee and the organization's operators are notified) and is cancelled. Every
 //! delivery is checked against its HMAC-SHA256 signature; a test-mode run delivers nothing
 //! (spec §3.3); a receiver that keeps failing gets the configured attempts and the notification
@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const PROCESS: &str = "customer-offboarding";
+const PROCESS: &str = "account-closure";
 const SECRET: &str = "whsec-e2e-7c1f0a";
-const STARTER: Who = Who::Agent("a_offboarding");
+const STARTER: Who = Who::Agent("a_closure");
 const OPERATOR: Who = Who::Operator("ops@acme.test", &["ops"]);
-/// `due: 2d` of the `authorize` step, and a minute more.
+/// `due: 2d` of the `confirm_request` step, and a minute more.
 const PAST_DUE_SECONDS: u64 = 2 * 24 * 3600 + 60;
 
 /// One request the receiver got.
@@ -210,7 +210,7 @@ async fn dead_letter_of(server: &Server, receiver: &Receiver, run_id: &str) -> V
     }
 }
 
-/// Starts a customer-offboarding run; returns the run view.
+/// Starts an account-closure run; returns the run view.
 async fn start_run(server: &Server, mode: &str) -> Value {
     let client = server.client(&STARTER).await;
     let started = client
@@ -218,7 +218,7 @@ async fn start_run(server: &Server, mode: &str) -> Value {
             "start_run",
             json!({
                 "process": PROCESS,
-                "inputs": { "customerId": "CUST-7", "effectiveAt": "2027-01-31T00:00:00Z" },
+                "inputs": { "accountId": "ACC-7", "closeAt": "2027-01-31T00:00:00Z" },
                 "mode": mode,
                 "requestId": request_id(),
             }),
@@ -233,7 +233,7 @@ async fn cancel(server: &Server, run_id: &str) {
     client
         .ok(
             "cancel",
-            json!({ "runId": run_id, "reason": "customer stayed", "requestId": request_id() }),
+            json!({ "runId": run_id, "reason": "the customer stayed", "requestId": request_id() }),
         )
         .await;
     client.close().await;
@@ -243,7 +243,7 @@ async fn cancel(server: &Server, run_id: &str) {
 async fn work_opened_overdue_and_run_ended_are_delivered_signed_to_the_organization_webhook() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture(PROCESS);
+    server.publish_example(PROCESS);
     let receiver = Receiver::start(200).await;
 
     let (status, text) =
@@ -270,7 +270,7 @@ async fn work_opened_overdue_and_run_ended_are_delivered_signed_to_the_organizat
         json!({ "webhooks": [{ "id": "main", "url": format!("{}/acme", receiver.url) }] })
     );
 
-    // The approval step is ready at start: its work item is opened for group account-owner.
+    // The approval step is ready at start: its work item is opened for group account-manager.
     let started = start_run(&server, "live").await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
     let work_item_id = started["workItems"][0]["id"].as_str().unwrap().to_owned();
@@ -290,8 +290,8 @@ async fn work_opened_overdue_and_run_ended_are_delivered_signed_to_the_organizat
         json!({
             "id": id, "organization": "acme", "runId": run_id, "process": PROCESS, "version": 1,
             "mode": "live", "at": opened_at,
-            "type": "work_item_opened", "workItemId": work_item_id, "stepId": "authorize",
-            "to": { "group": "account-owner" },
+            "type": "work_item_opened", "workItemId": work_item_id, "stepId": "confirm_request",
+            "to": { "group": "account-manager" },
         })
     );
 
@@ -309,7 +309,7 @@ async fn work_opened_overdue_and_run_ended_are_delivered_signed_to_the_organizat
         .map(|r| {
             assert_signed(r, SECRET);
             let body = r.json();
-            assert_eq!(body["stepId"], "authorize");
+            assert_eq!(body["stepId"], "confirm_request");
             assert_eq!(body["runId"], run_id);
             assert_eq!(body["mode"], "live");
             assert!(body["at"].as_str().unwrap() > opened_at.as_str(), "{body}");
@@ -319,7 +319,10 @@ async fn work_opened_overdue_and_run_ended_are_delivered_signed_to_the_organizat
     recipients.sort_by_key(ToString::to_string);
     assert_eq!(
         recipients,
-        [json!({ "group": "account-owner" }), json!({ "operators": true })]
+        [
+            json!({ "group": "account-manager" }),
+            json!({ "operators": true })
+        ]
     );
     let ids: std::collections::HashSet<&str> =
         received.iter().map(|r| r.delivery.as_deref().unwrap()).collect();
@@ -350,7 +353,7 @@ async fn work_opened_overdue_and_run_ended_are_delivered_signed_to_the_organizat
 async fn a_test_mode_run_delivers_no_notification() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture(PROCESS);
+    server.publish_example(PROCESS);
     let receiver = Receiver::start(200).await;
     let (status, text) = put_webhook(&server, "acme", "main", &receiver.url, SECRET).await;
     assert_eq!(status, 200, "{text}");
@@ -398,7 +401,7 @@ async fn a_failing_receiver_is_retried_and_the_notification_becomes_a_dead_lette
             ("AGENTPROCESS_NOTIFICATIONS__FIRST_BACKOFF_MS", "50"),
         ],
     );
-    server.publish_fixture(PROCESS);
+    server.publish_example(PROCESS);
     let receiver = Receiver::start(500).await;
     let (status, text) = put_webhook(&server, "acme", "main", &receiver.url, SECRET).await;
     assert_eq!(status, 200, "{text}");

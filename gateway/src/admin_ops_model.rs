@@ -397,10 +397,10 @@ mod tests {
     #[test]
     fn a_runs_query_reads_back_what_it_writes() {
         let query = RunsQuery {
-            process: Some("invoice-approval".into()),
+            process: Some("purchase-request".into()),
             state: Some("active".into()),
             inputs: vec![
-                ("invoiceId".into(), "INV 1&2".into()),
+                ("requestId".into(), "PR 1&2".into()),
                 ("amount".into(), "48000".into()),
             ],
             overdue: Some(false),

@@ -1,5 +1,5 @@
 //! The operators' admin API over real HTTP on loopback, behind the real bearer layer with dev
-//! tokens: who may use it, every endpoint and every error, every conformance fixture imported,
+//! tokens: who may use it, every endpoint and every error, every example process imported,
 //! bound and published (spec §7), notification webhooks (whose secrets no answer carries) and
 //! dead letters redelivered into the outbox or deleted, and organizations that never see or
 //! touch each other's processes, webhooks or letters.
@@ -11,7 +11,7 @@ use agentprocess_ids::{OrgId, RunId};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Runtime, RuntimeConfig};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore};
-use agentprocess_testkit::fixtures;
+use agentprocess_testkit::examples;
 use axum::middleware::from_fn_with_state;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -191,12 +191,9 @@ fn person(email: &str) -> IdentityKind {
     }
 }
 
-fn fixture(name: &str) -> Vec<u8> {
-    let (_, path) = fixtures()
-        .into_iter()
-        .find(|(fixture, _)| fixture == name)
-        .unwrap();
-    std::fs::read(path).unwrap()
+/// The source of our example process `name` (`examples/NAME/PROCESS.md`).
+fn example(name: &str) -> Vec<u8> {
+    std::fs::read(agentprocess_testkit::example(name)).unwrap()
 }
 
 /// Every role of a draft view bound to `g_<role>`.
@@ -216,9 +213,9 @@ fn bind_all(draft: &Value) -> Value {
 const PATHS: [(&str, &str); 5] = [
     ("POST", "/admin/v1/processes"),
     ("GET", "/admin/v1/processes"),
-    ("GET", "/admin/v1/processes/blog-publication"),
-    ("PUT", "/admin/v1/processes/blog-publication/bindings"),
-    ("POST", "/admin/v1/processes/blog-publication/publish"),
+    ("GET", "/admin/v1/processes/release-notes"),
+    ("PUT", "/admin/v1/processes/release-notes/bindings"),
+    ("POST", "/admin/v1/processes/release-notes/publish"),
 ];
 
 #[tokio::test]
@@ -226,7 +223,7 @@ async fn without_a_token_the_bearer_layer_answers_401() {
     let server = start(NO_CHECK).await;
     for (method, path) in PATHS {
         let answer = server
-            .call(method.parse().unwrap(), path, None, fixture("blog-publication"))
+            .call(method.parse().unwrap(), path, None, example("release-notes"))
             .await;
         assert_eq!(answer.status, 401, "{method} {path}: {}", answer.text);
     }
@@ -241,7 +238,7 @@ async fn only_operators_may_use_it() {
     let server = start(NO_CHECK).await;
     let operator = server.operator("acme");
     server
-        .import(&operator, fixture("blog-publication"))
+        .import(&operator, example("release-notes"))
         .await
         .expect(201, None);
     let not_operators = [
@@ -251,9 +248,11 @@ async fn only_operators_may_use_it() {
     for token in &not_operators {
         for (method, path) in PATHS {
             let body = if method == "PUT" {
-                json!({ "bindings": { "editor": "g" } }).to_string().into_bytes()
+                json!({ "bindings": { "product-manager": "g" } })
+                    .to_string()
+                    .into_bytes()
             } else {
-                fixture("blog-publication")
+                example("release-notes")
             };
             let answer = server
                 .call(method.parse().unwrap(), path, Some(token), body)
@@ -276,11 +275,17 @@ async fn only_operators_may_use_it() {
 }
 
 #[tokio::test]
-async fn every_fixture_imports_binds_publishes_and_lists() {
+async fn every_example_imports_binds_publishes_and_lists() {
     let server = start(Offer::EVERYTHING).await;
     let token = server.operator("acme");
     let mut names = Vec::new();
-    for (folder, path) in fixtures() {
+    let examples = examples();
+    assert!(
+        examples.len() >= 12,
+        "at least twelve examples, found {}",
+        examples.len()
+    );
+    for (folder, path) in examples {
         let source = std::fs::read(&path).unwrap();
         let loaded = agentprocess_process::load(&source, &Offer::EVERYTHING).unwrap();
         let imported = server.import(&token, source).await;
@@ -329,13 +334,13 @@ async fn every_fixture_imports_binds_publishes_and_lists() {
             assert!(!version[field].is_null(), "{field}: {version}");
         }
     }
-    let one = server.get("/admin/v1/processes/vendor-check", &token).await;
+    let one = server.get("/admin/v1/processes/partner-screening", &token).await;
     let entry = one.expect(200, None);
     assert_eq!(
         entry,
         &processes
             .iter()
-            .find(|p| p["name"] == "vendor-check")
+            .find(|p| p["name"] == "partner-screening")
             .cloned()
             .unwrap()
     );
@@ -364,7 +369,7 @@ async fn an_invalid_process_is_refused_with_every_issue() {
         .expect(422, Some("invalid"));
 
     // A profile this server does not offer: check-1 without an evaluator.
-    let answer = server.import(&token, fixture("vendor-check")).await;
+    let answer = server.import(&token, example("partner-screening")).await;
     answer.expect(422, Some("invalid"));
     assert!(
         answer.issues().iter().any(|i| i.contains("check")),
@@ -381,32 +386,29 @@ async fn bindings_errors() {
     let server = start(NO_CHECK).await;
     let token = server.operator("acme");
     server
-        .import(&token, fixture("invoice-approval"))
+        .import(&token, example("purchase-request"))
         .await
         .expect(201, None);
-    let path = "/admin/v1/processes/invoice-approval/bindings";
+    let path = "/admin/v1/processes/purchase-request/bindings";
 
     let answer = server
         .bind(
             &token,
-            "invoice-approval",
-            json!({ "cfo": "g_cfo", "janitor": "g_x", "finance-controller": "" }),
+            "purchase-request",
+            json!({ "executive": "g_executive", "janitor": "g_x", "budget-owner": "" }),
         )
         .await;
     answer.expect(422, Some("invalid"));
     let issues = answer.issues();
     assert_eq!(issues.len(), 2, "{issues:?}");
     assert!(issues[0].starts_with("bindings.janitor:"), "{issues:?}");
-    assert!(
-        issues[1].starts_with("bindings.finance-controller:"),
-        "{issues:?}"
-    );
+    assert!(issues[1].starts_with("bindings.budget-owner:"), "{issues:?}");
 
     for malformed in [
-        "{\"bindings\": {\"cfo\": ",
+        "{\"bindings\": {\"executive\": ",
         "[1, 2]",
-        "{\"bindings\": [\"cfo\"]}",
-        "{\"bindings\": {\"cfo\": 3}}",
+        "{\"bindings\": [\"executive\"]}",
+        "{\"bindings\": {\"executive\": 3}}",
         "{\"roles\": {}}",
         "",
     ] {
@@ -416,20 +418,20 @@ async fn bindings_errors() {
     }
 
     let answer = server
-        .bind(&token, "no-such-process", json!({ "cfo": "g" }))
+        .bind(&token, "no-such-process", json!({ "executive": "g" }))
         .await;
     answer.expect(404, Some("not_found"));
 
     // Nothing applied by any of these.
-    let entry = server.get("/admin/v1/processes/invoice-approval", &token).await;
+    let entry = server.get("/admin/v1/processes/purchase-request", &token).await;
     assert_eq!(entry.expect(200, None)["draft"]["bindings"], json!({}));
 
     let answer = server
-        .bind(&token, "invoice-approval", json!({ "cfo": "g_cfo" }))
+        .bind(&token, "purchase-request", json!({ "executive": "g_executive" }))
         .await;
     assert_eq!(
         answer.expect(200, None)["draft"]["unbound"],
-        json!(["finance-controller"])
+        json!(["budget-owner"])
     );
 }
 
@@ -438,15 +440,15 @@ async fn publish_errors() {
     let server = start(NO_CHECK).await;
     let token = server.operator("acme");
     server
-        .import(&token, fixture("contract-review"))
+        .import(&token, example("policy-update"))
         .await
         .expect(201, None);
 
-    let answer = server.publish(&token, "contract-review").await;
+    let answer = server.publish(&token, "policy-update").await;
     answer.expect(422, Some("invalid"));
     let issues = answer.issues();
     assert_eq!(issues.len(), 3, "one per unbound role: {issues:?}");
-    for role in ["authorized-signatory", "finance-reviewer", "legal-reviewer"] {
+    for role in ["policy-owner", "security-reviewer", "compliance-reviewer"] {
         assert!(
             issues.iter().any(|i| i.starts_with(&format!("bindings.{role}:"))),
             "{issues:?}"
@@ -458,45 +460,44 @@ async fn publish_errors() {
         .await
         .expect(404, Some("not_found"));
 
-    let draft = server
-        .get("/admin/v1/processes/contract-review", &token)
-        .await
-        .body["draft"]
-        .clone();
+    let draft = server.get("/admin/v1/processes/policy-update", &token).await.body["draft"].clone();
     server
-        .bind(&token, "contract-review", bind_all(&draft))
+        .bind(&token, "policy-update", bind_all(&draft))
         .await
         .expect(200, None);
     assert_eq!(
-        server.publish(&token, "contract-review").await.expect(201, None)["version"],
+        server.publish(&token, "policy-update").await.expect(201, None)["version"],
         1
     );
     // The same content and bindings again: refused, no version 2.
     server
-        .publish(&token, "contract-review")
+        .publish(&token, "policy-update")
         .await
         .expect(409, Some("conflict"));
     // New bindings: version 2.
     server
         .bind(
             &token,
-            "contract-review",
-            json!({ "legal-reviewer": "g_legal_eu" }),
+            "policy-update",
+            json!({ "compliance-reviewer": "g_compliance_eu" }),
         )
         .await
         .expect(200, None);
     assert_eq!(
-        server.publish(&token, "contract-review").await.expect(201, None)["version"],
+        server.publish(&token, "policy-update").await.expect(201, None)["version"],
         2
     );
-    let entry = server.get("/admin/v1/processes/contract-review", &token).await;
+    let entry = server.get("/admin/v1/processes/policy-update", &token).await;
     let entry = entry.expect(200, None);
     assert_eq!(entry["latestVersion"], 2);
     assert_eq!(
-        entry["versions"][0]["roles"]["legal-reviewer"],
-        "g_legal-reviewer"
+        entry["versions"][0]["roles"]["compliance-reviewer"],
+        "g_compliance-reviewer"
     );
-    assert_eq!(entry["versions"][1]["roles"]["legal-reviewer"], "g_legal_eu");
+    assert_eq!(
+        entry["versions"][1]["roles"]["compliance-reviewer"],
+        "g_compliance_eu"
+    );
 }
 
 #[tokio::test]
@@ -504,35 +505,42 @@ async fn another_organization_sees_nothing() {
     let server = start(NO_CHECK).await;
     let acme = server.operator("acme");
     server
-        .import(&acme, fixture("blog-publication"))
+        .import(&acme, example("release-notes"))
         .await
         .expect(201, None);
     server
-        .bind(&acme, "blog-publication", json!({ "editor": "g_editors" }))
+        .bind(
+            &acme,
+            "release-notes",
+            json!({ "product-manager": "g_product-managers" }),
+        )
         .await
         .expect(200, None);
-    server.publish(&acme, "blog-publication").await.expect(201, None);
+    server.publish(&acme, "release-notes").await.expect(201, None);
 
     let globex = server.operator("globex");
     let listed = server.get("/admin/v1/processes", &globex).await;
     assert_eq!(listed.expect(200, None)["processes"], json!([]));
     server
-        .get("/admin/v1/processes/blog-publication", &globex)
+        .get("/admin/v1/processes/release-notes", &globex)
         .await
         .expect(404, Some("not_found"));
     server
-        .bind(&globex, "blog-publication", json!({ "editor": "g_mine" }))
+        .bind(&globex, "release-notes", json!({ "product-manager": "g_mine" }))
         .await
         .expect(404, Some("not_found"));
     server
-        .publish(&globex, "blog-publication")
+        .publish(&globex, "release-notes")
         .await
         .expect(404, Some("not_found"));
 
-    let ours = server.get("/admin/v1/processes/blog-publication", &acme).await;
+    let ours = server.get("/admin/v1/processes/release-notes", &acme).await;
     let ours = ours.expect(200, None);
     assert_eq!(ours["versions"].as_array().unwrap().len(), 1);
-    assert_eq!(ours["draft"]["bindings"], json!({ "editor": "g_editors" }));
+    assert_eq!(
+        ours["draft"]["bindings"],
+        json!({ "product-manager": "g_product-managers" })
+    );
 }
 
 #[tokio::test]
@@ -578,15 +586,17 @@ async fn a_failed_store_is_503_unavailable() {
     let server = start(NO_CHECK).await;
     let token = server.operator("acme");
     server
-        .import(&token, fixture("blog-publication"))
+        .import(&token, example("release-notes"))
         .await
         .expect(201, None);
     server.store.close().await;
     for (method, path) in PATHS {
         let body = if method == "PUT" {
-            json!({ "bindings": { "editor": "g" } }).to_string().into_bytes()
+            json!({ "bindings": { "product-manager": "g" } })
+                .to_string()
+                .into_bytes()
         } else {
-            fixture("blog-publication")
+            example("release-notes")
         };
         let answer = server
             .call(method.parse().unwrap(), path, Some(&token), body)
@@ -1185,13 +1195,13 @@ async fn another_organization_can_neither_redeliver_nor_delete_a_dead_letter() {
 async fn two_versions_and_the_draft_are_diffed_line_by_line() {
     let server = start(NO_CHECK).await;
     let token = server.operator("acme");
-    let first = fixture("invoice-approval");
+    let first = example("purchase-request");
     let draft = server.import(&token, first.clone()).await.expect(201, None)["draft"].clone();
     server
-        .bind(&token, "invoice-approval", bind_all(&draft))
+        .bind(&token, "purchase-request", bind_all(&draft))
         .await
         .expect(200, None);
-    server.publish(&token, "invoice-approval").await.expect(201, None);
+    server.publish(&token, "purchase-request").await.expect(201, None);
     let text = String::from_utf8(first).unwrap();
     let body_line = text
         .lines()
@@ -1201,12 +1211,12 @@ async fn two_versions_and_the_draft_are_diffed_line_by_line() {
         .to_owned();
     let second = text.replace(&body_line, "A changed last line of the body.");
     server.import(&token, second.clone()).await.expect(201, None);
-    server.publish(&token, "invoice-approval").await.expect(201, None);
+    server.publish(&token, "purchase-request").await.expect(201, None);
     let third = second.replace("A changed last line of the body.", "The draft's own last line.");
     server.import(&token, third).await.expect(201, None);
 
     let answer = server
-        .get("/admin/v1/processes/invoice-approval/diff?from=1&to=2", &token)
+        .get("/admin/v1/processes/purchase-request/diff?from=1&to=2", &token)
         .await;
     let body = answer.expect(200, None);
     assert_eq!(body["from"]["version"], 1);
@@ -1239,12 +1249,12 @@ async fn two_versions_and_the_draft_are_diffed_line_by_line() {
         diff["unified"]
             .as_str()
             .unwrap()
-            .starts_with("--- invoice-approval v1\n+++ invoice-approval v2\n")
+            .starts_with("--- purchase-request v1\n+++ purchase-request v2\n")
     );
 
     let to_draft = server
         .get(
-            "/admin/v1/processes/invoice-approval/diff?from=2&to=draft",
+            "/admin/v1/processes/purchase-request/diff?from=2&to=draft",
             &token,
         )
         .await;
@@ -1257,7 +1267,7 @@ async fn two_versions_and_the_draft_are_diffed_line_by_line() {
             .contains("+The draft's own last line.")
     );
     let same = server
-        .get("/admin/v1/processes/invoice-approval/diff?from=2&to=2", &token)
+        .get("/admin/v1/processes/purchase-request/diff?from=2&to=2", &token)
         .await;
     assert_eq!(same.expect(200, None)["diff"]["identical"], true);
 
@@ -1269,7 +1279,7 @@ async fn two_versions_and_the_draft_are_diffed_line_by_line() {
     ] {
         server
             .get(
-                &format!("/admin/v1/processes/invoice-approval/diff{query}"),
+                &format!("/admin/v1/processes/purchase-request/diff{query}"),
                 &token,
             )
             .await
@@ -1281,7 +1291,7 @@ async fn two_versions_and_the_draft_are_diffed_line_by_line() {
         .expect(404, Some("not_found"));
     let other = server.operator("globex");
     server
-        .get("/admin/v1/processes/invoice-approval/diff?from=1&to=2", &other)
+        .get("/admin/v1/processes/purchase-request/diff?from=1&to=2", &other)
         .await
         .expect(404, Some("not_found"));
 }

@@ -207,7 +207,7 @@ async fn links_that_do_not_verify_or_name_nothing_are_refused_and_store_failures
     );
 }
 
-/// Answers every question of `vendor-check` passing, but the first with the next yes-probability
+/// Answers every question of `partner-screening` passing, but the first with the next yes-probability
 /// in its script: 0.62 is unsure, 0.97 passes.
 #[derive(Debug)]
 struct Scripted {
@@ -239,18 +239,17 @@ impl Evaluator for Scripted {
     }
 }
 
-async fn publish_vendor_check(runtime: &Runtime) {
-    let (_, path) = agentprocess_testkit::fixtures()
-        .into_iter()
-        .find(|(fixture, _)| fixture == "vendor-check")
-        .expect("the vendor-check fixture");
-    let source = std::fs::read(path).unwrap();
-    let roles = indexmap::IndexMap::from([("finance-approver".to_owned(), "g_finance".to_owned())]);
+/// Publishes our `partner-screening` example, its manager role bound to `g_partnerships`.
+async fn publish_partner_screening(runtime: &Runtime) {
+    let source = std::fs::read(agentprocess_testkit::example("partner-screening")).unwrap();
+    let roles = indexmap::IndexMap::from([("partnerships-manager".to_owned(), "g_partnerships".to_owned())]);
     runtime.publish(&OrgId::from(ORG), &source, roles).await.unwrap();
 }
 
 fn screening(report: &str) -> Submission {
-    let Value::Object(output) = json!({ "cleared": true, "summary": "Cleared on OFAC and EU lists." }) else {
+    let Value::Object(output) =
+        json!({ "cleared": true, "summary": "Cleared on the sanctions and adverse-media lists." })
+    else {
         unreachable!()
     };
     Submission {
@@ -262,12 +261,12 @@ fn screening(report: &str) -> Submission {
             },
             EvidenceItem {
                 kind: "link".into(),
-                reference: "https://sanctions.example/search/1".into(),
+                reference: "https://watchlists.example/search/1".into(),
             },
         ],
         summary: Some("Searched both lists by legal name; no hits.".into()),
-        next: Some("approve".into()),
-        reason: Some("Vendor is cleared.".into()),
+        next: Some("partner_approval".into()),
+        reason: Some("Partner is cleared.".into()),
     }
 }
 
@@ -317,21 +316,21 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
     let runtime = runtime(blobs.path(), Some(evaluator));
     let signer = signer();
     let server = serve(&runtime, &signer).await;
-    publish_vendor_check(&runtime).await;
+    publish_partner_screening(&runtime).await;
     let screener = agent("a_screener");
     let operator = Caller {
         operator: true,
         ..person("ops@acme.example", &[])
     };
-    let approver = person("fin@acme.example", &["g_finance"]);
+    let approver = person("partners@acme.example", &["g_partnerships"]);
 
     let view = ok(runtime
         .execute(
             &screener,
             Write::StartRun {
-                process: "vendor-check".into(),
+                process: "partner-screening".into(),
                 version: None,
-                inputs: json!({ "vendorName": "Acme", "amount": 48000 }),
+                inputs: json!({ "partnerName": "Acme", "dealSize": 48000 }),
                 mode: agentprocess_run_actor::runtime::Mode::Live,
             },
             "s-1",
@@ -349,7 +348,7 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
                     &screener,
                     Write::Claim {
                         run_id: RunId::from(run),
-                        step: StepId::from_wire("check_vendor"),
+                        step: StepId::from_wire("screen_partner"),
                     },
                     request,
                 )
@@ -397,26 +396,26 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
     let completed = ok(runtime
         .execute(
             &operator,
-            decide(&held, "check_vendor", Decision::Completed, None),
+            decide(&held, "screen_partner", Decision::Completed, None),
             "d-1",
         )
         .await
         .unwrap());
     let completed = decorate(completed, &signer, &server, &runtime);
     assert_matches_schema("run-view.json", &completed);
-    let evidence = &completed["data"]["steps"]["check_vendor"]["evidence"];
+    let evidence = &completed["data"]["steps"]["screen_partner"]["evidence"];
     assert!(evidence[0]["sha256"].is_string());
     assert_eq!(fetched(&evidence[0]).await, b"first screening");
 
-    // Finance rejects back to the screening; the screener claims it again and sees run data.
+    // The partnerships manager rejects back to the screening; the screener claims it again and sees run data.
     let rejected = ok(runtime
         .execute(
             &approver,
             decide(
                 &completed,
-                "approve",
+                "partner_approval",
                 Decision::Rejected,
-                Some("Attach the EU part."),
+                Some("Attach the adverse-media part."),
             ),
             "d-2",
         )
@@ -449,7 +448,7 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
     let done = decorate(done, &signer, &server, &runtime);
     assert_matches_schema("run-view.json", &done);
     assert_matches_schema("run-data.json", &done["data"]);
-    let record = &done["data"]["steps"]["check_vendor"];
+    let record = &done["data"]["steps"]["screen_partner"];
     assert_eq!(record["evidence"][0]["ref"], second.as_str());
     assert_eq!(fetched(&record["evidence"][0]).await, b"second screening");
     assert_eq!(record["history"][0]["evidence"][0]["ref"], first.as_str());
@@ -462,12 +461,12 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
     let approved = ok(runtime
         .execute(
             &approver,
-            decide(&done, "approve", Decision::Approved, None),
+            decide(&done, "partner_approval", Decision::Approved, None),
             "d-3",
         )
         .await
         .unwrap());
-    assert_eq!(approved["run"]["outcome"], "onboarded");
+    assert_eq!(approved["run"]["outcome"], "partnered");
 
     // get_run of the ended run, decorated for another caller later on: fresh urls that work.
     runtime.clock().advance(Duration::from_secs(3600));
@@ -478,7 +477,7 @@ async fn every_file_item_in_real_results_gets_a_url_that_serves_its_upload() {
     let read = decorate(read, &signer, &server, &runtime);
     assert_matches_schema("tools/get_run.result.json", &read);
     assert_eq!(
-        fetched(&read["data"]["steps"]["check_vendor"]["evidence"][0]).await,
+        fetched(&read["data"]["steps"]["screen_partner"]["evidence"][0]).await,
         b"second screening"
     );
     // The urls handed out an hour ago have expired.

@@ -5,14 +5,6 @@ use agentprocess_process::{ContentHash, content_hash, parse_document};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::path::PathBuf;
-
-fn fixtures_dir() -> PathBuf {
-    match std::env::var_os("AGENTPROCESS_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/agentprocess/fixtures"),
-    }
-}
 
 fn hash_of(source: &str) -> ContentHash {
     let document = parse_document(source.as_bytes()).unwrap_or_else(|issues| panic!("{issues:?}"));
@@ -20,8 +12,8 @@ fn hash_of(source: &str) -> ContentHash {
 }
 
 #[test]
-fn a_fixture_hash_is_stable() {
-    let bytes = std::fs::read(fixtures_dir().join("vendor-check/PROCESS.md")).unwrap();
+fn an_example_hash_is_stable() {
+    let bytes = std::fs::read(agentprocess_testkit::example("partner-screening")).unwrap();
     let document = parse_document(&bytes).unwrap();
     let first = content_hash(&document.frontmatter, &document.body);
     let again = parse_document(&bytes).unwrap();
@@ -29,7 +21,7 @@ fn a_fixture_hash_is_stable() {
     // Pinned once; an independent JCS + SHA-256 computation over the same file agrees.
     assert_eq!(
         first.to_hex(),
-        "b459ee93e2a2b77e3f5d88819fbb8c1394c4833eeaa4f179dcc62eadcd53e266"
+        "b64ef77ddf8ebc033aad38bb2d741172b089e202c1efcec32545f4dc87218585"
     );
 }
 

@@ -1,41 +1,15 @@
-//! Every conformance fixture parses, and its body is kept byte for byte (spec §2).
+//! Every process document parses, and its body is kept byte for byte (spec §2): our examples
+//! always, and the protocol's twelve published conformance fixtures when `AGENTPROCESS_OFFICIAL`
+//! names them.
 
 use agentprocess_process::parse_document;
 use std::path::PathBuf;
 
-/// The conformance fixtures: `AGENTPROCESS_FIXTURES`, or the shared folder beside the checkout.
-fn fixtures_dir() -> PathBuf {
-    match std::env::var_os("AGENTPROCESS_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/agentprocess/fixtures"),
-    }
-}
-
-fn fixtures() -> Vec<(String, Vec<u8>)> {
-    let dir = fixtures_dir();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path().join("PROCESS.md");
-        if path.is_file() {
-            let name = path
-                .parent()
-                .unwrap()
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            found.push((name, std::fs::read(&path).unwrap()));
-        }
-    }
-    found.sort();
-    found
-}
-
-#[test]
-fn all_twelve_fixtures_parse() {
-    let fixtures = fixtures();
-    assert_eq!(fixtures.len(), 12, "expected the twelve conformance fixtures");
-    for (name, bytes) in fixtures {
+/// Parses each `(name, path)` and checks the frontmatter names the process and the body is the
+/// file's tail, starting after the closing fence.
+fn assert_parses_with_body_kept(documents: Vec<(String, PathBuf)>) {
+    for (name, path) in documents {
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let document = parse_document(&bytes).unwrap_or_else(|issues| panic!("{name}: {issues:?}"));
         let frontmatter = document.frontmatter.as_object().expect("a mapping");
         assert_eq!(frontmatter["name"], name.as_str(), "{name}");
@@ -50,4 +24,26 @@ fn all_twelve_fixtures_parse() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn every_example_parses() {
+    let examples = agentprocess_testkit::examples();
+    assert!(
+        examples.len() >= 12,
+        "at least twelve examples, found {}",
+        examples.len()
+    );
+    assert_parses_with_body_kept(examples);
+}
+
+#[test]
+fn all_twelve_official_fixtures_parse() {
+    let Some(fixtures) =
+        agentprocess_testkit::official_fixtures_or_skip("all_twelve_official_fixtures_parse")
+    else {
+        return;
+    };
+    assert_eq!(fixtures.len(), 12, "expected the twelve conformance fixtures");
+    assert_parses_with_body_kept(fixtures);
 }

@@ -3,7 +3,7 @@
 //! `tests/corpus/refused/<case>/` holds a `PROCESS.md`, the exact expected issues in
 //! `issues.txt` (one `path: message` per line, in order), and optionally `offer.txt` naming what
 //! the server offers (`parallel check upload send_event`; absent means everything).
-//! `tests/corpus/accepted/<case>/PROCESS.md` and the shared conformance fixtures must publish;
+//! `tests/corpus/accepted/<case>/PROCESS.md` and our example processes must publish;
 //! an accepted case's `warnings.txt` holds its exact warnings (absent means none).
 //!
 //! After a deliberate change of wording, `AGENTPROCESS_BLESS=1 cargo test --test refusals`
@@ -27,14 +27,9 @@ fn corpus(kind: &str) -> Vec<PathBuf> {
     cases
 }
 
-fn fixtures() -> PathBuf {
-    std::env::var_os("AGENTPROCESS_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/agentprocess/fixtures"))
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = fixtures().join(name).join("PROCESS.md");
+/// Our example process `name` (`examples/NAME/PROCESS.md`).
+fn example(name: &str) -> Vec<u8> {
+    let path = agentprocess_testkit::example(name);
     fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
@@ -176,25 +171,31 @@ fn spec_2_accepted_edge_cases_publish_with_exactly_their_warnings() {
     assert!(warned >= 2, "the warning cases are in the corpus");
 }
 
-const FIXTURES: [&str; 12] = [
-    "blog-publication",
-    "contract-review",
-    "customer-offboarding",
-    "employee-onboarding",
-    "expense-reimbursement",
-    "incident-postmortem",
-    "invoice-approval",
-    "major-incident",
-    "major-incident-response",
-    "supplier-rfp",
-    "support-escalation",
-    "vendor-check",
-];
+#[test]
+fn spec_2_every_example_publishes_with_everything_offered() {
+    let examples = agentprocess_testkit::examples();
+    assert!(
+        examples.len() >= 12,
+        "at least twelve examples, found {}",
+        examples.len()
+    );
+    for (name, _) in examples {
+        if let Some(issues) = issue_lines(&example(&name), &Offer::EVERYTHING) {
+            panic!("{name} refused:\n  {}", issues.join("\n  "));
+        }
+    }
+}
 
 #[test]
-fn spec_2_every_conformance_fixture_publishes_with_everything_offered() {
-    for name in FIXTURES {
-        if let Some(issues) = issue_lines(&fixture(name), &Offer::EVERYTHING) {
+fn spec_2_every_official_fixture_publishes_with_everything_offered() {
+    let Some(fixtures) = agentprocess_testkit::official_fixtures_or_skip(
+        "spec_2_every_official_fixture_publishes_with_everything_offered",
+    ) else {
+        return;
+    };
+    for (name, path) in fixtures {
+        let bytes = fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        if let Some(issues) = issue_lines(&bytes, &Offer::EVERYTHING) {
             panic!("{name} refused:\n  {}", issues.join("\n  "));
         }
     }
@@ -202,13 +203,13 @@ fn spec_2_every_conformance_fixture_publishes_with_everything_offered() {
 
 /// parallel-1 preamble: "A server without the profile refuses such a process at publication."
 #[test]
-fn parallel_1_major_incident_needs_the_profile() {
+fn parallel_1_product_launch_needs_the_profile() {
     let offer = Offer {
         parallel: false,
         ..Offer::EVERYTHING
     };
     assert_eq!(
-        issue_lines(&fixture("major-incident"), &offer),
+        issue_lines(&example("product-launch"), &offer),
         Some(vec![
             "steps[1].parallel: needs the parallel-1 profile, which this server does not offer".to_string()
         ])
@@ -217,13 +218,13 @@ fn parallel_1_major_incident_needs_the_profile() {
 
 /// check-1 preamble: "A server without the profile ... refuses such a process at publication."
 #[test]
-fn check_1_vendor_check_needs_the_profile() {
+fn check_1_partner_screening_needs_the_profile() {
     let offer = Offer {
         check: false,
         ..Offer::EVERYTHING
     };
     assert_eq!(
-        issue_lines(&fixture("vendor-check"), &offer),
+        issue_lines(&example("partner-screening"), &offer),
         Some(vec![
             "steps[0].check: needs the check-1 profile, which this server does not offer".to_string()
         ])
@@ -237,7 +238,7 @@ fn spec_4_2_file_evidence_and_events_need_their_tools() {
         upload: false,
         ..Offer::EVERYTHING
     };
-    let issues = issue_lines(&fixture("contract-review"), &no_upload).expect("refused");
+    let issues = issue_lines(&example("policy-update"), &no_upload).expect("refused");
     assert_eq!(
         issues,
         [
@@ -250,7 +251,7 @@ fn spec_4_2_file_evidence_and_events_need_their_tools() {
         ..Offer::EVERYTHING
     };
     assert_eq!(
-        issue_lines(&fixture("customer-offboarding"), &no_events),
+        issue_lines(&example("account-closure"), &no_events),
         Some(vec![
             "steps[4].wait_for: needs the send_event tool, which this server does not offer".to_string()
         ])

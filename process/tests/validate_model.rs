@@ -5,18 +5,12 @@ use agentprocess_process::{
     Question, Route, StepId, StepKind, Target, Work, load, validate,
 };
 use serde_json::json;
-use std::path::{Path, PathBuf};
 
-fn fixtures() -> PathBuf {
-    std::env::var_os("AGENTPROCESS_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/agentprocess/fixtures"))
-}
-
-fn fixture(name: &str) -> Process {
-    let bytes = std::fs::read(fixtures().join(name).join("PROCESS.md")).expect("fixture");
+/// Our example process `name` (`examples/NAME/PROCESS.md`), loaded with every profile offered.
+fn example(name: &str) -> Process {
+    let bytes = std::fs::read(agentprocess_testkit::example(name)).expect("example");
     load(&bytes, &Offer::EVERYTHING)
-        .expect("fixture publishes")
+        .expect("example publishes")
         .process
 }
 
@@ -36,11 +30,11 @@ fn work(process: &Process, step: &str) -> Work {
         .expect("work step")
 }
 
-/// Spec §2.2: kinds, route lists, person references and durations of the invoice fixture.
+/// Spec §2.2: kinds, route lists, person references and durations of the purchase-request example.
 #[test]
-fn spec_2_2_invoice_approval_reads_as_typed_steps() {
-    let process = fixture("invoice-approval");
-    assert_eq!(process.name.as_str(), "invoice-approval");
+fn spec_2_2_purchase_request_reads_as_typed_steps() {
+    let process = example("purchase-request");
+    assert_eq!(process.name.as_str(), "purchase-request");
     let kinds: Vec<&str> = process.steps.iter().map(|s| s.kind_name()).collect();
     assert_eq!(
         kinds,
@@ -48,34 +42,34 @@ fn spec_2_2_invoice_approval_reads_as_typed_steps() {
     );
     assert_eq!(
         process.inputs.keys().collect::<Vec<_>>(),
-        ["invoiceId", "invoiceDocument", "manager"]
+        ["requestId", "quoteDocument", "approver"]
     );
-    assert_eq!(process.inputs["manager"].field_type, FieldType::Person);
+    assert_eq!(process.inputs["approver"].field_type, FieldType::Person);
 
     let validate_step = &process.steps[0];
     assert_eq!(
         validate_step.next,
         Some(Next::Routes(vec![
             Route {
-                to: step_target("manager_review"),
+                to: step_target("team_lead_approval"),
                 when: None
             },
             Route {
-                to: step_target("finance_review"),
+                to: step_target("budget_approval"),
                 when: None
             },
             Route {
-                to: step_target("cfo_review"),
+                to: step_target("executive_approval"),
                 when: None
             },
         ]))
     );
     assert_eq!(process.default_next(validate_step), None);
-    let validate_work = work(&process, "validate");
+    let validate_work = work(&process, "assess");
     assert_eq!(validate_work.evidence, [EvidenceKind::Link]);
     assert_eq!(
         validate_work.output.keys().collect::<Vec<_>>(),
-        ["totalUsd", "supplier", "matchSummary"]
+        ["amountUsd", "vendor", "justification"]
     );
     assert_eq!(validate_work.check, None);
     assert!(!validate_work.advisory);
@@ -84,11 +78,9 @@ fn spec_2_2_invoice_approval_reads_as_typed_steps() {
     assert_eq!(
         manager.kind,
         StepKind::Approve {
-            text:
-                "Approve the matched invoice only if totalUsd is at most 10000 and the purchase is justified."
-                    .to_string(),
+            text: "Approve if amountUsd is at most 5000 and the purchase serves the team's plan.".to_string(),
             person: PersonRef::Path(DataPath::Input {
-                field: "manager".to_string()
+                field: "approver".to_string()
             }),
             on_reject: None,
             due: Some(Duration {
@@ -97,18 +89,18 @@ fn spec_2_2_invoice_approval_reads_as_typed_steps() {
             }),
         }
     );
-    assert_eq!(manager.next, Some(Next::Step(step_target("record"))));
+    assert_eq!(manager.next, Some(Next::Step(step_target("place_order"))));
     assert_eq!(
         process.steps[2].person(),
-        Some(&PersonRef::Role("finance-controller".to_string()))
+        Some(&PersonRef::Role("budget-owner".to_string()))
     );
-    assert_eq!(process.role_names(), ["finance-controller", "cfo"]);
-    // `record` names no next: the following step is the default.
+    assert_eq!(process.role_names(), ["budget-owner", "executive"]);
+    // `place_order` names no next: the following step is the default.
     assert_eq!(process.default_next(&process.steps[4]), Some(step_target("done")));
     assert_eq!(
         process.steps[5].kind,
         StepKind::Finish {
-            outcome: "approved".to_string()
+            outcome: "ordered".to_string()
         }
     );
     assert!(!process.uses_parallel() && !process.uses_check() && !process.uses_events());
@@ -118,58 +110,62 @@ fn spec_2_2_invoice_approval_reads_as_typed_steps() {
 /// Spec §2.2: `wait_until` paths, `wait_for` with timeout, `on_reject` and `initiator`.
 #[test]
 fn spec_2_2_waits_rejections_and_initiators_are_typed() {
-    let blog = fixture("blog-publication");
+    let notes = example("release-notes");
     assert_eq!(
-        blog.steps[2].kind,
+        notes.steps[2].kind,
         StepKind::WaitUntil {
             path: DataPath::Input {
-                field: "publishAt".to_string()
+                field: "releaseAt".to_string()
             }
         }
     );
     assert!(
-        matches!(&blog.steps[1].kind, StepKind::Approve { on_reject: Some(back), .. } if back == &id("draft"))
+        matches!(&notes.steps[1].kind, StepKind::Approve { on_reject: Some(back), .. } if back == &id("write_notes"))
     );
 
-    let offboarding = fixture("customer-offboarding");
+    let closure = example("account-closure");
     assert_eq!(
-        offboarding.steps[4].kind,
+        closure.steps[4].kind,
         StepKind::WaitFor {
-            event: "final-invoice-settled".to_string(),
+            event: "statement-paid".to_string(),
             timeout: Some(Duration {
                 amount: 30,
                 unit: DurationUnit::Days
             }),
-            on_timeout: Some(step_target("finance_followup")),
+            on_timeout: Some(step_target("collections")),
         }
     );
-    assert!(offboarding.uses_events());
+    assert!(closure.uses_events());
 
-    let expenses = fixture("expense-reimbursement");
-    assert_eq!(expenses.steps[0].person(), Some(&PersonRef::Initiator));
-    assert!(expenses.uses_file_evidence());
-    let lines = &work(&expenses, "receipts").output["lines"];
-    assert_eq!(lines.field_type, FieldType::List);
+    let training = example("training-request");
+    assert_eq!(training.steps[0].person(), Some(&PersonRef::Initiator));
+    assert!(training.uses_file_evidence());
+    let items = &work(&training, "course_details").output["items"];
+    assert_eq!(items.field_type, FieldType::List);
     assert_eq!(
-        lines.items.as_ref().map(|i| i.field_type),
+        items.items.as_ref().map(|i| i.field_type),
         Some(FieldType::Object)
     );
 }
 
 /// parallel-1 §1: branch entries, `join` targets and the continuation.
 #[test]
-fn parallel_1_major_incident_has_branches_and_joins() {
-    let process = fixture("major-incident");
+fn parallel_1_product_launch_has_branches_and_joins() {
+    let process = example("product-launch");
     assert!(process.uses_parallel());
     assert_eq!(
         process.steps[1].kind,
         StepKind::Parallel {
-            branches: vec![id("operations"), id("security"), id("communications")]
+            branches: vec![
+                id("engineering_ready"),
+                id("marketing_ready"),
+                id("support_ready")
+            ]
         }
     );
     assert_eq!(
         process.steps[1].next,
-        Some(Next::Step(step_target("close_review")))
+        Some(Next::Step(step_target("go_decision")))
     );
     for branch_step in &process.steps[2..5] {
         assert_eq!(branch_step.next, Some(Next::Step(Target::Join)));
@@ -178,42 +174,42 @@ fn parallel_1_major_incident_has_branches_and_joins() {
 
 /// check-1 §2: the three question kinds with their thresholds; `requires` (revision 10).
 #[test]
-fn check_1_vendor_check_questions_are_typed() {
-    let process = fixture("vendor-check");
-    assert_eq!(process.required_systems, ["sanctions-screening"]);
-    let check = work(&process, "check_vendor").check.expect("check");
+fn check_1_partner_screening_questions_are_typed() {
+    let process = example("partner-screening");
+    assert_eq!(process.required_systems, ["watchlist-screening"]);
+    let check = work(&process, "screen_partner").check.expect("check");
     assert_eq!(
         check,
         Check {
             questions: vec![
                 Question::YesNo {
-                    ask: "The cleared verdict matches what the attached report says.".to_string(),
+                    ask: "Does the cleared value agree with the attached report?".to_string(),
                     pass: Some(0.9),
                     fail: Some(0.5),
                 },
                 Question::Choice {
-                    ask: "What does the summary do?".to_string(),
+                    ask: "How does the summary read?".to_string(),
                     one_of: vec![
                         (
-                            "states".to_string(),
-                            "States the verdict and the lists checked.".to_string()
+                            "decisive".to_string(),
+                            "Gives the result and names both lists.".to_string()
                         ),
                         (
-                            "hedges".to_string(),
-                            "Avoids a verdict or qualifies it heavily.".to_string()
+                            "vague".to_string(),
+                            "Hedges or leaves the result open.".to_string()
                         ),
-                        ("unclear".to_string(), "Cannot tell.".to_string()),
+                        ("unreadable".to_string(), "Impossible to tell.".to_string()),
                     ],
-                    pass: vec!["states".to_string()],
-                    unsure: vec!["unclear".to_string()],
+                    pass: vec!["decisive".to_string()],
+                    unsure: vec!["unreadable".to_string()],
                     confidence: None,
                 },
                 Question::Rubric {
-                    ask: "How complete is the screening?".to_string(),
+                    ask: "How thorough is the screening?".to_string(),
                     levels: vec![
-                        "Neither list is clearly covered.".to_string(),
-                        "One list is covered.".to_string(),
-                        "Both lists are covered with the search terms stated.".to_string(),
+                        "No list is clearly searched.".to_string(),
+                        "One list is searched.".to_string(),
+                        "Both lists are searched, with the search terms given.".to_string(),
                     ],
                     pass: 2,
                     confidence: Some(0.8),

@@ -195,7 +195,7 @@ fn every_write() -> Vec<Write> {
     ];
     vec![
         Write::StartRun {
-            process: "expense-reimbursement".into(),
+            process: "training-request".into(),
             version: Some(3),
             inputs: precise(),
             mode: Mode::Test,
@@ -208,7 +208,7 @@ fn every_write() -> Vec<Write> {
         },
         Write::Claim {
             run_id: "r_1".into(),
-            step: StepId::from_wire("check"),
+            step: StepId::from_wire("policy_check"),
         },
         Write::Renew {
             token: "t_1".into(),
@@ -320,7 +320,7 @@ async fn reads_uploads_and_timers_arrive_as_sent() {
         GetWork {
             limit: Some(20),
             cursor: Some("c_1".into()),
-            process: Some("expense-reimbursement".into()),
+            process: Some("training-request".into()),
         },
     ] {
         service.get_work(&person, request.clone()).await.unwrap();

@@ -59,7 +59,7 @@ mod tests {
     fn packed_values_unpack_to_their_json_and_small_or_plain_ones_read_as_they_are() {
         let record = serde_json::json!({
             "id": "0193a7c2-6d1e-7b3a-9c4d-5e6f7a8b9c0d",
-            "process": "expense-reimbursement",
+            "process": "training-request",
             "steps": [{"id": "submit", "state": "ready"}, {"id": "review", "state": "pending"},
                       {"id": "pay", "state": "pending"}],
             "inputs": {"amount": 120, "currency": "EUR", "description": "a train ticket to the plant"}

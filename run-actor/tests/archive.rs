@@ -114,8 +114,8 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;
     let runtime = archiving_runtime(store.clone(), dir.path());
-    publish_fixture(&runtime, ORG, "support-escalation").await;
-    publish_fixture(&runtime, ORG, "blog-publication").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
+    publish_example(&runtime, ORG, "release-notes").await;
 
     // Eight runs over two processes, started a millisecond apart or in the same millisecond;
     // five end (cancelled), three stay open.
@@ -125,8 +125,8 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
             start(
                 &runtime,
                 &agent("starter"),
-                "support-escalation",
-                json!({ "ticketId": format!("T-{i}") }),
+                "defect-triage",
+                json!({ "reportId": format!("T-{i}") }),
                 &format!("s-{i}"),
             )
             .await
@@ -134,8 +134,8 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
             start(
                 &runtime,
                 &agent("starter"),
-                "blog-publication",
-                json!({ "brief": "b", "slug": format!("p-{i}"), "publishAt": "2027-01-01T00:00:00Z" }),
+                "release-notes",
+                json!({ "changes": "b", "version": format!("p-{i}"), "releaseAt": "2027-01-01T00:00:00Z" }),
                 &format!("s-{i}"),
             )
             .await
@@ -159,7 +159,7 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
     let requests = [
         ListRuns::default(),
         ListRuns {
-            process: Some("support-escalation".into()),
+            process: Some("defect-triage".into()),
             ..ListRuns::default()
         },
         ListRuns {
@@ -167,7 +167,7 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
             ..ListRuns::default()
         },
         ListRuns {
-            inputs: Some(object(json!({ "ticketId": "T-4" }))),
+            inputs: Some(object(json!({ "reportId": "T-4" }))),
             ..ListRuns::default()
         },
     ];
@@ -306,14 +306,14 @@ async fn starting_a_run_reads_the_archive_only_when_archiving_waits_under_a_seco
             },
             Clock::starting_at(START),
         );
-        publish_fixture(&runtime, ORG, "support-escalation").await;
+        publish_example(&runtime, ORG, "defect-triage").await;
         let before = blobs.gets();
         for i in 0..3 {
             let view = start(
                 &runtime,
                 &agent("starter"),
-                "support-escalation",
-                json!({ "ticketId": format!("T-{i}") }),
+                "defect-triage",
+                json!({ "reportId": format!("T-{i}") }),
                 &format!("s-{i}"),
             )
             .await;
@@ -361,8 +361,8 @@ async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&dir.path().join("store")).await;
     let runtime = archiving_runtime(store.clone(), dir.path());
-    publish_fixture(&runtime, ORG, "support-escalation").await;
-    let (worker, lead) = (agent("a_worker"), person("lead@acme.test", &["g_tier1-lead"]));
+    publish_example(&runtime, ORG, "defect-triage").await;
+    let (worker, lead) = (agent("a_worker"), person("lead@acme.test", &["g_qa-lead"]));
     let mut writes: Vec<(Caller, Write, &str, Value)> = Vec::new();
     let mut write = async |caller: &Caller, write: Write, request: &'static str| -> Value {
         let data = ok(runtime.execute(caller, write.clone(), request).await.unwrap());
@@ -373,25 +373,25 @@ async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived
     let started = write(
         &worker,
         Write::StartRun {
-            process: "support-escalation".into(),
+            process: "defect-triage".into(),
             version: None,
-            inputs: json!({ "ticketId": "T-1" }),
+            inputs: json!({ "reportId": "T-1" }),
             mode: Mode::Live,
         },
         "w-start",
     )
     .await;
     let run = run_id(&started);
-    let claim_diagnose = || Write::Claim {
+    let claim_triage = || Write::Claim {
         run_id: run.clone(),
-        step: StepId::from_wire("diagnose"),
+        step: StepId::from_wire("triage"),
     };
-    let claimed = write(&worker, claim_diagnose(), "w-claim").await;
+    let claimed = write(&worker, claim_triage(), "w-claim").await;
     let renewed = write(
         &worker,
         Write::Renew {
             token: claimed["token"].as_str().unwrap().into(),
-            progress: Some("read the ticket".into()),
+            progress: Some("read the report".into()),
         },
         "w-renew",
     )
@@ -411,12 +411,12 @@ async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived
         "w-return",
     )
     .await;
-    let claimed = write(&worker, claim_diagnose(), "w-claim-again").await;
+    let claimed = write(&worker, claim_triage(), "w-claim-again").await;
     let submitted = write(
         &worker,
         Write::Submit {
             token: claimed["token"].as_str().unwrap().into(),
-            submission: diagnosis(),
+            submission: triage_findings(),
         },
         "w-submit",
     )

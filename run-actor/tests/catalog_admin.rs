@@ -39,12 +39,9 @@ fn runtime_on(store: Arc<EmbeddedStore>, blobs: &std::path::Path) -> Runtime {
     )
 }
 
-fn fixture(name: &str) -> Vec<u8> {
-    let (_, path) = agentprocess_testkit::fixtures()
-        .into_iter()
-        .find(|(fixture, _)| fixture == name)
-        .unwrap_or_else(|| panic!("no fixture {name}"));
-    std::fs::read(path).unwrap()
+/// The source of our example process `name` (`examples/NAME/PROCESS.md`).
+fn example(name: &str) -> Vec<u8> {
+    std::fs::read(agentprocess_testkit::example(name)).unwrap()
 }
 
 fn bindings(pairs: &[(&str, &str)]) -> IndexMap<String, String> {
@@ -72,7 +69,7 @@ fn issues(refusal: CatalogRefusal) -> Vec<String> {
 async fn an_import_becomes_a_draft_with_hash_roles_and_no_bindings() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(dir.path());
-    let source = fixture("invoice-approval");
+    let source = example("purchase-request");
     let draft = runtime
         .catalog()
         .import_draft(&OrgId::from(ORG), &source, &NO_CHECK, OPERATOR)
@@ -82,10 +79,10 @@ async fn an_import_becomes_a_draft_with_hash_roles_and_no_bindings() {
         .unwrap()
         .hash
         .to_hex();
-    assert_eq!(draft.name, "invoice-approval");
+    assert_eq!(draft.name, "purchase-request");
     assert_eq!(draft.content_hash, expected_hash);
     assert_eq!(draft.roles.len(), 2);
-    assert!(draft.roles.contains(&"cfo".to_string()));
+    assert!(draft.roles.contains(&"executive".to_string()));
     assert!(draft.bindings.is_empty());
     assert_eq!(draft.unbound(), draft.roles);
     assert_eq!(draft.imported_at, "2026-10-01T00:00:00Z");
@@ -94,7 +91,7 @@ async fn an_import_becomes_a_draft_with_hash_roles_and_no_bindings() {
     // Stored: the listing shows it, and nothing is published.
     let entry = runtime
         .catalog()
-        .process(&OrgId::from(ORG), "invoice-approval")
+        .process(&OrgId::from(ORG), "purchase-request")
         .await
         .unwrap()
         .unwrap();
@@ -104,7 +101,7 @@ async fn an_import_becomes_a_draft_with_hash_roles_and_no_bindings() {
     assert!(
         runtime
             .catalog()
-            .latest_version(&OrgId::from(ORG), "invoice-approval")
+            .latest_version(&OrgId::from(ORG), "purchase-request")
             .await
             .unwrap()
             .is_none()
@@ -140,7 +137,7 @@ async fn an_invalid_source_is_refused_with_every_issue_and_stores_nothing() {
 async fn a_profile_the_server_does_not_offer_is_refused_at_import() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(dir.path());
-    let source = fixture("vendor-check");
+    let source = example("partner-screening");
     let found = issues(refusal(
         runtime
             .catalog()
@@ -158,15 +155,15 @@ async fn a_profile_the_server_does_not_offer_is_refused_at_import() {
         .catalog()
         .bind_roles(
             &OrgId::from(ORG),
-            "vendor-check",
-            &bindings(&[("finance-approver", "g_fin")]),
+            "partner-screening",
+            &bindings(&[("partnerships-manager", "g_fin")]),
         )
         .await
         .unwrap();
     let found = issues(refusal(
         runtime
             .catalog()
-            .publish_draft(&OrgId::from(ORG), "vendor-check", &NO_CHECK, OPERATOR)
+            .publish_draft(&OrgId::from(ORG), "partner-screening", &NO_CHECK, OPERATOR)
             .await,
     ));
     assert!(found.iter().any(|i| i.contains("check")), "{found:?}");
@@ -180,7 +177,7 @@ async fn bindings_refuse_unknown_roles_and_empty_groups_with_every_issue() {
     catalog
         .import_draft(
             &OrgId::from(ORG),
-            &fixture("invoice-approval"),
+            &example("purchase-request"),
             &NO_CHECK,
             OPERATOR,
         )
@@ -190,8 +187,12 @@ async fn bindings_refuse_unknown_roles_and_empty_groups_with_every_issue() {
         catalog
             .bind_roles(
                 &OrgId::from(ORG),
-                "invoice-approval",
-                &bindings(&[("cfo", "g_cfo"), ("janitor", "g_x"), ("finance-controller", " ")]),
+                "purchase-request",
+                &bindings(&[
+                    ("executive", "g_executive"),
+                    ("janitor", "g_x"),
+                    ("budget-owner", " "),
+                ]),
             )
             .await,
     ));
@@ -200,10 +201,10 @@ async fn bindings_refuse_unknown_roles_and_empty_groups_with_every_issue() {
         found[0].starts_with("bindings.janitor: the process has no role"),
         "{found:?}"
     );
-    assert!(found[1].starts_with("bindings.finance-controller: the group must not be empty"));
+    assert!(found[1].starts_with("bindings.budget-owner: the group must not be empty"));
     // Nothing was applied, not even the good binding.
     let entry = catalog
-        .process(&OrgId::from(ORG), "invoice-approval")
+        .process(&OrgId::from(ORG), "purchase-request")
         .await
         .unwrap()
         .unwrap();
@@ -213,16 +214,16 @@ async fn bindings_refuse_unknown_roles_and_empty_groups_with_every_issue() {
     catalog
         .bind_roles(
             &OrgId::from(ORG),
-            "invoice-approval",
-            &bindings(&[("cfo", "g_cfo")]),
+            "purchase-request",
+            &bindings(&[("executive", "g_executive")]),
         )
         .await
         .unwrap();
     let draft = catalog
         .bind_roles(
             &OrgId::from(ORG),
-            "invoice-approval",
-            &bindings(&[("finance-controller", "g_fc")]),
+            "purchase-request",
+            &bindings(&[("budget-owner", "g_fc")]),
         )
         .await
         .unwrap();
@@ -232,7 +233,7 @@ async fn bindings_refuse_unknown_roles_and_empty_groups_with_every_issue() {
     assert_eq!(
         refusal(
             catalog
-                .bind_roles(&OrgId::from(ORG), "no-such", &bindings(&[("cfo", "g")]))
+                .bind_roles(&OrgId::from(ORG), "no-such", &bindings(&[("executive", "g")]))
                 .await
         ),
         CatalogRefusal::NoDraft("no-such".into())
@@ -273,14 +274,14 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(dir.path());
     let catalog = runtime.catalog();
-    let source = fixture("contract-review");
+    let source = example("policy-update");
     let draft = catalog
         .import_draft(&OrgId::from(ORG), &source, &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     let found = issues(refusal(
         catalog
-            .publish_draft(&OrgId::from(ORG), "contract-review", &NO_CHECK, OPERATOR)
+            .publish_draft(&OrgId::from(ORG), "policy-update", &NO_CHECK, OPERATOR)
             .await,
     ));
     assert_eq!(found.len(), 3, "one issue per unbound role: {found:?}");
@@ -296,15 +297,15 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
         .map(|r| (r.clone(), format!("g_{r}")))
         .collect();
     catalog
-        .bind_roles(&OrgId::from(ORG), "contract-review", &all)
+        .bind_roles(&OrgId::from(ORG), "policy-update", &all)
         .await
         .unwrap();
 
     let v1 = catalog
-        .publish_draft(&OrgId::from(ORG), "contract-review", &NO_CHECK, OPERATOR)
+        .publish_draft(&OrgId::from(ORG), "policy-update", &NO_CHECK, OPERATOR)
         .await
         .unwrap();
-    assert_eq!(v1.name, "contract-review");
+    assert_eq!(v1.name, "policy-update");
     assert_eq!(v1.version.version, 1);
     assert_eq!(v1.version.content_hash, draft.content_hash);
     assert_eq!(v1.version.published_at, "2026-10-01T00:00:00Z");
@@ -312,11 +313,11 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     assert_eq!(v1.version.roles, all);
     // It is the latest version, with the bindings.
     let latest = catalog
-        .latest_version(&OrgId::from(ORG), "contract-review")
+        .latest_version(&OrgId::from(ORG), "policy-update")
         .await
         .unwrap();
     let record = catalog
-        .published_record(&OrgId::from(ORG), "contract-review", 1)
+        .published_record(&OrgId::from(ORG), "policy-update", 1)
         .await
         .unwrap()
         .unwrap();
@@ -326,11 +327,11 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     assert_eq!(
         refusal(
             catalog
-                .publish_draft(&OrgId::from(ORG), "contract-review", &NO_CHECK, OPERATOR)
+                .publish_draft(&OrgId::from(ORG), "policy-update", &NO_CHECK, OPERATOR)
                 .await
         ),
         CatalogRefusal::Unchanged {
-            name: "contract-review".into(),
+            name: "policy-update".into(),
             version: 1
         }
     );
@@ -339,19 +340,19 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     catalog
         .bind_roles(
             &OrgId::from(ORG),
-            "contract-review",
-            &bindings(&[("legal-reviewer", "g_legal2")]),
+            "policy-update",
+            &bindings(&[("compliance-reviewer", "g_compliance2")]),
         )
         .await
         .unwrap();
     let v2 = catalog
-        .publish_draft(&OrgId::from(ORG), "contract-review", &NO_CHECK, "other@acme.test")
+        .publish_draft(&OrgId::from(ORG), "policy-update", &NO_CHECK, "other@acme.test")
         .await
         .unwrap();
     assert_eq!(v2.version.version, 2);
     assert_eq!(v2.version.published_at, "2026-10-01T00:01:00Z");
     let entry = catalog
-        .process(&OrgId::from(ORG), "contract-review")
+        .process(&OrgId::from(ORG), "policy-update")
         .await
         .unwrap()
         .unwrap();
@@ -359,7 +360,7 @@ async fn publishing_refuses_every_unbound_role_then_makes_numbered_versions() {
     assert_eq!(entry.versions, vec![v1.version.clone(), v2.version.clone()]);
     assert_eq!(
         catalog
-            .published_record(&OrgId::from(ORG), "contract-review", 1)
+            .published_record(&OrgId::from(ORG), "policy-update", 1)
             .await
             .unwrap()
             .unwrap()
@@ -383,12 +384,12 @@ async fn the_listing_is_sorted_by_name_and_shows_drafts_and_versions() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(dir.path());
     let catalog = runtime.catalog();
-    for name in ["support-escalation", "blog-publication", "incident-postmortem"] {
+    for name in ["defect-triage", "release-notes", "audit-remediation"] {
         let draft = catalog
-            .import_draft(&OrgId::from(ORG), &fixture(name), &NO_CHECK, OPERATOR)
+            .import_draft(&OrgId::from(ORG), &example(name), &NO_CHECK, OPERATOR)
             .await
             .unwrap();
-        if name != "support-escalation" {
+        if name != "defect-triage" {
             let all = draft
                 .roles
                 .iter()
@@ -403,14 +404,12 @@ async fn the_listing_is_sorted_by_name_and_shows_drafts_and_versions() {
     }
     let listed = catalog.processes(&OrgId::from(ORG)).await.unwrap();
     let names: Vec<&str> = listed.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["blog-publication", "incident-postmortem", "support-escalation"]
-    );
+    assert_eq!(names, ["audit-remediation", "defect-triage", "release-notes"]);
     assert_eq!(listed[0].latest_version, Some(1));
-    assert_eq!(listed[2].latest_version, None);
-    assert!(listed[2].draft.as_ref().unwrap().unbound.len() == 2);
-    assert!(!listed[2].description.is_empty());
+    assert_eq!(listed[2].latest_version, Some(1));
+    assert_eq!(listed[1].latest_version, None);
+    assert!(listed[1].draft.as_ref().unwrap().unbound.len() == 2);
+    assert!(!listed[1].description.is_empty());
     assert!(listed.iter().all(|p| p.draft.is_some()));
 }
 
@@ -420,24 +419,19 @@ async fn another_organization_sees_none_of_it() {
     let runtime = runtime(dir.path());
     let catalog = runtime.catalog();
     catalog
-        .import_draft(
-            &OrgId::from(ORG),
-            &fixture("blog-publication"),
-            &NO_CHECK,
-            OPERATOR,
-        )
+        .import_draft(&OrgId::from(ORG), &example("release-notes"), &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     catalog
         .bind_roles(
             &OrgId::from(ORG),
-            "blog-publication",
-            &bindings(&[("editor", "g_editors")]),
+            "release-notes",
+            &bindings(&[("product-manager", "g_product-managers")]),
         )
         .await
         .unwrap();
     catalog
-        .publish_draft(&OrgId::from(ORG), "blog-publication", &NO_CHECK, OPERATOR)
+        .publish_draft(&OrgId::from(ORG), "release-notes", &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     assert!(
@@ -449,7 +443,7 @@ async fn another_organization_sees_none_of_it() {
     );
     assert!(
         catalog
-            .process(&OrgId::from("globex"), "blog-publication")
+            .process(&OrgId::from("globex"), "release-notes")
             .await
             .unwrap()
             .is_none()
@@ -459,26 +453,26 @@ async fn another_organization_sees_none_of_it() {
             catalog
                 .bind_roles(
                     &OrgId::from("globex"),
-                    "blog-publication",
-                    &bindings(&[("editor", "g")])
+                    "release-notes",
+                    &bindings(&[("product-manager", "g")])
                 )
                 .await
         ),
-        CatalogRefusal::NoDraft("blog-publication".into())
+        CatalogRefusal::NoDraft("release-notes".into())
     );
     assert_eq!(
         refusal(
             catalog
-                .publish_draft(&OrgId::from("globex"), "blog-publication", &NO_CHECK, OPERATOR)
+                .publish_draft(&OrgId::from("globex"), "release-notes", &NO_CHECK, OPERATOR)
                 .await
         ),
-        CatalogRefusal::NoDraft("blog-publication".into())
+        CatalogRefusal::NoDraft("release-notes".into())
     );
     // Its own import of the same process starts at version 1.
     catalog
         .import_draft(
             &OrgId::from("globex"),
-            &fixture("blog-publication"),
+            &example("release-notes"),
             &NO_CHECK,
             OPERATOR,
         )
@@ -487,22 +481,25 @@ async fn another_organization_sees_none_of_it() {
     catalog
         .bind_roles(
             &OrgId::from("globex"),
-            "blog-publication",
-            &bindings(&[("editor", "g_globex")]),
+            "release-notes",
+            &bindings(&[("product-manager", "g_globex")]),
         )
         .await
         .unwrap();
     let published = catalog
-        .publish_draft(&OrgId::from("globex"), "blog-publication", &NO_CHECK, OPERATOR)
+        .publish_draft(&OrgId::from("globex"), "release-notes", &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     assert_eq!(published.version.version, 1);
     let ours = catalog
-        .process(&OrgId::from(ORG), "blog-publication")
+        .process(&OrgId::from(ORG), "release-notes")
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(ours.versions[0].roles, bindings(&[("editor", "g_editors")]));
+    assert_eq!(
+        ours.versions[0].roles,
+        bindings(&[("product-manager", "g_product-managers")])
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -511,18 +508,24 @@ async fn the_direct_publish_refuses_every_unbound_role() {
     let runtime = runtime(dir.path());
     let found = issues(refusal(
         runtime
-            .publish(&OrgId::from(ORG), &fixture("contract-review"), IndexMap::new())
+            .publish(&OrgId::from(ORG), &example("policy-update"), IndexMap::new())
             .await,
     ));
     assert_eq!(found.len(), 3, "{found:?}");
 }
 
 #[tokio::test(start_paused = true)]
-async fn every_fixture_imports_binds_and_publishes() {
+async fn every_example_imports_binds_and_publishes() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(dir.path());
     let catalog = runtime.catalog();
-    for (name, path) in agentprocess_testkit::fixtures() {
+    let examples = agentprocess_testkit::examples();
+    assert!(
+        examples.len() >= 12,
+        "at least twelve examples, found {}",
+        examples.len()
+    );
+    for (name, path) in &examples {
         let draft = catalog
             .import_draft(
                 &OrgId::from(ORG),
@@ -547,7 +550,7 @@ async fn every_fixture_imports_binds_and_publishes() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     let listed = catalog.processes(&OrgId::from(ORG)).await.unwrap();
-    assert_eq!(listed.len(), 12);
+    assert_eq!(listed.len(), examples.len());
     assert!(listed.iter().all(|p| p.latest_version == Some(1)));
 }
 
@@ -558,24 +561,14 @@ async fn a_store_failure_is_not_a_refusal() {
     let runtime = runtime_on(store.clone(), dir.path());
     let catalog = runtime.catalog();
     catalog
-        .import_draft(
-            &OrgId::from(ORG),
-            &fixture("blog-publication"),
-            &NO_CHECK,
-            OPERATOR,
-        )
+        .import_draft(&OrgId::from(ORG), &example("release-notes"), &NO_CHECK, OPERATOR)
         .await
         .unwrap();
     store.close().await;
     let failed = |result: Result<_, CatalogError>| matches!(result, Err(CatalogError::Failed(_)));
     assert!(failed(
         catalog
-            .import_draft(
-                &OrgId::from(ORG),
-                &fixture("blog-publication"),
-                &NO_CHECK,
-                OPERATOR
-            )
+            .import_draft(&OrgId::from(ORG), &example("release-notes"), &NO_CHECK, OPERATOR)
             .await
             .map(|_| ())
     ));
@@ -583,25 +576,20 @@ async fn a_store_failure_is_not_a_refusal() {
         catalog
             .bind_roles(
                 &OrgId::from(ORG),
-                "blog-publication",
-                &bindings(&[("editor", "g")])
+                "release-notes",
+                &bindings(&[("product-manager", "g")])
             )
             .await
             .map(|_| ())
     ));
     assert!(failed(
         catalog
-            .publish_draft(&OrgId::from(ORG), "blog-publication", &NO_CHECK, OPERATOR)
+            .publish_draft(&OrgId::from(ORG), "release-notes", &NO_CHECK, OPERATOR)
             .await
             .map(|_| ())
     ));
     assert!(catalog.processes(&OrgId::from(ORG)).await.is_err());
-    assert!(
-        catalog
-            .process(&OrgId::from(ORG), "blog-publication")
-            .await
-            .is_err()
-    );
+    assert!(catalog.process(&OrgId::from(ORG), "release-notes").await.is_err());
     // An invalid source is still a refusal: it is refused before the store is asked.
     assert!(matches!(
         catalog

@@ -14,11 +14,11 @@ use common::*;
 use serde_json::{Value, json};
 
 const MODEL: &str = "example-evaluator-1";
-const Q_CLEARED: &str = "The cleared verdict matches what the attached report says.";
-const Q_SUMMARY: &str = "What does the summary do?";
-const Q_COMPLETE: &str = "How complete is the screening?";
+const Q_CLEARED: &str = "Does the cleared value agree with the attached report?";
+const Q_SUMMARY: &str = "How does the summary read?";
+const Q_COMPLETE: &str = "How thorough is the screening?";
 
-/// Answers to the three vendor-check questions.
+/// Answers to the three partner-screening questions.
 fn answers(yes: f64, choice: (&str, f64), rubric: (usize, f64)) -> EvaluatorOutcome {
     EvaluatorOutcome::Answered {
         model: MODEL.to_string(),
@@ -37,15 +37,15 @@ fn answers(yes: f64, choice: (&str, f64), rubric: (usize, f64)) -> EvaluatorOutc
 }
 
 fn passing() -> EvaluatorOutcome {
-    answers(0.97, ("states", 0.95), (2, 0.9))
+    answers(0.97, ("decisive", 0.95), (2, 0.9))
 }
 
 fn failing() -> EvaluatorOutcome {
-    answers(0.12, ("hedges", 0.9), (1, 0.85))
+    answers(0.12, ("vague", 0.9), (1, 0.85))
 }
 
 fn unsure() -> EvaluatorOutcome {
-    answers(0.62, ("states", 0.91), (2, 0.9))
+    answers(0.62, ("decisive", 0.91), (2, 0.9))
 }
 
 fn yes_no(yes: f64) -> EvaluatorOutcome {
@@ -55,13 +55,13 @@ fn yes_no(yes: f64) -> EvaluatorOutcome {
     }
 }
 
-/// A vendor-check run with `check_vendor` claimed by `a_screener`; returns the token.
-fn vendor_check() -> (World, String) {
-    let mut world = World::new(fixture("vendor-check"));
+/// A partner-screening run with `screen_partner` claimed by `a_screener`; returns the token.
+fn partner_screening() -> (World, String) {
+    let mut world = World::new(example("partner-screening"));
     world
-        .start(mira(), json!({ "vendorName": "Acme", "amount": 48000 }))
+        .start(mira(), json!({ "partnerName": "Acme", "dealSize": 48000 }))
         .unwrap();
-    let token = world.claim_token(agent("a_screener"), "check_vendor");
+    let token = world.claim_token(agent("a_screener"), "screen_partner");
     (world, token)
 }
 
@@ -70,7 +70,7 @@ fn submit_screening(
     token: &str,
     next: &str,
 ) -> Result<agentprocess_run_actor::machine::Transition, Refusal> {
-    let submission = good_submission(world, "check_vendor", Some(next));
+    let submission = good_submission(world, "screen_partner", Some(next));
     world.submit(agent("a_screener"), token, submission)
 }
 
@@ -129,29 +129,29 @@ use agentprocess_run_actor::machine::PinnedProcess;
 
 #[test]
 fn check_2_the_evaluator_is_asked_and_nothing_changes() {
-    let (mut world, token) = vendor_check();
+    let (mut world, token) = partner_screening();
     let before = world.run().clone();
-    let transition = submit_screening(&mut world, &token, "approve").unwrap();
+    let transition = submit_screening(&mut world, &token, "partner_approval").unwrap();
     assert_eq!(transition.state, before, "the state is unchanged");
     assert!(transition.effects.is_empty());
     let Reply::NeedsEvaluation(request) = &transition.reply else {
         panic!("expected NeedsEvaluation, got {:?}", transition.reply)
     };
     assert_eq!(transition.reply.data(), &Value::Null);
-    assert_eq!(request.step, "check_vendor");
+    assert_eq!(request.step, "screen_partner");
     assert!(
         request
             .instructions
-            .starts_with("Check the vendor against the OFAC")
+            .starts_with("Search partnerName in the watch-list screening system")
     );
-    assert!(request.body.contains("# Vendor check"));
+    assert!(request.body.contains("# Partner screening"));
     assert_eq!(request.run_data, render::run_data(&before));
     assert!(request.truncated.is_empty());
     assert_eq!(
         Value::Object(request.output.clone()),
         json!({ "cleared": true, "summary": "summary text" })
     );
-    assert_eq!(request.summary.as_deref(), Some("Did check_vendor."));
+    assert_eq!(request.summary.as_deref(), Some("Did screen_partner."));
     assert_eq!(request.evidence, vec![file("f_91a")]);
     let p = |v| Probability::new(v).unwrap();
     assert_eq!(
@@ -165,27 +165,21 @@ fn check_2_the_evaluator_is_asked_and_nothing_changes() {
             EvaluatorQuestion::Choice {
                 ask: Q_SUMMARY.into(),
                 one_of: vec![
-                    (
-                        "states".into(),
-                        "States the verdict and the lists checked.".into()
-                    ),
-                    (
-                        "hedges".into(),
-                        "Avoids a verdict or qualifies it heavily.".into()
-                    ),
-                    ("unclear".into(), "Cannot tell.".into()),
+                    ("decisive".into(), "Gives the result and names both lists.".into()),
+                    ("vague".into(), "Hedges or leaves the result open.".into()),
+                    ("unreadable".into(), "Impossible to tell.".into()),
                 ],
-                pass: vec!["states".into()],
-                unsure: vec!["unclear".into()],
+                pass: vec!["decisive".into()],
+                unsure: vec!["unreadable".into()],
                 // No confidence on the question: the server default, limits.checkConfidence.
                 confidence: p(0.8),
             },
             EvaluatorQuestion::Rubric {
                 ask: Q_COMPLETE.into(),
                 levels: vec![
-                    "Neither list is clearly covered.".into(),
-                    "One list is covered.".into(),
-                    "Both lists are covered with the search terms stated.".into(),
+                    "No list is clearly searched.".into(),
+                    "One list is searched.".into(),
+                    "Both lists are searched, with the search terms given.".into(),
                 ],
                 pass: 2,
                 confidence: p(0.8),
@@ -194,8 +188,8 @@ fn check_2_the_evaluator_is_asked_and_nothing_changes() {
     );
     // The claim still stands: the same submission with the outcome goes through.
     world.evaluate_with(passing());
-    submit_screening(&mut world, &token, "approve").unwrap();
-    assert_eq!(world.step_state("check_vendor"), "done");
+    submit_screening(&mut world, &token, "partner_approval").unwrap();
+    assert_eq!(world.step_state("screen_partner"), "done");
 }
 
 #[test]
@@ -315,12 +309,12 @@ fn check_3_choice_passes_by_name_unsure_by_name_or_low_confidence() {
     let question = |confidence| Question::Choice {
         ask: Q_SUMMARY.into(),
         one_of: vec![
-            ("states".into(), "States.".into()),
-            ("hedges".into(), "Hedges.".into()),
-            ("unclear".into(), "Cannot tell.".into()),
+            ("decisive".into(), "States.".into()),
+            ("vague".into(), "Hedges.".into()),
+            ("unreadable".into(), "Impossible to tell.".into()),
         ],
-        pass: vec!["states".into()],
-        unsure: vec!["unclear".into()],
+        pass: vec!["decisive".into()],
+        unsure: vec!["unreadable".into()],
         confidence,
     };
     let pick = |name: &str, confidence| EvaluatorAnswer::Choice {
@@ -329,16 +323,22 @@ fn check_3_choice_passes_by_name_unsure_by_name_or_low_confidence() {
     };
     let limits = Limits::default();
     use QuestionResult::*;
-    assert_eq!(one(question(None), &limits, pick("states", 0.8)), Some(Pass));
-    assert_eq!(one(question(None), &limits, pick("unclear", 0.99)), Some(Unsure));
-    assert_eq!(one(question(None), &limits, pick("hedges", 0.9)), Some(Fail));
-    // Below limits.checkConfidence (0.8) any answer is unsure, even a failing one.
-    assert_eq!(one(question(None), &limits, pick("states", 0.79)), Some(Unsure));
-    assert_eq!(one(question(None), &limits, pick("hedges", 0.79)), Some(Unsure));
-    // The question's own confidence wins.
-    assert_eq!(one(question(Some(0.5)), &limits, pick("states", 0.6)), Some(Pass));
+    assert_eq!(one(question(None), &limits, pick("decisive", 0.8)), Some(Pass));
     assert_eq!(
-        one(question(Some(0.95)), &limits, pick("states", 0.9)),
+        one(question(None), &limits, pick("unreadable", 0.99)),
+        Some(Unsure)
+    );
+    assert_eq!(one(question(None), &limits, pick("vague", 0.9)), Some(Fail));
+    // Below limits.checkConfidence (0.8) any answer is unsure, even a failing one.
+    assert_eq!(one(question(None), &limits, pick("decisive", 0.79)), Some(Unsure));
+    assert_eq!(one(question(None), &limits, pick("vague", 0.79)), Some(Unsure));
+    // The question's own confidence wins.
+    assert_eq!(
+        one(question(Some(0.5)), &limits, pick("decisive", 0.6)),
+        Some(Pass)
+    );
+    assert_eq!(
+        one(question(Some(0.95)), &limits, pick("decisive", 0.9)),
         Some(Unsure)
     );
 }
@@ -425,7 +425,7 @@ fn check_3_answers_that_do_not_fit_are_evaluator_errors() {
         assert_eq!(one(question, &limits, answer.clone()), None, "{answer:?}");
     }
     // Too few answers for the questions.
-    let questions = resolve(&fixture_check(), &limits);
+    let questions = resolve(&example_check(), &limits);
     let EvaluatorOutcome::Answered { answers, .. } = passing() else {
         unreachable!()
     };
@@ -446,14 +446,14 @@ fn check_3_answers_that_do_not_fit_are_evaluator_errors() {
     );
 }
 
-fn fixture_check() -> Check {
-    let process = fixture("vendor-check");
-    let step = process.process.step(&id("check_vendor")).unwrap();
+fn example_check() -> Check {
+    let process = example("partner-screening");
+    let step = process.process.step(&id("screen_partner")).unwrap();
     step.work().unwrap().check.clone().unwrap()
 }
 
 fn verdict_of(outcome: EvaluatorOutcome) -> Verdict {
-    let questions = resolve(&fixture_check(), &Limits::default());
+    let questions = resolve(&example_check(), &Limits::default());
     judge(&questions, &outcome, false, false, Timestamp::from_millis(T0))
         .unwrap()
         .verdict
@@ -462,23 +462,20 @@ fn verdict_of(outcome: EvaluatorOutcome) -> Verdict {
 #[test]
 fn check_3_unsure_outranks_fail() {
     assert_eq!(
-        verdict_of(answers(0.2, ("unclear", 0.9), (2, 0.9))),
+        verdict_of(answers(0.2, ("unreadable", 0.9), (2, 0.9))),
         Verdict::Unsure
     );
     assert_eq!(
-        verdict_of(answers(0.7, ("hedges", 0.9), (0, 0.9))),
+        verdict_of(answers(0.7, ("vague", 0.9), (0, 0.9))),
         Verdict::Unsure
     );
 }
 
 #[test]
 fn check_3_fail_outranks_pass() {
+    assert_eq!(verdict_of(answers(0.95, ("vague", 0.9), (2, 0.9))), Verdict::Fail);
     assert_eq!(
-        verdict_of(answers(0.95, ("hedges", 0.9), (2, 0.9))),
-        Verdict::Fail
-    );
-    assert_eq!(
-        verdict_of(answers(0.95, ("states", 0.9), (1, 0.9))),
+        verdict_of(answers(0.95, ("decisive", 0.9), (1, 0.9))),
         Verdict::Fail
     );
     assert_eq!(verdict_of(passing()), Verdict::Pass);
@@ -488,20 +485,20 @@ fn check_3_fail_outranks_pass() {
 
 #[test]
 fn check_3_pass_completes_and_records_the_verdict_in_run_data() {
-    let (mut world, token) = vendor_check();
+    let (mut world, token) = partner_screening();
     world.advance(260);
     world.evaluate_with(passing());
-    submit_screening(&mut world, &token, "approve").unwrap();
-    assert_eq!(world.step_state("check_vendor"), "done");
-    assert_eq!(world.step_state("approve"), "waiting");
-    let check = check_of(&world, "check_vendor");
+    submit_screening(&mut world, &token, "partner_approval").unwrap();
+    assert_eq!(world.step_state("screen_partner"), "done");
+    assert_eq!(world.step_state("partner_approval"), "waiting");
+    let check = check_of(&world, "screen_partner");
     assert_eq!(
         check,
         json!({
             "verdict": "pass", "advisory": false, "model": MODEL,
             "questions": [
                 { "ask": Q_CLEARED, "kind": "yes_no", "answer": 0.97, "result": "pass" },
-                { "ask": Q_SUMMARY, "kind": "choice", "answer": "states", "confidence": 0.95, "result": "pass" },
+                { "ask": Q_SUMMARY, "kind": "choice", "answer": "decisive", "confidence": 0.95, "result": "pass" },
                 { "ask": Q_COMPLETE, "kind": "rubric", "answer": 2, "confidence": 0.9, "result": "pass" },
             ],
             "at": "2026-10-06T09:04:20Z",
@@ -509,31 +506,31 @@ fn check_3_pass_completes_and_records_the_verdict_in_run_data() {
     );
     // The approver sees it before deciding: the approval's work item comes with run data.
     assert_eq!(
-        world.view()["data"]["steps"]["check_vendor"]["output"]["cleared"],
+        world.view()["data"]["steps"]["screen_partner"]["output"]["cleared"],
         true
     );
 }
 
 #[test]
 fn check_3_fail_is_not_accepted_with_each_failed_question_and_goes_to_the_handoff() {
-    let (mut world, token) = vendor_check();
-    world.evaluate_with(answers(0.12, ("hedges", 0.9), (1, 0.85)));
-    let refusal = submit_screening(&mut world, &token, "approve").unwrap_err();
+    let (mut world, token) = partner_screening();
+    world.evaluate_with(answers(0.12, ("vague", 0.9), (1, 0.85)));
+    let refusal = submit_screening(&mut world, &token, "partner_approval").unwrap_err();
     assert_eq!(refusal.code, ErrorCode::NotAccepted);
     let expected = vec![
         format!("check: {Q_CLEARED} → no (0.12)"),
-        format!("check: {Q_SUMMARY} → hedges (0.9)"),
-        format!("check: {Q_COMPLETE} → level 1: One list is covered. (0.85)"),
+        format!("check: {Q_SUMMARY} → vague (0.9)"),
+        format!("check: {Q_COMPLETE} → level 1: One list is searched. (0.85)"),
     ];
     assert_eq!(refusal.issues, expected);
     assert_matches_schema("tool-error.json", &error_object(&refusal));
     keep_remembered(&mut world, &refusal);
-    assert_eq!(world.step_state("check_vendor"), "claimed", "the claim stands");
-    assert!(world.view()["data"]["steps"].get("check_vendor").is_none());
+    assert_eq!(world.step_state("screen_partner"), "claimed", "the claim stands");
+    assert!(world.view()["data"]["steps"].get("screen_partner").is_none());
 
     // Whoever claims the step next reads the verdict and the same lines.
     world.advance(601);
-    let claim = world.claim(agent("a_second"), "check_vendor").unwrap();
+    let claim = world.claim(agent("a_second"), "screen_partner").unwrap();
     let handoff = &claim.reply.data()["handoff"];
     assert_eq!(handoff["issues"], json!(expected));
     assert_eq!(handoff["check"]["verdict"], "fail");
@@ -542,10 +539,10 @@ fn check_3_fail_is_not_accepted_with_each_failed_question_and_goes_to_the_handof
 
     // Only the failed questions are listed; a yes/no above pass reads "yes".
     let token = claim.reply.data()["token"].as_str().unwrap().to_string();
-    world.evaluate_with(answers(0.95, ("hedges", 0.9), (2, 0.9)));
-    let submission = good_submission(&world, "check_vendor", Some("approve"));
+    world.evaluate_with(answers(0.95, ("vague", 0.9), (2, 0.9)));
+    let submission = good_submission(&world, "screen_partner", Some("partner_approval"));
     let refusal = world.submit(agent("a_second"), &token, submission).unwrap_err();
-    assert_eq!(refusal.issues, vec![format!("check: {Q_SUMMARY} → hedges (0.9)")]);
+    assert_eq!(refusal.issues, vec![format!("check: {Q_SUMMARY} → vague (0.9)")]);
 }
 
 #[test]
@@ -583,14 +580,14 @@ fn check_3_yes_no_issue_reads_yes_at_or_above_pass() {
 
 /// Submits a screening the check is unsure of; returns the escalation work item.
 fn unsure_screening() -> (World, String) {
-    let (mut world, token) = vendor_check();
+    let (mut world, token) = partner_screening();
     world.evaluate_with(unsure());
-    let view = submit_screening(&mut world, &token, "approve").unwrap();
+    let view = submit_screening(&mut world, &token, "partner_approval").unwrap();
     assert_eq!(view.reply.data()["run"]["state"], "waiting");
-    assert_eq!(world.step_state("check_vendor"), "waiting");
-    let item = world.work_item_on("check_vendor");
+    assert_eq!(world.step_state("screen_partner"), "waiting");
+    let item = world.work_item_on("screen_partner");
     // The token is gone, as after escalate.
-    let (code, _) = refused(submit_screening(&mut world, &token, "approve"));
+    let (code, _) = refused(submit_screening(&mut world, &token, "partner_approval"));
     assert_eq!(code, ErrorCode::Stale);
     (world, item)
 }
@@ -622,12 +619,12 @@ fn check_3_unsure_holds_the_candidate_and_escalates_the_step() {
         escalation["candidate"]["output"],
         json!({ "cleared": true, "summary": "summary text" })
     );
-    assert_eq!(escalation["candidate"]["next"], "approve");
+    assert_eq!(escalation["candidate"]["next"], "partner_approval");
     assert_eq!(escalation["candidate"]["by"], "a_screener");
     // While it waits, run data shows the verdict.
-    let check = check_of(&world, "check_vendor");
+    let check = check_of(&world, "screen_partner");
     assert_eq!(check, escalation["check"]);
-    assert!(view["data"]["steps"]["check_vendor"].get("output").is_none());
+    assert!(view["data"]["steps"]["screen_partner"].get("output").is_none());
 }
 
 #[test]
@@ -638,9 +635,9 @@ fn check_3_unsure_then_returned_continues_the_attempt_with_the_check_in_the_hand
         .note("Attach the EU part of the report.")
         .send()
         .unwrap();
-    assert_eq!(world.step_state("check_vendor"), "ready");
-    assert!(world.view()["data"]["steps"].get("check_vendor").is_none());
-    let claim = world.claim(agent("a_screener"), "check_vendor").unwrap();
+    assert_eq!(world.step_state("screen_partner"), "ready");
+    assert!(world.view()["data"]["steps"].get("screen_partner").is_none());
+    let claim = world.claim(agent("a_screener"), "screen_partner").unwrap();
     let handoff = &claim.reply.data()["handoff"];
     assert_eq!(handoff["returned"]["note"], "Attach the EU part of the report.");
     assert_eq!(handoff["check"]["verdict"], "unsure");
@@ -659,9 +656,13 @@ fn check_3_unsure_then_completed_with_the_candidate() {
         .decide(operator(), &item, Decision::Completed)
         .send()
         .unwrap();
-    assert_eq!(world.step_state("check_vendor"), "done");
-    assert_eq!(world.step_state("approve"), "waiting", "the candidate's next");
-    let record = &world.view()["data"]["steps"]["check_vendor"];
+    assert_eq!(world.step_state("screen_partner"), "done");
+    assert_eq!(
+        world.step_state("partner_approval"),
+        "waiting",
+        "the candidate's next"
+    );
+    let record = &world.view()["data"]["steps"]["screen_partner"];
     assert_eq!(
         record["output"],
         json!({ "cleared": true, "summary": "summary text" })
@@ -673,18 +674,18 @@ fn check_3_unsure_then_completed_with_the_candidate() {
 #[test]
 fn check_3_unsure_then_completed_with_the_persons_own_output() {
     let (mut world, item) = unsure_screening();
-    let held = world.view()["data"]["steps"]["check_vendor"]["check"].clone();
+    let held = world.view()["data"]["steps"]["screen_partner"]["check"].clone();
     world.evaluator = Some(Box::new(|_| panic!("an escalated step is not checked again")));
     world
         .decide(operator(), &item, Decision::Completed)
-        .output(json!({ "cleared": false, "summary": "EU list hit." }))
+        .output(json!({ "cleared": false, "summary": "Adverse-media hit." }))
         .evidence(vec![file("f_91a")])
-        .next("decline", "Sanctions hit on the EU list.")
+        .next("turned_down", "Match on the adverse-media list.")
         .send()
         .unwrap();
     assert_eq!(world.run_state(), "ended");
     assert_eq!(world.view()["run"]["outcome"], "declined");
-    let record = &world.view()["data"]["steps"]["check_vendor"];
+    let record = &world.view()["data"]["steps"]["screen_partner"];
     assert_eq!(record["output"]["cleared"], false);
     // check.md §3: the unsure verdict that sent the step to a person stays recorded; the
     // person's own output was not checked again (the evaluator above would panic).
@@ -698,7 +699,7 @@ fn check_3_unsure_then_completed_with_the_candidate_takes_nothing_else() {
     let (code, issues) = refused(
         world
             .decide(operator(), &item, Decision::Completed)
-            .next("decline", "Changed my mind.")
+            .next("turned_down", "Changed my mind.")
             .send(),
     );
     assert_eq!(code, ErrorCode::NotAccepted);
@@ -714,30 +715,30 @@ fn check_3_unsure_then_failed_ends_the_run() {
         .send()
         .unwrap();
     assert_eq!(world.view()["run"]["outcome"], "failed");
-    assert_eq!(world.step_state("check_vendor"), "failed");
+    assert_eq!(world.step_state("screen_partner"), "failed");
 }
 
 // ---------------------------------------------------------------- §3 errors and advisory
 
 #[test]
 fn check_3_an_evaluator_error_is_retry_and_changes_nothing() {
-    let (mut world, token) = vendor_check();
+    let (mut world, token) = partner_screening();
     let before = world.run().clone();
     world.evaluate_with(EvaluatorOutcome::Failed);
-    let refusal = submit_screening(&mut world, &token, "approve").unwrap_err();
+    let refusal = submit_screening(&mut world, &token, "partner_approval").unwrap_err();
     assert_eq!(refusal.code, ErrorCode::Retry);
     assert!(refusal.remember.is_none());
     assert_eq!(world.run(), &before);
     // An answer that does not fit is an error too.
     world.evaluate_with(answers(0.97, ("maybe", 0.9), (2, 0.9)));
     assert_eq!(
-        refused(submit_screening(&mut world, &token, "approve")).0,
+        refused(submit_screening(&mut world, &token, "partner_approval")).0,
         ErrorCode::Retry
     );
     // The agent resubmits; this time the evaluator answers.
     world.evaluate_with(passing());
-    submit_screening(&mut world, &token, "approve").unwrap();
-    assert_eq!(world.step_state("check_vendor"), "done");
+    submit_screening(&mut world, &token, "partner_approval").unwrap();
+    assert_eq!(world.step_state("screen_partner"), "done");
 }
 
 #[test]
@@ -828,8 +829,8 @@ fn check_2_the_short_form_uses_the_servers_thresholds() {
 
 #[test]
 fn check_3_the_second_pass_checks_everything_again() {
-    let (mut world, token) = vendor_check();
-    let transition = submit_screening(&mut world, &token, "approve").unwrap();
+    let (mut world, token) = partner_screening();
+    let transition = submit_screening(&mut world, &token, "partner_approval").unwrap();
     assert!(matches!(transition.reply, Reply::NeedsEvaluation(_)));
     let (_, command) = world.last_request.clone().unwrap();
     // The lease ends while the evaluator thinks.
@@ -840,14 +841,14 @@ fn check_3_the_second_pass_checks_everything_again() {
 
 #[test]
 fn check_3_rework_through_on_reject_is_a_fresh_attempt() {
-    let (mut world, token) = vendor_check();
+    let (mut world, token) = partner_screening();
     world.evaluate_with(passing());
-    submit_screening(&mut world, &token, "approve").unwrap();
-    let approval = world.work_item_on("approve");
+    submit_screening(&mut world, &token, "partner_approval").unwrap();
+    let approval = world.work_item_on("partner_approval");
     world
         .decide(
             assignee(&agentprocess_run_actor::machine::Assignment::Group(
-                "g_finance-approver".into(),
+                "g_partnerships-manager".into(),
             )),
             &approval,
             Decision::Rejected,
@@ -855,30 +856,30 @@ fn check_3_rework_through_on_reject_is_a_fresh_attempt() {
         .note("Re-check the EU list.")
         .send()
         .unwrap();
-    assert_eq!(world.step_state("check_vendor"), "ready");
-    let claim = world.claim(agent("a_screener"), "check_vendor").unwrap();
+    assert_eq!(world.step_state("screen_partner"), "ready");
+    let claim = world.claim(agent("a_screener"), "screen_partner").unwrap();
     assert_eq!(
         claim.reply.data()["handoff"],
         Value::Null,
         "the handoff starts empty"
     );
     // The returned-to step keeps its record current until it completes again (spec §3.1).
-    assert_eq!(check_of(&world, "check_vendor")["verdict"], "pass");
+    assert_eq!(check_of(&world, "screen_partner")["verdict"], "pass");
 
     // An unsure verdict on the rework shows while it waits, even though the step completed
     // before.
     let token = claim.reply.data()["token"].as_str().unwrap().to_string();
     world.evaluate_with(unsure());
-    submit_screening(&mut world, &token, "approve").unwrap();
-    assert_eq!(check_of(&world, "check_vendor")["verdict"], "unsure");
+    submit_screening(&mut world, &token, "partner_approval").unwrap();
+    assert_eq!(check_of(&world, "screen_partner")["verdict"], "unsure");
 
     // Completed again: the earlier verdict is in the step's history.
-    let item = world.work_item_on("check_vendor");
+    let item = world.work_item_on("screen_partner");
     world
         .decide(operator(), &item, Decision::Completed)
         .send()
         .unwrap();
-    let entry = &world.view()["data"]["steps"]["check_vendor"];
+    let entry = &world.view()["data"]["steps"]["screen_partner"];
     assert_eq!(entry["check"]["verdict"], "unsure");
     assert_eq!(entry["history"][0]["check"]["verdict"], "pass");
     assert_matches_schema("check-verdict.json", &entry["history"][0]["check"]);
@@ -993,61 +994,61 @@ fn check_3_a_persons_task_the_check_is_unsure_of_is_escalated_and_returned_to_th
     assert_eq!(check_of(&world, "write")["verdict"], "pass");
 }
 
-// ---------------------------------------------------------------- the fixture, path by path
+// ---------------------------------------------------------------- the example, path by path
 
 #[test]
-fn vendor_check_walks_every_check_path_to_its_finish() {
-    // pass → approve → done
-    let (mut world, token) = vendor_check();
+fn partner_screening_walks_every_check_path_to_its_finish() {
+    // pass → partner_approval → accepted
+    let (mut world, token) = partner_screening();
     world.evaluate_with(passing());
-    submit_screening(&mut world, &token, "approve").unwrap();
-    let approval = world.work_item_on("approve");
+    submit_screening(&mut world, &token, "partner_approval").unwrap();
+    let approval = world.work_item_on("partner_approval");
     world
         .decide(
-            person("fin@acme.example", &["g_finance-approver"]),
+            person("fin@acme.example", &["g_partnerships-manager"]),
             &approval,
             Decision::Approved,
         )
         .send()
         .unwrap();
-    assert_eq!(world.view()["run"]["outcome"], "onboarded");
+    assert_eq!(world.view()["run"]["outcome"], "partnered");
 
-    // fail → fixed → pass → decline
-    let (mut world, token) = vendor_check();
+    // fail → fixed → pass → turned_down
+    let (mut world, token) = partner_screening();
     world.evaluate_with(failing());
-    let refusal = submit_screening(&mut world, &token, "decline").unwrap_err();
+    let refusal = submit_screening(&mut world, &token, "turned_down").unwrap_err();
     keep_remembered(&mut world, &refusal);
     world.evaluate_with(passing());
-    submit_screening(&mut world, &token, "decline").unwrap();
+    submit_screening(&mut world, &token, "turned_down").unwrap();
     assert_eq!(world.view()["run"]["outcome"], "declined");
 
-    // unsure → completed with the candidate → approve → done
+    // unsure → completed with the candidate → partner_approval → accepted
     let (mut world, item) = unsure_screening();
     world
         .decide(operator(), &item, Decision::Completed)
         .send()
         .unwrap();
-    let approval = world.work_item_on("approve");
+    let approval = world.work_item_on("partner_approval");
     world
         .decide(
-            person("fin@acme.example", &["g_finance-approver"]),
+            person("fin@acme.example", &["g_partnerships-manager"]),
             &approval,
             Decision::Approved,
         )
         .send()
         .unwrap();
-    assert_eq!(world.view()["run"]["outcome"], "onboarded");
+    assert_eq!(world.view()["run"]["outcome"], "partnered");
 
     // error → retry → pass
-    let (mut world, token) = vendor_check();
+    let (mut world, token) = partner_screening();
     world.evaluate_with(EvaluatorOutcome::Failed);
     assert_eq!(
-        refused(submit_screening(&mut world, &token, "approve")).0,
+        refused(submit_screening(&mut world, &token, "partner_approval")).0,
         ErrorCode::Retry
     );
     world.evaluate_with(passing());
-    submit_screening(&mut world, &token, "approve").unwrap();
-    assert_eq!(world.step_state("approve"), "waiting");
+    submit_screening(&mut world, &token, "partner_approval").unwrap();
+    assert_eq!(world.step_state("partner_approval"), "waiting");
 }
 
 #[test]

@@ -17,15 +17,15 @@ use agentprocess_testkit::{FakeEvaluator, assert_matches_schema};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-const Q_CLEARED: &str = "The cleared verdict matches what the attached report says.";
-const Q_SUMMARY: &str = "What does the summary do?";
-const Q_SCREENING: &str = "How complete is the screening?";
+const Q_CLEARED: &str = "Does the cleared value agree with the attached report?";
+const Q_SUMMARY: &str = "How does the summary read?";
+const Q_SCREENING: &str = "How thorough is the screening?";
 
 /// 2026-10-01T00:00:00Z.
 const START: Timestamp = Timestamp::from_millis(1_790_812_800_000);
 
-/// The `vendor-check` fixture's questions, thresholds resolved.
-fn vendor_questions() -> Vec<EvaluatorQuestion> {
+/// The `partner-screening` example's questions, thresholds resolved.
+fn partner_questions() -> Vec<EvaluatorQuestion> {
     let p = |value| Probability::new(value).unwrap();
     vec![
         EvaluatorQuestion::YesNo {
@@ -36,26 +36,20 @@ fn vendor_questions() -> Vec<EvaluatorQuestion> {
         EvaluatorQuestion::Choice {
             ask: Q_SUMMARY.into(),
             one_of: vec![
-                (
-                    "states".into(),
-                    "States the verdict and the lists checked.".into(),
-                ),
-                (
-                    "hedges".into(),
-                    "Avoids a verdict or qualifies it heavily.".into(),
-                ),
-                ("unclear".into(), "Cannot tell.".into()),
+                ("decisive".into(), "Gives the result and names both lists.".into()),
+                ("vague".into(), "Hedges or leaves the result open.".into()),
+                ("unreadable".into(), "Impossible to tell.".into()),
             ],
-            pass: vec!["states".into()],
-            unsure: vec!["unclear".into()],
+            pass: vec!["decisive".into()],
+            unsure: vec!["unreadable".into()],
             confidence: Probability::DEFAULT_CONFIDENCE,
         },
         EvaluatorQuestion::Rubric {
             ask: Q_SCREENING.into(),
             levels: vec![
-                "Neither list is clearly covered.".into(),
-                "One list is covered.".into(),
-                "Both lists are covered with the search terms stated.".into(),
+                "No list is clearly searched.".into(),
+                "One list is searched.".into(),
+                "Both lists are searched, with the search terms given.".into(),
             ],
             pass: 2,
             confidence: Probability::new(0.8).unwrap(),
@@ -73,10 +67,10 @@ fn object(value: Value) -> Map<String, Value> {
 /// A request about a screening whose summary is `summary`.
 fn screening(summary: &str) -> EvaluatorRequest {
     EvaluatorRequest {
-        step: "check_vendor".into(),
-        instructions: "Check the vendor against the OFAC and EU sanctions lists.".into(),
-        body: "# Vendor check".into(),
-        run_data: json!({ "inputs": { "vendorName": "Acme", "amount": 48000 }, "steps": {} }),
+        step: "screen_partner".into(),
+        instructions: "Search partnerName on the sanctions list and the adverse-media list.".into(),
+        body: "# Partner screening".into(),
+        run_data: json!({ "inputs": { "partnerName": "Acme", "dealSize": 48000 }, "steps": {} }),
         truncated: Vec::new(),
         output: object(json!({ "cleared": true, "summary": summary })),
         summary: Some(summary.into()),
@@ -84,7 +78,7 @@ fn screening(summary: &str) -> EvaluatorRequest {
             kind: "file".into(),
             reference: "upl_report".into(),
         }],
-        questions: vendor_questions(),
+        questions: partner_questions(),
     }
 }
 
@@ -109,7 +103,7 @@ fn results(
 #[tokio::test]
 async fn every_question_kind_passes_on_an_unmarked_submission() {
     let fake = FakeEvaluator::spawn().await;
-    let request = screening("Searched OFAC and EU lists by legal name; no hits.");
+    let request = screening("Searched the sanctions and adverse-media lists by legal name; no hits.");
     let (model, answers) = evaluator_for(&fake).evaluate(&request).await.unwrap();
     assert_eq!(
         model,
@@ -121,7 +115,7 @@ async fn every_question_kind_passes_on_an_unmarked_submission() {
         [
             EvaluatorAnswer::YesNo { yes: 0.98 },
             EvaluatorAnswer::Choice {
-                name: "states".into(),
+                name: "decisive".into(),
                 confidence: 0.95
             },
             EvaluatorAnswer::Rubric {
@@ -155,7 +149,7 @@ async fn every_question_kind_fails_on_a_fail_marker() {
         [
             EvaluatorAnswer::YesNo { yes: 0.02 },
             EvaluatorAnswer::Choice {
-                name: "hedges".into(),
+                name: "vague".into(),
                 confidence: 0.95
             },
             EvaluatorAnswer::Rubric {
@@ -180,7 +174,7 @@ async fn every_question_kind_is_unsure_on_an_unsure_marker() {
         [
             EvaluatorAnswer::YesNo { yes: 0.7 },
             EvaluatorAnswer::Choice {
-                name: "states".into(),
+                name: "decisive".into(),
                 confidence: 0.3
             },
             EvaluatorAnswer::Rubric {
@@ -199,7 +193,7 @@ async fn every_question_kind_is_unsure_on_an_unsure_marker() {
 async fn a_server_error_is_an_evaluator_error_for_every_question_kind() {
     let fake = FakeEvaluator::spawn().await;
     let evaluator = evaluator_for(&fake);
-    for question in vendor_questions() {
+    for question in partner_questions() {
         let mut request = screening("[check:error]");
         request.questions = vec![question.clone()];
         let error = evaluator.evaluate(&request).await.unwrap_err();
@@ -306,8 +300,8 @@ fn ok(outcome: ToolOutcome) -> Value {
 }
 
 /// A runtime over an in-memory store whose checks are answered by `fake` over HTTP, with the
-/// `vendor-check` fixture published.
-async fn vendor_check_runtime(fake: &FakeEvaluator, blobs: &std::path::Path) -> Runtime {
+/// `partner-screening` example published.
+async fn partner_screening_runtime(fake: &FakeEvaluator, blobs: &std::path::Path) -> Runtime {
     let store: Arc<dyn Store> = Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default()));
     let config = RuntimeConfig {
         evaluator: Some(Arc::new(evaluator_for(fake))),
@@ -319,12 +313,8 @@ async fn vendor_check_runtime(fake: &FakeEvaluator, blobs: &std::path::Path) -> 
         config,
         Clock::starting_at(START),
     );
-    let (_, path) = agentprocess_testkit::fixtures()
-        .into_iter()
-        .find(|(name, _)| name == "vendor-check")
-        .expect("the vendor-check fixture");
-    let source = std::fs::read(path).unwrap();
-    let roles = [("finance-approver".to_owned(), "g_finance".to_owned())]
+    let source = std::fs::read(agentprocess_testkit::example("partner-screening")).unwrap();
+    let roles = [("partnerships-manager".to_owned(), "g_partnerships".to_owned())]
         .into_iter()
         .collect();
     runtime
@@ -345,9 +335,9 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
     };
     let started = ok(execute(
         Write::StartRun {
-            process: "vendor-check".into(),
+            process: "partner-screening".into(),
             version: None,
-            inputs: json!({ "vendorName": "Acme", "amount": 48000 }),
+            inputs: json!({ "partnerName": "Acme", "dealSize": 48000 }),
             mode: runtime::Mode::Live,
         },
         format!("start-{key}"),
@@ -360,7 +350,7 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
             Upload {
                 file_name: "report.pdf".into(),
                 content_type: "application/pdf".into(),
-                bytes: b"OFAC: no matches. EU: no matches.".to_vec(),
+                bytes: b"Sanctions: no matches. Adverse media: no matches.".to_vec(),
             },
             &format!("upload-{key}"),
         )
@@ -369,7 +359,7 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
     let claimed = ok(execute(
         Write::Claim {
             run_id: RunId::from(run),
-            step: StepId::from_wire("check_vendor"),
+            step: StepId::from_wire("screen_partner"),
         },
         format!("claim-{key}"),
     )
@@ -381,8 +371,8 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
             reference: report["id"].as_str().unwrap().into(),
         }],
         summary: Some(summary.into()),
-        next: Some("approve".into()),
-        reason: Some("Vendor is cleared.".into()),
+        next: Some("partner_approval".into()),
+        reason: Some("Partner is cleared.".into()),
     };
     execute(
         Write::Submit {
@@ -398,34 +388,39 @@ async fn screen(runtime: &Runtime, summary: &str, key: &str) -> ToolOutcome {
 async fn check_3_a_passing_screening_completes_the_step_with_the_verdict_in_run_data() {
     let fake = FakeEvaluator::spawn().await;
     let blobs = tempfile::tempdir().unwrap();
-    let runtime = vendor_check_runtime(&fake, blobs.path()).await;
-    let view = ok(screen(&runtime, "Searched OFAC and EU by legal name; no hits.", "pass").await);
-    assert_eq!(step_state(&view, "check_vendor"), "done");
-    assert_eq!(step_state(&view, "approve"), "waiting");
-    let check = &view["data"]["steps"]["check_vendor"]["check"];
+    let runtime = partner_screening_runtime(&fake, blobs.path()).await;
+    let view = ok(screen(
+        &runtime,
+        "Searched both watch lists by legal name; no hits.",
+        "pass",
+    )
+    .await);
+    assert_eq!(step_state(&view, "screen_partner"), "done");
+    assert_eq!(step_state(&view, "partner_approval"), "waiting");
+    let check = &view["data"]["steps"]["screen_partner"]["check"];
     assert_eq!(check["verdict"], "pass");
     assert_eq!(check["model"], FakeEvaluator::MODEL);
     assert_eq!(check["questions"][0]["answer"], 0.98);
-    assert_eq!(check["questions"][1]["answer"], "states");
+    assert_eq!(check["questions"][1]["answer"], "decisive");
     assert_eq!(check["questions"][2]["answer"], 2);
     assert_matches_schema("check-verdict.json", check);
     assert_eq!(fake.requests(), 3);
     let asked = &fake.received()[0].body["messages"][1]["content"];
     let shown: Value = serde_json::from_str(asked.as_str().unwrap()).unwrap();
-    assert_eq!(shown["step"], "check_vendor");
+    assert_eq!(shown["step"], "screen_partner");
     assert!(
         shown["instructions"]
             .as_str()
             .unwrap()
-            .contains("OFAC and EU sanctions lists")
+            .contains("sanctions list and the adverse-media list")
     );
     assert!(
         shown["process"]
             .as_str()
             .unwrap()
-            .contains("Start this when procurement has a new supplier")
+            .contains("Business development starts this for every prospective partner")
     );
-    assert_eq!(shown["runData"]["inputs"]["vendorName"], "Acme");
+    assert_eq!(shown["runData"]["inputs"]["partnerName"], "Acme");
     assert_eq!(shown["submission"]["output"]["cleared"], true);
     assert_eq!(shown["submission"]["evidence"][0]["kind"], "file");
 }
@@ -434,7 +429,7 @@ async fn check_3_a_passing_screening_completes_the_step_with_the_verdict_in_run_
 async fn check_3_a_failing_screening_is_not_accepted_with_one_issue_per_failed_question() {
     let fake = FakeEvaluator::spawn().await;
     let blobs = tempfile::tempdir().unwrap();
-    let runtime = vendor_check_runtime(&fake, blobs.path()).await;
+    let runtime = partner_screening_runtime(&fake, blobs.path()).await;
     let ToolOutcome::Refused(refusal) = screen(&runtime, "Cleared, I think. [check:fail]", "fail").await
     else {
         panic!("a failing check is refused");
@@ -444,8 +439,8 @@ async fn check_3_a_failing_screening_is_not_accepted_with_one_issue_per_failed_q
         refusal.issues,
         [
             format!("check: {Q_CLEARED} → no (0.02)"),
-            format!("check: {Q_SUMMARY} → hedges (0.95)"),
-            format!("check: {Q_SCREENING} → level 0: Neither list is clearly covered. (0.95)"),
+            format!("check: {Q_SUMMARY} → vague (0.95)"),
+            format!("check: {Q_SCREENING} → level 0: No list is clearly searched. (0.95)"),
         ]
     );
 }
@@ -454,15 +449,15 @@ async fn check_3_a_failing_screening_is_not_accepted_with_one_issue_per_failed_q
 async fn check_3_an_unsure_screening_is_held_and_escalated() {
     let fake = FakeEvaluator::spawn().await;
     let blobs = tempfile::tempdir().unwrap();
-    let runtime = vendor_check_runtime(&fake, blobs.path()).await;
+    let runtime = partner_screening_runtime(&fake, blobs.path()).await;
     let view = ok(screen(&runtime, "Mostly cleared. [check:unsure]", "unsure").await);
-    assert_eq!(step_state(&view, "check_vendor"), "waiting");
+    assert_eq!(step_state(&view, "screen_partner"), "waiting");
     assert_eq!(
-        step_state(&view, "approve"),
+        step_state(&view, "partner_approval"),
         Value::Null,
         "approval has not started"
     );
-    let check = &view["data"]["steps"]["check_vendor"]["check"];
+    let check = &view["data"]["steps"]["screen_partner"]["check"];
     assert_eq!(check["verdict"], "unsure");
     let results: Vec<&Value> = check["questions"]
         .as_array()
@@ -476,7 +471,7 @@ async fn check_3_an_unsure_screening_is_held_and_escalated() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|item| item["stepId"] == "check_vendor" && item["escalation"].is_object())
+        .find(|item| item["stepId"] == "screen_partner" && item["escalation"].is_object())
         .map(|item| item["escalation"].clone())
         .expect("an escalation work item");
     assert_eq!(&escalation["check"], check);
@@ -490,7 +485,7 @@ async fn check_3_an_unsure_screening_is_held_and_escalated() {
 async fn check_3_an_evaluator_error_is_retry_and_changes_nothing() {
     let fake = FakeEvaluator::spawn().await;
     let blobs = tempfile::tempdir().unwrap();
-    let runtime = vendor_check_runtime(&fake, blobs.path()).await;
+    let runtime = partner_screening_runtime(&fake, blobs.path()).await;
     let ToolOutcome::Refused(refusal) = screen(&runtime, "Cleared. [check:error]", "error").await else {
         panic!("an evaluator error is refused");
     };

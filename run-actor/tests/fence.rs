@@ -71,7 +71,7 @@ async fn snapshot(store: &Arc<dyn Store>) -> Vec<(Vec<u8>, i64)> {
     found.kvs.into_iter().map(|kv| (kv.key, kv.version)).collect()
 }
 
-/// A runtime in `dir` whose writes carry `fence`'s compare, with one support-escalation run
+/// A runtime in `dir` whose writes carry `fence`'s compare, with one defect-triage run
 /// started; the run.
 async fn fenced_runtime(
     dir: &std::path::Path,
@@ -88,12 +88,12 @@ async fn fenced_runtime(
         config,
         Clock::starting_at(START),
     );
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let started = start(
         &runtime,
         &agent("starter"),
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         "s-1",
     )
     .await;
@@ -122,7 +122,7 @@ async fn a_host_whose_shard_moved_writes_nothing_and_says_so() {
 
     let claim = Write::Claim {
         run_id: run.clone(),
-        step: StepId::from_wire("diagnose"),
+        step: StepId::from_wire("triage"),
     };
     let outcome = runtime.execute(&agent("a1"), claim.clone(), "c-1").await;
     assert!(
@@ -149,7 +149,7 @@ async fn writes_pass_while_the_fence_holds() {
     let lease = hold_shard(&store).await;
     let fence = OneShardFence::believing(&store, lease);
     let (runtime, run) = fenced_runtime(dir.path(), &store, fence).await;
-    let granted = ok(claim(&runtime, &agent("a1"), &run, "diagnose", "c-1").await);
+    let granted = ok(claim(&runtime, &agent("a1"), &run, "triage", "c-1").await);
     assert!(granted["token"].is_string());
 }
 
@@ -180,13 +180,13 @@ async fn a_host_that_lost_its_shard_refuses_nothing_from_what_it_read_before() {
         },
         Clock::starting_at(START),
     );
-    let granted = ok(claim(&new_owner, &agent("a1"), &run, "diagnose", "c-1").await);
+    let granted = ok(claim(&new_owner, &agent("a1"), &run, "triage", "c-1").await);
     let token = granted["token"].as_str().unwrap().to_owned();
     let before = snapshot(&store).await;
 
     let submit = Write::Submit {
         token: token.clone(),
-        submission: diagnosis(),
+        submission: triage_findings(),
     };
     let outcome = frozen.execute(&agent("a1"), submit.clone(), "s-2").await;
     assert!(
@@ -201,7 +201,7 @@ async fn a_host_that_lost_its_shard_refuses_nothing_from_what_it_read_before() {
             &agent("a2"),
             Write::Claim {
                 run_id: run.clone(),
-                step: StepId::from_wire("diagnose"),
+                step: StepId::from_wire("triage"),
             },
             "c-2",
         )
@@ -226,7 +226,7 @@ async fn a_fenced_host_refuses_a_bad_start_as_invalid() {
         .execute(
             &agent("starter"),
             Write::StartRun {
-                process: "support-escalation".into(),
+                process: "defect-triage".into(),
                 version: None,
                 inputs: json!({ "notAnInput": 1 }),
                 mode: Mode::Live,

@@ -56,19 +56,19 @@ async fn execute(runtime: &Runtime, caller: &Caller, write: Write, request: &str
     runtime.execute(caller, write, request).await.unwrap()
 }
 
-/// A support-escalation run with `diagnose` claimed by `a1`; the run and the claim's token.
+/// A defect-triage run with `triage` claimed by `a1`; the run and the claim's token.
 async fn claimed_run(runtime: &Runtime) -> (RunId, String) {
-    publish_fixture(runtime, ORG, "support-escalation").await;
+    publish_example(runtime, ORG, "defect-triage").await;
     let view = start(
         runtime,
         &agent("starter"),
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         "s-1",
     )
     .await;
     let run = run_id(&view);
-    let claimed = ok(claim(runtime, &agent("a1"), &run, "diagnose", "c-1").await);
+    let claimed = ok(claim(runtime, &agent("a1"), &run, "triage", "c-1").await);
     (run, claimed["token"].as_str().unwrap().to_string())
 }
 
@@ -110,7 +110,7 @@ async fn a_committed_write_carries_its_events_in_the_record_it_commits() {
     assert_eq!(
         last.kind,
         HistoryKind::Escalated {
-            step: StepId::from_wire("diagnose"),
+            step: StepId::from_wire("triage"),
             work_item: state.work_items[0].id.clone(),
             note: "The logs are gone.".into(),
         }
@@ -134,7 +134,7 @@ async fn a_refused_write_adds_nothing_to_the_history() {
     let (before, version_before, _) = stored(&runtime, &run).await;
 
     // Another agent's claim on the claimed step, and an agent's cancel: both refused.
-    let conflict = refused(claim(&runtime, &agent("a2"), &run, "diagnose", "c-2").await);
+    let conflict = refused(claim(&runtime, &agent("a2"), &run, "triage", "c-2").await);
     assert_eq!(conflict.code, ErrorCode::Conflict);
     let cancel = Write::Cancel {
         run_id: run.clone(),
@@ -202,18 +202,18 @@ async fn an_archived_runs_history_reads_back_whole_from_the_archive() {
         note: Some("Try the staging logs.".into()),
     };
     ok(execute(&runtime, &operator(), returned, "d-1").await);
-    let claimed = ok(claim(&runtime, &agent("a2"), &run, "diagnose", "c-2").await);
+    let claimed = ok(claim(&runtime, &agent("a2"), &run, "triage", "c-2").await);
     let submit = Write::Submit {
         token: claimed["token"].as_str().unwrap().to_string(),
         submission: Submission {
-            next: Some("tier1_handoff".into()),
-            ..diagnosis()
+            next: Some("qa_reproduce".into()),
+            ..triage_findings()
         },
     };
     ok(execute(&runtime, &agent("a2"), submit, "s-2").await);
     let cancel = Write::Cancel {
         run_id: run.clone(),
-        reason: "Duplicate ticket.".into(),
+        reason: "Duplicate report.".into(),
     };
     ok(execute(&runtime, &operator(), cancel, "x-1").await);
     let before = ok(runtime.run_history(&agent("reader"), &run).await.unwrap());
@@ -257,7 +257,7 @@ async fn an_archived_runs_history_reads_back_whole_from_the_archive() {
     assert_eq!(notes, ["Cannot reproduce.", "Try the staging logs."]);
     let inspected = ok(runtime.inspect_run(&operator(), &run).await.unwrap());
     assert_eq!(inspected["run"]["state"], "cancelled");
-    assert_eq!(inspected["run"]["end"]["note"], "Duplicate ticket.");
+    assert_eq!(inspected["run"]["end"]["note"], "Duplicate report.");
 }
 
 #[tokio::test]
@@ -268,15 +268,15 @@ async fn an_inspection_names_the_claim_holder_for_operators_only() {
     let (run, _) = claimed_run(&runtime).await;
 
     let inspected = ok(runtime.inspect_run(&operator(), &run).await.unwrap());
-    let diagnose = &inspected["steps"][0];
-    assert_eq!(diagnose["state"], "claimed");
-    assert_eq!(diagnose["claim"]["holder"], "a1");
+    let triage = &inspected["steps"][0];
+    assert_eq!(triage["state"], "claimed");
+    assert_eq!(triage["claim"]["holder"], "a1");
     let (state, _, _) = stored(&runtime, &run).await;
     let claim = state.steps[0].claim.as_ref().unwrap();
-    assert_eq!(diagnose["claim"]["expiresAt"], claim.expires_at.to_rfc3339());
-    assert_eq!(diagnose["leaseExpiries"], 0);
+    assert_eq!(triage["claim"]["expiresAt"], claim.expires_at.to_rfc3339());
+    assert_eq!(triage["leaseExpiries"], 0);
 
-    for caller in [agent("a1"), person("mira@acme.test", &["g_tier1-lead"])] {
+    for caller in [agent("a1"), person("mira@acme.test", &["g_qa-lead"])] {
         let refusal = refused(runtime.inspect_run(&caller, &run).await.unwrap());
         assert_eq!(refusal.code, ErrorCode::Forbidden);
     }

@@ -67,13 +67,13 @@ async fn writes_commits_live_actors_and_archiving_are_recorded() {
         },
         Clock::starting_at(START),
     );
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
 
     let view = start(
         &runtime,
         &agent("starter"),
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         "s-1",
     )
     .await;

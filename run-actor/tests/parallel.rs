@@ -9,30 +9,31 @@ use agentprocess_run_actor::machine::{Decision, ErrorCode, StepState, Submission
 use common::*;
 use serde_json::{Value, json};
 
-fn incident() -> World {
-    let bytes = std::fs::read(fixtures_dir().join("major-incident/PROCESS.md")).unwrap();
+/// A product-launch run (our parallel-1 example) started, with `kickoff` submitted: the fork is open.
+fn launch() -> World {
+    let bytes = std::fs::read(agentprocess_testkit::example("product-launch")).unwrap();
     let loaded = agentprocess_process::load(&bytes, &agentprocess_process::Offer::EVERYTHING).unwrap();
-    let mut process = pinned("major-incident", fields(&[]), Vec::new());
+    let mut process = pinned("product-launch", fields(&[]), Vec::new());
     process.process = loaded.process;
     process.body = loaded.body;
-    for role in ["operations-lead", "security-lead", "communications-lead"] {
+    for role in ["engineering-lead", "marketing-lead", "support-lead"] {
         process.roles.insert(role.to_string(), format!("g_{role}"));
     }
     let mut world = World::new(process);
     world
         .start(
             mira(),
-            json!({ "incidentId": "INC-7", "commander": "cmd@acme.example" }),
+            json!({ "launchId": "L-7", "launchLead": "cmd@acme.example" }),
         )
         .unwrap();
-    let token = world.claim_token(agent("a_pager"), "activate");
+    let token = world.claim_token(agent("a_planner"), "kickoff");
     world
         .submit(
-            agent("a_pager"),
+            agent("a_planner"),
             &token,
             Submission {
-                output: Some(obj(json!({ "bridge": "BR-1" }))),
-                summary: Some("Bridge open, leads paged.".into()),
+                output: Some(obj(json!({ "plan": "PLAN-1" }))),
+                summary: Some("Plan page up, leads notified.".into()),
                 ..Default::default()
             },
         )
@@ -42,14 +43,14 @@ fn incident() -> World {
 
 fn complete_lead(world: &mut World, step: &str, field: &str) -> Value {
     let item = world.work_item_on(step);
-    let group = format!("g_{step}-lead");
+    let group = format!("g_{}-lead", step.trim_end_matches("_ready"));
     let mut decide = world.decide(
         person("lead@acme.example", &[group.as_str()]),
         &item,
         Decision::Completed,
     );
     decide.decide.output = Some(obj(json!({ field: "Done." })));
-    decide.decide.evidence = Some(vec![link("https://status.example.com/INC-7")]);
+    decide.decide.evidence = Some(vec![link("https://status.example.com/L-7")]);
     decide.send().unwrap().reply.data().clone()
 }
 
@@ -64,7 +65,7 @@ fn states(view: &Value) -> Vec<Value> {
 
 #[test]
 fn parallel_1_fork_makes_every_branch_entry_ready_in_one_write() {
-    let world = incident();
+    let world = launch();
     let view = world.view();
     assert_eq!(
         states(&view),
@@ -90,29 +91,29 @@ fn parallel_1_fork_makes_every_branch_entry_ready_in_one_write() {
     );
     assert_eq!(view["run"]["state"], "waiting");
     assert!(
-        view["data"]["steps"].get("respond").is_none(),
+        view["data"]["steps"].get("prepare").is_none(),
         "the parallel step records nothing"
     );
 }
 
 #[test]
 fn parallel_1_the_last_branch_to_join_continues_at_next() {
-    let mut world = incident();
-    complete_lead(&mut world, "operations", "recoverySummary");
-    let view = complete_lead(&mut world, "security", "containmentSummary");
+    let mut world = launch();
+    complete_lead(&mut world, "engineering_ready", "engineeringNote");
+    let view = complete_lead(&mut world, "marketing_ready", "marketingNote");
     assert_eq!(
         view["steps"][1]["state"], "waiting",
         "a branch that joined early waits for the others"
     );
     assert_eq!(view["steps"][5]["state"], Value::Null);
-    let view = complete_lead(&mut world, "communications", "communicationsSummary");
+    let view = complete_lead(&mut world, "support_ready", "supportNote");
     assert_eq!(view["steps"][1]["state"], "done");
     assert_eq!(view["steps"][5]["state"], "waiting");
     assert_eq!(
         view["workItems"][0]["assignedTo"],
         json!({ "person": "cmd@acme.example" })
     );
-    let item = world.work_item_on("close_review");
+    let item = world.work_item_on("go_decision");
     let view = world
         .decide(person("cmd@acme.example", &[]), &item, Decision::Approved)
         .send()
@@ -120,35 +121,35 @@ fn parallel_1_the_last_branch_to_join_continues_at_next() {
         .reply
         .data()
         .clone();
-    assert_eq!(view["run"]["outcome"], "stabilized");
+    assert_eq!(view["run"]["outcome"], "launched");
 }
 
 #[test]
 fn parallel_1_a_sibling_completion_stales_an_open_snapshot() {
-    let mut world = incident();
+    let mut world = launch();
     let snapshot = render::snapshot(world.run());
-    complete_lead(&mut world, "operations", "recoverySummary");
-    let item = world.work_item_on("security");
+    complete_lead(&mut world, "engineering_ready", "engineeringNote");
+    let item = world.work_item_on("marketing_ready");
     let mut decide = world
         .decide(
-            person("lead@acme.example", &["g_security-lead"]),
+            person("lead@acme.example", &["g_marketing-lead"]),
             &item,
             Decision::Completed,
         )
         .snapshot(&snapshot);
-    decide.decide.output = Some(obj(json!({ "containmentSummary": "Done." })));
+    decide.decide.output = Some(obj(json!({ "marketingNote": "Done." })));
     decide.decide.evidence = Some(vec![link("x")]);
     assert_eq!(refused(decide.send()).0, ErrorCode::Stale);
 }
 
 #[test]
 fn parallel_1_rework_from_after_the_join_to_the_parallel_step_forks_again() {
-    let mut world = incident();
-    complete_lead(&mut world, "operations", "recoverySummary");
-    complete_lead(&mut world, "security", "containmentSummary");
-    complete_lead(&mut world, "communications", "communicationsSummary");
+    let mut world = launch();
+    complete_lead(&mut world, "engineering_ready", "engineeringNote");
+    complete_lead(&mut world, "marketing_ready", "marketingNote");
+    complete_lead(&mut world, "support_ready", "supportNote");
     world.advance(7200);
-    let item = world.work_item_on("close_review");
+    let item = world.work_item_on("go_decision");
     let view = world
         .decide(person("cmd@acme.example", &[]), &item, Decision::Rejected)
         .note("Security evidence is missing.")
@@ -169,24 +170,24 @@ fn parallel_1_rework_from_after_the_join_to_the_parallel_step_forks_again() {
             Value::Null
         ]
     );
-    for step in ["operations", "security", "communications"] {
+    for step in ["engineering_ready", "marketing_ready", "support_ready"] {
         let record = &view["data"]["steps"][step];
         assert!(record.get("output").is_none(), "{step} has no current value");
         assert_eq!(record["history"].as_array().unwrap().len(), 1);
     }
     assert_eq!(
-        view["data"]["steps"]["close_review"]["note"],
+        view["data"]["steps"]["go_decision"]["note"],
         "Security evidence is missing."
     );
     assert_eq!(
-        view["data"]["steps"]["activate"]["history"],
+        view["data"]["steps"]["kickoff"]["history"],
         json!([]),
         "steps before the fork keep their record"
     );
     assert_eq!(view["steps"][2]["due"], "2026-10-06T12:00:00Z", "a fresh due");
-    complete_lead(&mut world, "operations", "recoverySummary");
-    complete_lead(&mut world, "security", "containmentSummary");
-    let view = complete_lead(&mut world, "communications", "communicationsSummary");
+    complete_lead(&mut world, "engineering_ready", "engineeringNote");
+    complete_lead(&mut world, "marketing_ready", "marketingNote");
+    let view = complete_lead(&mut world, "support_ready", "supportNote");
     assert_eq!(view["steps"][5]["state"], "waiting");
 }
 

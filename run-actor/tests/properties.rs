@@ -238,13 +238,17 @@ fn pick_cap(which: usize) -> u8 {
     (which % 32) as u8
 }
 
-/// Every conformance fixture, by name: with check-1, the server runs them all.
-fn runnable_fixtures() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+/// Every example process, by name: with check-1, the server runs them all.
+fn runnable_examples() -> Vec<String> {
+    let names: Vec<String> = agentprocess_testkit::examples()
+        .into_iter()
+        .map(|(name, _)| name)
         .collect();
-    names.sort();
+    assert!(
+        names.len() >= 12,
+        "at least twelve examples, found {}",
+        names.len()
+    );
     names
 }
 
@@ -487,13 +491,13 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn invariants_hold_on_every_fixture_under_random_commands(
+    fn invariants_hold_on_every_example_under_random_commands(
         which in 0usize..64,
         actions in proptest::collection::vec((0u8..20, any::<u8>()), 1..80),
     ) {
-        let names = runnable_fixtures();
+        let names = runnable_examples();
         let name = &names[which % names.len()];
-        let mut world = World::new(fixture(name));
+        let mut world = World::new(example(name));
         world.evaluator = Some(fake_evaluator(which as u8));
         let inputs = serde_json::Value::Object(sample_map(&world.process.process.inputs));
         world.start(mira(), inputs).unwrap();

@@ -24,13 +24,13 @@ use std::time::Duration;
 async fn concurrent_claims_on_one_run_are_applied_one_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let run = run_id(
         &start(
             &runtime,
             &agent("starter"),
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
+            "defect-triage",
+            json!({ "reportId": "T-1" }),
             "s-1",
         )
         .await,
@@ -44,7 +44,7 @@ async fn concurrent_claims_on_one_run_are_applied_one_at_a_time() {
                 &runtime,
                 &agent(&format!("a{i}")),
                 &run,
-                "diagnose",
+                "triage",
                 &format!("c-{i}"),
             )
             .await
@@ -65,14 +65,14 @@ async fn concurrent_claims_on_one_run_are_applied_one_at_a_time() {
     }
     assert_eq!(granted, 1, "exactly one claim wins");
     let view = ok(runtime.get_run(&agent("x"), &run).await.unwrap());
-    assert_eq!(step_state(&view, "diagnose"), "claimed");
+    assert_eq!(step_state(&view, "triage"), "claimed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_runs_proceed_in_parallel() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let mut calls = Vec::new();
     for i in 0..1000 {
         let runtime = runtime.clone();
@@ -81,26 +81,26 @@ async fn a_thousand_runs_proceed_in_parallel() {
             let view = start(
                 &runtime,
                 &caller,
-                "support-escalation",
-                json!({ "ticketId": format!("T-{i}") }),
+                "defect-triage",
+                json!({ "reportId": format!("T-{i}") }),
                 &format!("s-{i}"),
             )
             .await;
             let run = run_id(&view);
-            let claimed = ok(claim(&runtime, &caller, &run, "diagnose", &format!("c-{i}")).await);
+            let claimed = ok(claim(&runtime, &caller, &run, "triage", &format!("c-{i}")).await);
             let token = claimed["token"].as_str().unwrap().to_string();
             let view = ok(runtime
                 .execute(
                     &caller,
                     Write::Submit {
                         token,
-                        submission: diagnosis(),
+                        submission: triage_findings(),
                     },
                     &format!("u-{i}"),
                 )
                 .await
                 .unwrap());
-            assert_eq!(step_state(&view, "confirm"), "waiting");
+            assert_eq!(step_state(&view, "verify_fix"), "waiting");
             run
         }));
     }
@@ -118,8 +118,8 @@ async fn a_thousand_runs_proceed_in_parallel() {
     let commits = stats.commits.load(Ordering::Relaxed);
     assert_eq!(commits, 3000);
 
-    // Every confirmation waits for tier 1, paged from the work-item index.
-    let lead = person("lead@acme.example", &["g_tier1-lead"]);
+    // Every fix verification waits for the QA lead, paged from the work-item index.
+    let lead = person("lead@acme.example", &["g_qa-lead"]);
     let mut seen = 0;
     let mut cursor = None;
     loop {
@@ -287,13 +287,13 @@ async fn commands_queued_behind_a_commit_share_the_next_one() {
 async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let caller = agent("a1");
     let first = start(
         &runtime,
         &caller,
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         "s-1",
     )
     .await;
@@ -301,21 +301,21 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
     let again = start(
         &runtime,
         &caller,
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         "s-1",
     )
     .await;
     assert_eq!(first, again);
     let run = run_id(&first);
 
-    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    let claimed = ok(claim(&runtime, &caller, &run, "triage", "c-1").await);
     runtime.clock().advance(Duration::from_secs(3600));
-    let replayed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    let replayed = ok(claim(&runtime, &caller, &run, "triage", "c-1").await);
     assert_eq!(claimed, replayed, "token and expiresAt of the original claim");
 
     // Other arguments under the same requestId: conflict.
-    let other = refused(claim(&runtime, &caller, &run, "tier1_handoff", "c-1").await);
+    let other = refused(claim(&runtime, &caller, &run, "qa_reproduce", "c-1").await);
     assert_eq!(other.code, ErrorCode::Conflict);
 
     // A failed call is not recorded: the same requestId succeeds once the call is right.
@@ -333,9 +333,9 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
         .unwrap();
     // The lease ended an hour ago (the actor's expiresAt is the truth): stale.
     assert_eq!(refused(renewed).code, ErrorCode::Stale);
-    let fresh_claim = ok(claim(&runtime, &caller, &run, "diagnose", "c-2").await);
+    let fresh_claim = ok(claim(&runtime, &caller, &run, "triage", "c-2").await);
     let token = fresh_claim["token"].as_str().unwrap().to_string();
-    let mut bad = diagnosis();
+    let mut bad = triage_findings();
     bad.output = None;
     let not_accepted = refused(
         runtime
@@ -356,13 +356,13 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
             &caller,
             Write::Submit {
                 token,
-                submission: diagnosis(),
+                submission: triage_findings(),
             },
             "u-2",
         )
         .await
         .unwrap());
-    assert_eq!(step_state(&accepted, "diagnose"), "done");
+    assert_eq!(step_state(&accepted, "triage"), "done");
     let listed = ok(runtime.list_runs(&caller, ListRuns::default()).await.unwrap());
     assert_eq!(listed["items"].as_array().unwrap().len(), 1);
     // tools.md `list_runs`: the items carry exactly the fields the contract names.
@@ -373,22 +373,22 @@ async fn a_replay_returns_the_original_result_even_after_the_lease_ended() {
 async fn the_same_arguments_in_another_key_order_replay_and_a_changed_one_conflicts() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let caller = agent("a1");
     let run = run_id(
         &start(
             &runtime,
             &caller,
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
+            "defect-triage",
+            json!({ "reportId": "T-1" }),
             "s-1",
         )
         .await,
     );
-    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    let claimed = ok(claim(&runtime, &caller, &run, "triage", "c-1").await);
     let token = claimed["token"].as_str().unwrap().to_string();
     let submit = |output: &str| {
-        let mut submission = diagnosis();
+        let mut submission = triage_findings();
         submission.output = Some(object(serde_json::from_str(output).unwrap()));
         Write::Submit {
             token: token.clone(),
@@ -398,18 +398,18 @@ async fn the_same_arguments_in_another_key_order_replay_and_a_changed_one_confli
     let first = ok(runtime
         .execute(
             &caller,
-            submit(r#"{ "diagnosis": "cache", "attemptedFixes": "flushed it" }"#),
+            submit(r#"{ "findings": "cache", "workaround": "flushed it" }"#),
             "u-1",
         )
         .await
         .unwrap());
-    assert_eq!(step_state(&first, "diagnose"), "done");
+    assert_eq!(step_state(&first, "triage"), "done");
 
     // Spec: repeating a write with the same arguments returns the original result.
     let reordered = ok(runtime
         .execute(
             &caller,
-            submit(r#"{ "attemptedFixes": "flushed it", "diagnosis": "cache" }"#),
+            submit(r#"{ "workaround": "flushed it", "findings": "cache" }"#),
             "u-1",
         )
         .await
@@ -421,7 +421,7 @@ async fn the_same_arguments_in_another_key_order_replay_and_a_changed_one_confli
         runtime
             .execute(
                 &caller,
-                submit(r#"{ "attemptedFixes": "restarted it", "diagnosis": "cache" }"#),
+                submit(r#"{ "workaround": "restarted it", "findings": "cache" }"#),
                 "u-1",
             )
             .await
@@ -434,14 +434,14 @@ async fn the_same_arguments_in_another_key_order_replay_and_a_changed_one_confli
 async fn concurrent_retries_of_one_request_resolve_to_one_result() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let caller = agent("a1");
     let run = run_id(
         &start(
             &runtime,
             &caller,
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
+            "defect-triage",
+            json!({ "reportId": "T-1" }),
             "s-1",
         )
         .await,
@@ -485,16 +485,16 @@ async fn concurrent_retries_of_one_request_resolve_to_one_result() {
 async fn organizations_do_not_see_each_other() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
-    publish_fixture(&runtime, "globex", "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
+    publish_example(&runtime, "globex", "defect-triage").await;
     let ours = agent("a1");
     let theirs = in_org(agent("a1"), "globex");
     let run = run_id(
         &start(
             &runtime,
             &ours,
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
+            "defect-triage",
+            json!({ "reportId": "T-1" }),
             "same",
         )
         .await,
@@ -504,8 +504,8 @@ async fn organizations_do_not_see_each_other() {
         &start(
             &runtime,
             &theirs,
-            "support-escalation",
-            json!({ "ticketId": "T-9" }),
+            "defect-triage",
+            json!({ "reportId": "T-9" }),
             "same",
         )
         .await,
@@ -516,7 +516,7 @@ async fn organizations_do_not_see_each_other() {
         ErrorCode::NotFound
     );
     assert_eq!(
-        refused(claim(&runtime, &theirs, &run, "diagnose", "c").await).code,
+        refused(claim(&runtime, &theirs, &run, "triage", "c").await).code,
         ErrorCode::NotFound
     );
     let work = ok(runtime.get_work(&theirs, GetWork::default()).await.unwrap());
@@ -524,22 +524,22 @@ async fn organizations_do_not_see_each_other() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["runId"], their_run.as_str());
     let processes = ok(runtime.list_processes(&theirs, None).await.unwrap());
-    assert_eq!(processes["items"][0]["name"], "support-escalation");
+    assert_eq!(processes["items"][0]["name"], "defect-triage");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_work_and_list_runs_page_with_cursors_and_filters() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
-    publish_fixture(&runtime, ORG, "blog-publication").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
+    publish_example(&runtime, ORG, "release-notes").await;
     let caller = agent("a1");
     for i in 0..7 {
         start(
             &runtime,
             &caller,
-            "support-escalation",
-            json!({ "ticketId": format!("T-{i}") }),
+            "defect-triage",
+            json!({ "reportId": format!("T-{i}") }),
             &format!("s-{i}"),
         )
         .await;
@@ -547,8 +547,8 @@ async fn get_work_and_list_runs_page_with_cursors_and_filters() {
         start(
             &runtime,
             &caller,
-            "blog-publication",
-            json!({ "brief": "b", "slug": format!("p-{i}"), "publishAt": "2027-01-01T00:00:00Z" }),
+            "release-notes",
+            json!({ "changes": "b", "version": format!("p-{i}"), "releaseAt": "2027-01-01T00:00:00Z" }),
             &format!("b-{i}"),
         )
         .await;
@@ -564,13 +564,13 @@ async fn get_work_and_list_runs_page_with_cursors_and_filters() {
                 GetWork {
                     limit: Some(3),
                     cursor: cursor.take(),
-                    process: Some("blog-publication".into()),
+                    process: Some("release-notes".into()),
                 },
             )
             .await
             .unwrap());
         for item in page["items"].as_array().unwrap() {
-            assert_eq!(item["process"], "blog-publication");
+            assert_eq!(item["process"], "release-notes");
             ready.push(item["readySince"].as_str().unwrap().to_string());
         }
         match page["nextCursor"].as_str() {
@@ -597,15 +597,15 @@ async fn get_work_and_list_runs_page_with_cursors_and_filters() {
         .list_runs(
             &caller,
             ListRuns {
-                process: Some("support-escalation".into()),
-                inputs: Some(object(json!({ "ticketId": "T-3" }))),
+                process: Some("defect-triage".into()),
+                inputs: Some(object(json!({ "reportId": "T-3" }))),
                 ..ListRuns::default()
             },
         )
         .await
         .unwrap());
     assert_eq!(one["items"].as_array().unwrap().len(), 1);
-    assert_eq!(one["items"][0]["inputs"]["ticketId"], "T-3");
+    assert_eq!(one["items"][0]["inputs"]["reportId"], "T-3");
     let bad = refused(
         runtime
             .get_work(
@@ -652,19 +652,19 @@ async fn uploads_in_a_file_object_store() {
 /// Uploads are refused over `maxUploadBytes`, replayed by `requestId`, and usable as file
 /// evidence in the organization that made them.
 async fn uploads_are_recorded_and_verified(runtime: Runtime) {
-    publish_fixture(&runtime, ORG, "contract-review").await;
+    publish_example(&runtime, ORG, "policy-update").await;
     let owner = person("owner@acme.example", &[]);
     let view = start(
         &runtime,
         &owner,
-        "contract-review",
-        json!({ "contractId": "C-1", "document": "d", "owner": "owner@acme.example" }),
+        "policy-update",
+        json!({ "policyId": "P-1", "draftDocument": "d", "author": "owner@acme.example" }),
         "s-1",
     )
     .await;
     let run = run_id(&view);
     let upload = |bytes: Vec<u8>| Upload {
-        file_name: "contract.pdf".into(),
+        file_name: "policy.pdf".into(),
         content_type: "application/pdf".into(),
         bytes,
     };
@@ -698,7 +698,7 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
         work_item: item["id"].as_str().unwrap().into(),
         snapshot: snapshot.into(),
         decision: agentprocess_run_actor::runtime::Decision::Completed,
-        output: Some(object(json!({ "revision": "r1", "summary": "terms" }))),
+        output: Some(object(json!({ "version": "r1", "changeSummary": "terms" }))),
         evidence: Some(vec![EvidenceItem {
             kind: "file".into(),
             reference: reference.into(),
@@ -721,7 +721,7 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
         .execute(&owner, decide(&id, &snapshot), "d-2")
         .await
         .unwrap());
-    let evidence = &done["data"]["steps"]["prepare"]["evidence"][0];
+    let evidence = &done["data"]["steps"]["write_draft"]["evidence"][0];
     assert_eq!(evidence["sha256"], stored["sha256"]);
     let _ = Submission::default();
 }
@@ -732,7 +732,7 @@ async fn uploads_are_recorded_and_verified(runtime: Runtime) {
 async fn spec_5_file_evidence_is_verified_and_recorded_with_its_hash() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let caller = agent("a1");
     let upload = |file_name: &str, bytes: &[u8]| Upload {
         file_name: file_name.into(),
@@ -761,16 +761,16 @@ async fn spec_5_file_evidence_is_verified_and_recorded_with_its_hash() {
         &start(
             &runtime,
             &caller,
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
+            "defect-triage",
+            json!({ "reportId": "T-1" }),
             "s-1",
         )
         .await,
     );
-    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    let claimed = ok(claim(&runtime, &caller, &run, "triage", "c-1").await);
     let token = claimed["token"].as_str().unwrap().to_string();
     let citing = |uploads: &[&str]| {
-        let mut submission = diagnosis();
+        let mut submission = triage_findings();
         submission.evidence.extend(uploads.iter().map(|id| EvidenceItem {
             kind: "file".into(),
             reference: (*id).into(),
@@ -800,7 +800,7 @@ async fn spec_5_file_evidence_is_verified_and_recorded_with_its_hash() {
         .map(|b| format!("{b:02x}"))
         .collect();
     assert_eq!(
-        view["data"]["steps"]["diagnose"]["evidence"],
+        view["data"]["steps"]["triage"]["evidence"],
         json!([
             { "kind": "link", "ref": "https://tickets.example/1" },
             { "kind": "file", "ref": log_id, "sha256": sha256 },
@@ -945,14 +945,14 @@ async fn the_actor_of_an_ended_run_leaves_memory_at_once_and_its_run_still_refus
         },
         Clock::starting_at(START),
     );
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let caller = agent("a1");
     let open = run_id(
         &start(
             &runtime,
             &caller,
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
+            "defect-triage",
+            json!({ "reportId": "T-1" }),
             "s-1",
         )
         .await,
@@ -961,8 +961,8 @@ async fn the_actor_of_an_ended_run_leaves_memory_at_once_and_its_run_still_refus
         &start(
             &runtime,
             &caller,
-            "support-escalation",
-            json!({ "ticketId": "T-2" }),
+            "defect-triage",
+            json!({ "reportId": "T-2" }),
             "s-2",
         )
         .await,
@@ -989,7 +989,7 @@ async fn the_actor_of_an_ended_run_leaves_memory_at_once_and_its_run_still_refus
     ok(cancel("x-1").await);
     until("the ended run's actor is gone", || runtime.live_actors() == 1).await;
     assert_eq!(refused(cancel("x-2").await).issues, vec!["run_ended".to_string()]);
-    assert!(ok(claim(&runtime, &caller, &open, "diagnose", "c-1").await)["token"].is_string());
+    assert!(ok(claim(&runtime, &caller, &open, "triage", "c-1").await)["token"].is_string());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1006,21 +1006,21 @@ async fn idle_actors_are_evicted_and_reload_from_the_store() {
         config,
         Clock::starting_at(START),
     );
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let caller = agent("a1");
     let run = run_id(
         &start(
             &runtime,
             &caller,
-            "support-escalation",
-            json!({ "ticketId": "T-1" }),
+            "defect-triage",
+            json!({ "reportId": "T-1" }),
             "s-1",
         )
         .await,
     );
     assert_eq!(runtime.live_actors(), 1);
     until("the idle actor is evicted", || runtime.live_actors() == 0).await;
-    let claimed = ok(claim(&runtime, &caller, &run, "diagnose", "c-1").await);
+    let claimed = ok(claim(&runtime, &caller, &run, "triage", "c-1").await);
     assert!(claimed["token"].is_string(), "loaded again from the store");
     let stats = runtime.stats();
     assert_eq!(stats.loads.load(Ordering::Relaxed), 1);
@@ -1078,13 +1078,13 @@ async fn an_agents_work_page_is_spliced_from_the_stored_items_and_reads_as_the_s
     use agentprocess_service::{self as service, RunService};
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     for n in 0..3 {
-        let inputs = json!({ "ticketId": format!("T-{n}") });
+        let inputs = json!({ "reportId": format!("T-{n}") });
         start(
             &runtime,
             &agent("starter"),
-            "support-escalation",
+            "defect-triage",
             inputs,
             &format!("s-{n}"),
         )
@@ -1147,15 +1147,15 @@ async fn an_agents_work_page_is_spliced_from_the_stored_items_and_reads_as_the_s
 async fn an_operator_reads_the_ready_steps_oldest_first_up_to_an_instant() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = fresh(dir.path()).await;
-    publish_fixture(&runtime, ORG, "support-escalation").await;
+    publish_example(&runtime, ORG, "defect-triage").await;
     let starter = agent("a1");
     let mut runs = Vec::new();
     for i in 0..3 {
         let view = start(
             &runtime,
             &starter,
-            "support-escalation",
-            json!({ "ticketId": format!("T-{i}") }),
+            "defect-triage",
+            json!({ "reportId": format!("T-{i}") }),
             &format!("s-{i}"),
         )
         .await;
@@ -1179,7 +1179,7 @@ async fn an_operator_reads_the_ready_steps_oldest_first_up_to_an_instant() {
     };
     let all = read(ReadySteps::default()).await;
     assert_eq!(run_ids(&all), runs);
-    assert_eq!(all["items"][0]["stepId"], "diagnose");
+    assert_eq!(all["items"][0]["stepId"], "triage");
     // Cut at the second run's readySince: it and the first, and no cursor past the cut.
     let second_ready = all["items"][1]["readySince"].as_str().unwrap();
     let second_ready = agentprocess_run_actor::machine::Timestamp::parse_rfc3339(second_ready).unwrap();

@@ -59,14 +59,14 @@ async fn a_checked_submission_is_judged_by_the_evaluator_after_one_retry() {
         config,
         Clock::starting_at(START),
     );
-    publish_fixture(&runtime, ORG, "vendor-check").await;
+    publish_example(&runtime, ORG, "partner-screening").await;
     let screener = agent("screener");
     let run = run_id(
         &start(
             &runtime,
             &screener,
-            "vendor-check",
-            json!({ "vendorName": "Acme", "amount": 48000 }),
+            "partner-screening",
+            json!({ "partnerName": "Acme", "dealSize": 48000 }),
             "s-1",
         )
         .await,
@@ -83,18 +83,18 @@ async fn a_checked_submission_is_judged_by_the_evaluator_after_one_retry() {
         )
         .await
         .unwrap());
-    let claimed = ok(claim(&runtime, &screener, &run, "check_vendor", "c-1").await);
+    let claimed = ok(claim(&runtime, &screener, &run, "screen_partner", "c-1").await);
     let submission = Submission {
         output: Some(object(
-            json!({ "cleared": true, "summary": "Cleared on OFAC and EU lists." }),
+            json!({ "cleared": true, "summary": "Cleared on the sanctions and adverse-media lists." }),
         )),
         evidence: vec![EvidenceItem {
             kind: "file".into(),
             reference: report["id"].as_str().unwrap().into(),
         }],
         summary: Some("Searched both lists by legal name; no hits.".into()),
-        next: Some("approve".into()),
-        reason: Some("Vendor is cleared.".into()),
+        next: Some("partner_approval".into()),
+        reason: Some("Partner is cleared.".into()),
     };
     let view = ok(runtime
         .execute(
@@ -112,6 +112,6 @@ async fn a_checked_submission_is_judged_by_the_evaluator_after_one_retry() {
         2,
         "one failure, one retry"
     );
-    assert_eq!(step_state(&view, "check_vendor"), "done");
-    assert_eq!(step_state(&view, "approve"), "waiting");
+    assert_eq!(step_state(&view, "screen_partner"), "done");
+    assert_eq!(step_state(&view, "partner_approval"), "waiting");
 }

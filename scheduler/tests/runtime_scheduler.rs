@@ -68,12 +68,9 @@ fn parts(runtime: &Runtime) -> SchedulerParts {
     }
 }
 
+/// Publishes our example process `name` (`examples/NAME`), each role bound to `g_<role>`.
 async fn publish(runtime: &Runtime, name: &str) {
-    let (_, path) = agentprocess_testkit::fixtures()
-        .into_iter()
-        .find(|(fixture, _)| fixture == name)
-        .unwrap();
-    let source = std::fs::read(path).unwrap();
+    let source = std::fs::read(agentprocess_testkit::example(name)).unwrap();
     let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
     let roles: IndexMap<String, String> = loaded
         .process
@@ -142,17 +139,17 @@ async fn ready_steps(runtime: &Runtime) -> Vec<Value> {
 async fn a_wait_fires_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    publish(&runtime, "customer-offboarding").await;
-    let effective = Timestamp::from_millis(START.as_millis() + 86_400_000);
+    publish(&runtime, "account-closure").await;
+    let close_at = Timestamp::from_millis(START.as_millis() + 86_400_000);
     let run = start(
         &runtime,
-        "customer-offboarding",
-        json!({ "customerId": "C-1", "effectiveAt": effective.to_rfc3339() }),
+        "account-closure",
+        json!({ "accountId": "C-1", "closeAt": close_at.to_rfc3339() }),
         Mode::Live,
         "s-1",
     )
     .await;
-    let owner = person("owner@acme.example", &["g_account-owner"]);
+    let owner = person("owner@acme.example", &["g_account-manager"]);
     let work = ok(runtime.get_work(&owner, GetWork::default()).await.unwrap());
     let item = &work["items"][0]["workItem"];
     let decided = ok(runtime
@@ -183,7 +180,7 @@ async fn a_wait_fires_after_a_restart() {
             .unwrap()["state"]
             .clone()
     };
-    assert_eq!(state(&decided, "effective_time"), "waiting");
+    assert_eq!(state(&decided, "closing_time"), "waiting");
     let now = runtime.clock().now();
     store.close().await;
     drop(runtime);
@@ -198,18 +195,18 @@ async fn a_wait_fires_after_a_restart() {
     .await;
     assert!(ready_steps(&runtime).await.is_empty(), "nothing fires early");
     runtime.clock().advance(DAY);
-    eventually("cancel_services is ready", || async {
+    eventually("stop_billing is ready", || async {
         ready_steps(&runtime)
             .await
             .iter()
-            .any(|item| item["stepId"] == "cancel_services")
+            .any(|item| item["stepId"] == "stop_billing")
     })
     .await;
     let view = ok(runtime
         .get_run(&agent("x"), &RunId::from(run.as_str()))
         .await
         .unwrap());
-    assert_eq!(state(&view, "effective_time"), "done");
+    assert_eq!(state(&view, "closing_time"), "done");
     scheduler.stop().await;
     store.close().await;
 }
@@ -218,12 +215,12 @@ async fn a_wait_fires_after_a_restart() {
 async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    publish(&runtime, "support-escalation").await;
+    publish(&runtime, "defect-triage").await;
     let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
     let run = start(
         &runtime,
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         Mode::Live,
         "s-1",
     )
@@ -234,7 +231,7 @@ async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
             &holder,
             Write::Claim {
                 run_id: RunId::from(run.clone()),
-                step: StepId::from_wire("diagnose"),
+                step: StepId::from_wire("triage"),
             },
             "c-1",
         )
@@ -255,11 +252,11 @@ async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
     assert!(ready_steps(&runtime).await.is_empty());
 
     runtime.clock().advance(Duration::from_secs(601));
-    eventually("diagnose is claimable again", || async {
+    eventually("triage is claimable again", || async {
         ready_steps(&runtime)
             .await
             .iter()
-            .any(|item| item["stepId"] == "diagnose" && item["handoff"]["progress"] == "read the logs")
+            .any(|item| item["stepId"] == "triage" && item["handoff"]["progress"] == "read the logs")
     })
     .await;
     let again = ok(runtime
@@ -267,7 +264,7 @@ async fn an_expired_claim_makes_the_step_claimable_with_its_progress() {
             &agent("a2"),
             Write::Claim {
                 run_id: RunId::from(run),
-                step: StepId::from_wire("diagnose"),
+                step: StepId::from_wire("triage"),
             },
             "c-2",
         )
@@ -361,7 +358,7 @@ impl Receiver {
 async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    publish(&runtime, "customer-offboarding").await;
+    publish(&runtime, "account-closure").await;
     let (receiver, url) = Receiver::start(2).await;
     let webhook = Webhook {
         url,
@@ -376,16 +373,9 @@ async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs
     )
     .await
     .unwrap();
-    let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
-    start(
-        &runtime,
-        "customer-offboarding",
-        inputs.clone(),
-        Mode::Test,
-        "t-1",
-    )
-    .await;
-    let live = start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
+    let inputs = json!({ "accountId": "C-1", "closeAt": "2027-01-01T00:00:00Z" });
+    start(&runtime, "account-closure", inputs.clone(), Mode::Test, "t-1").await;
+    let live = start(&runtime, "account-closure", inputs, Mode::Live, "s-1").await;
     let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
 
     eventually("the third attempt succeeds", || async {
@@ -417,7 +407,7 @@ async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs
         assert_eq!(notification["type"], "work_item_opened");
         assert_eq!(notification["runId"], live.as_str());
         assert_eq!(notification["mode"], "live");
-        assert_eq!(notification["to"]["group"], "g_account-owner");
+        assert_eq!(notification["to"]["group"], "g_account-manager");
     }
     scheduler.stop().await;
     store.close().await;
@@ -427,7 +417,7 @@ async fn notifications_are_delivered_signed_with_retries_and_never_for_test_runs
 async fn undeliverable_notifications_become_dead_letters() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    publish(&runtime, "customer-offboarding").await;
+    publish(&runtime, "account-closure").await;
     let (receiver, url) = Receiver::start(usize::MAX).await;
     let webhook = Webhook {
         url,
@@ -442,8 +432,8 @@ async fn undeliverable_notifications_become_dead_letters() {
     )
     .await
     .unwrap();
-    let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
-    start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
+    let inputs = json!({ "accountId": "C-1", "closeAt": "2027-01-01T00:00:00Z" });
+    start(&runtime, "account-closure", inputs, Mode::Live, "s-1").await;
     let config = SchedulerConfig {
         max_attempts: 3,
         ..quick()
@@ -471,7 +461,7 @@ async fn undeliverable_notifications_become_dead_letters() {
 async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_attempt_again() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    publish(&runtime, "customer-offboarding").await;
+    publish(&runtime, "account-closure").await;
     // Three failures bury the notification; the first attempt after redelivery fails too, so it
     // is only delivered if its attempts start again from zero.
     let (receiver, url) = Receiver::start(4).await;
@@ -488,8 +478,8 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
     )
     .await
     .unwrap();
-    let inputs = json!({ "customerId": "C-1", "effectiveAt": "2027-01-01T00:00:00Z" });
-    start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-1").await;
+    let inputs = json!({ "accountId": "C-1", "closeAt": "2027-01-01T00:00:00Z" });
+    start(&runtime, "account-closure", inputs, Mode::Live, "s-1").await;
     // No periodic look at the outbox within the test: only signals and retries wake it.
     let config = SchedulerConfig {
         max_attempts: 3,
@@ -545,12 +535,12 @@ async fn a_redelivered_dead_letter_is_picked_up_when_signalled_and_gets_every_at
 async fn idempotency_records_go_after_their_retention() {
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    publish(&runtime, "support-escalation").await;
+    publish(&runtime, "defect-triage").await;
     let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
     start(
         &runtime,
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         Mode::Live,
         "s-1",
     )
@@ -593,12 +583,12 @@ async fn idempotency_records_go_after_a_retention_set_shorter() {
         config,
         Clock::starting_at(START),
     );
-    publish(&runtime, "support-escalation").await;
+    publish(&runtime, "defect-triage").await;
     let scheduler = Scheduler::start(parts(&runtime), transport(), quick());
     start(
         &runtime,
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         Mode::Live,
         "s-1",
     )
@@ -793,18 +783,18 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
     })
     .await;
 
-    publish(&runtime, "customer-offboarding").await;
-    publish(&runtime, "support-escalation").await;
-    let inputs = json!({ "customerId": "C-9", "effectiveAt": "2027-01-01T00:00:00Z" });
-    start(&runtime, "customer-offboarding", inputs, Mode::Live, "s-0").await;
+    publish(&runtime, "account-closure").await;
+    publish(&runtime, "defect-triage").await;
+    let inputs = json!({ "accountId": "C-9", "closeAt": "2027-01-01T00:00:00Z" });
+    start(&runtime, "account-closure", inputs, Mode::Live, "s-0").await;
     eventually("the approval's work_item_opened is delivered", || async {
         !receiver.requests().is_empty()
     })
     .await;
     let run = start(
         &runtime,
-        "support-escalation",
-        json!({ "ticketId": "T-9" }),
+        "defect-triage",
+        json!({ "reportId": "T-9" }),
         Mode::Live,
         "s-1",
     )
@@ -814,7 +804,7 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
             &agent("a1"),
             Write::Claim {
                 run_id: RunId::from(run),
-                step: StepId::from_wire("diagnose"),
+                step: StepId::from_wire("triage"),
             },
             "c-1",
         )
@@ -822,11 +812,11 @@ async fn a_scheduler_of_its_own_learns_of_new_work_from_store_watches() {
         .unwrap());
     assert!(ready_steps(&runtime).await.is_empty());
     clock.advance(Duration::from_secs(601));
-    eventually("the expired claim makes diagnose claimable again", || async {
+    eventually("the expired claim makes triage claimable again", || async {
         ready_steps(&runtime)
             .await
             .iter()
-            .any(|item| item["stepId"] == "diagnose")
+            .any(|item| item["stepId"] == "triage")
     })
     .await;
     scheduler.stop().await;
@@ -944,7 +934,7 @@ async fn a_fired_timer_is_counted_by_kind_with_its_lateness() {
         .build();
     let dir = tempfile::tempdir().unwrap();
     let (store, runtime) = open(dir.path(), START).await;
-    publish(&runtime, "support-escalation").await;
+    publish(&runtime, "defect-triage").await;
     let config = SchedulerConfig {
         metrics: SchedulerMetrics::new(&provider.meter(metrics::METER)),
         ..quick()
@@ -952,8 +942,8 @@ async fn a_fired_timer_is_counted_by_kind_with_its_lateness() {
     let scheduler = Scheduler::start(parts(&runtime), transport(), config);
     let run = start(
         &runtime,
-        "support-escalation",
-        json!({ "ticketId": "T-1" }),
+        "defect-triage",
+        json!({ "reportId": "T-1" }),
         Mode::Live,
         "s-1",
     )
@@ -963,7 +953,7 @@ async fn a_fired_timer_is_counted_by_kind_with_its_lateness() {
             &agent("a1"),
             Write::Claim {
                 run_id: RunId::from(run),
-                step: StepId::from_wire("diagnose"),
+                step: StepId::from_wire("triage"),
             },
             "c-1",
         )

@@ -96,6 +96,6 @@ mod tests {
 
     #[test]
     fn only_the_benchmark_processes_have_a_text() {
-        assert!(text("vendor-check").is_none());
+        assert!(text("partner-screening").is_none());
     }
 }

@@ -175,7 +175,7 @@ mod tests {
         let inspection = RunInspection {
             run: RunHeader {
                 id: "r_1".into(),
-                process: "invoice-approval".into(),
+                process: "purchase-request".into(),
                 version: 2,
                 state: "waiting".into(),
                 mode: "live".into(),
@@ -186,7 +186,7 @@ mod tests {
             },
             steps: vec![
                 StepInspection {
-                    id: "validate".into(),
+                    id: "assess".into(),
                     state: Some("claimed".into()),
                     ready_since: Some("2026-12-01T10:00:00.000Z".into()),
                     claim: Some(ClaimInspection {
@@ -197,7 +197,7 @@ mod tests {
                     due: None,
                 },
                 StepInspection {
-                    id: "record".into(),
+                    id: "place_order".into(),
                     state: None,
                     ready_since: None,
                     claim: None,
@@ -208,7 +208,7 @@ mod tests {
             work_items: vec![WorkItemInspection {
                 id: "w_1".into(),
                 kind: "escalation".into(),
-                step: "validate".into(),
+                step: "assess".into(),
                 assigned_to: Assignee {
                     operators: true,
                     group: Some("finance".into()),
@@ -220,16 +220,16 @@ mod tests {
         };
         let text = inspection_text(&inspection);
         assert!(
-            text.starts_with("run r_1  invoice-approval v2  waiting (live)\n"),
+            text.starts_with("run r_1  purchase-request v2  waiting (live)\n"),
             "{text}"
         );
-        let step = text.lines().find(|line| line.starts_with("validate")).unwrap();
+        let step = text.lines().find(|line| line.starts_with("assess")).unwrap();
         for part in ["claimed", "a_ap", "2026-12-01T10:10:00.000Z", "  2"] {
             assert!(step.contains(part), "{part} in {step:?}");
         }
         assert!(
             text.lines()
-                .any(|line| line.starts_with("record") && line.contains("not reached"))
+                .any(|line| line.starts_with("place_order") && line.contains("not reached"))
         );
         let item = text.lines().find(|line| line.starts_with("w_1")).unwrap();
         assert!(
@@ -247,7 +247,7 @@ mod tests {
                     at: "2026-12-01T10:00:00.000Z".into(),
                     by: "a_ap".into(),
                     kind: HistoryKind::Escalated {
-                        step: "validate".into(),
+                        step: "assess".into(),
                         work_item: "w_1".into(),
                         note: "In EUR.".into(),
                     },
@@ -256,7 +256,7 @@ mod tests {
                     at: "2026-12-01T10:04:00.000Z".into(),
                     by: "ops@acme.test".into(),
                     kind: HistoryKind::Returned {
-                        step: "validate".into(),
+                        step: "assess".into(),
                         work_item: "w_1".into(),
                         note: "Use 4350 USD.".into(),
                     },

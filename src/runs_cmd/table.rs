@@ -93,7 +93,7 @@ mod tests {
         let rows = vec![
             vec![
                 "r_1".to_owned(),
-                "invoice-approval".to_owned(),
+                "purchase-request".to_owned(),
                 "active".to_owned(),
             ],
             vec!["r_22222".to_owned(), "p".to_owned(), "".to_owned()],
@@ -101,7 +101,7 @@ mod tests {
         assert_eq!(
             table(&["RUN", "PROCESS", "STATE"], &rows),
             "RUN      PROCESS           STATE\n\
-             r_1      invoice-approval  active\n\
+             r_1      purchase-request  active\n\
              r_22222  p\n"
         );
         assert_eq!(table(&["RUN", "STATE"], &[]), "RUN  STATE\n");

@@ -35,11 +35,12 @@
 //!
 //! - yes/no passes at or above `pass` (default 0.9). Below it, it is unsure when the question has
 //!   a `fail` threshold and the probability is at or above it, else it fails. So 0.7 is unsure
-//!   only on a question with a `fail` at or below 0.7 (the `vendor-check` fixture has 0.5; 0.5
-//!   itself would sit exactly on that threshold), and fails on a question without `fail`.
+//!   only on a question with a `fail` at or below 0.7 (the `partner-screening` example has 0.5;
+//!   0.5 itself would sit exactly on that threshold), and fails on a question without `fail`.
 //! - A choice is unsure below its confidence floor (default 0.8) or when the answer is in its
 //!   `unsure` list; else it passes when the answer is in `pass`, else it fails. The fake assumes a
-//!   process lists its passing option first and a failing one second, as `vendor-check` does.
+//!   process lists its passing option first and a failing one second, as `partner-screening`
+//!   does.
 //! - A rubric is unsure below its confidence floor; else it passes at or above its `pass` level.
 //!   The top level passes and level 0 fails unless `pass` is 0.
 //!

@@ -1,13 +1,14 @@
-//! Test helpers shared by the workspace: the JSON Schemas ([`assert_matches_schema`]) and
-//! conformance fixtures, a fake `check-1` evaluator ([`fake_evaluator`]), readers of run views
-//! ([`run_view`]) and a real etcd cluster on loopback ([`etcd_cluster`]) and a member that serves
-//! TLS ([`secured_etcd`]).
+//! Test helpers shared by the workspace: the JSON Schemas ([`assert_matches_schema`]), our
+//! example processes ([`example`]), a fake `check-1` evaluator ([`fake_evaluator`]), readers of
+//! run views ([`run_view`]) and a real etcd cluster on loopback ([`etcd_cluster`]) and a member
+//! that serves TLS ([`secured_etcd`]).
 //!
-//! The schemas are the server's own, in the repository's `schemas/core-2/`, so a clone needs
-//! nothing beside it. `AGENTPROCESS_OFFICIAL` names a folder with the protocol's published
-//! `schemas/core-2/` and `fixtures/`: when it is set, every value checked against one of our
-//! schemas is checked against the published schema of the same name too. `AGENTPROCESS_SCHEMAS`
-//! and `AGENTPROCESS_FIXTURES` override where the schemas and fixtures are looked for.
+//! The schemas and processes are the server's own, in the repository's `schemas/core-2/` and
+//! `examples/`, so a clone needs nothing beside it. `AGENTPROCESS_OFFICIAL` names a folder with
+//! the protocol's published `schemas/core-2/` and `fixtures/`: when it is set, every value checked
+//! against one of our schemas is checked against the published schema of the same name too, and
+//! the tests of the published fixtures run. `AGENTPROCESS_SCHEMAS` overrides where our schemas are
+//! looked for.
 
 pub mod etcd_cluster;
 pub mod fake_evaluator;
@@ -69,32 +70,44 @@ pub fn official_dir_or_skip(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// The folder holding one sub-folder per conformance fixture, each with a `PROCESS.md`:
-/// `AGENTPROCESS_FIXTURES`, else `$AGENTPROCESS_OFFICIAL/fixtures`, else a `shared/agentprocess/
-/// fixtures` beside the workspace.
-pub fn fixtures_dir() -> PathBuf {
-    if let Some(path) = std::env::var_os("AGENTPROCESS_FIXTURES") {
-        return PathBuf::from(path);
-    }
-    if let Some(official) = official_dir() {
-        return official.join("fixtures");
-    }
-    let relative = "shared/agentprocess/fixtures";
-    workspace_root()
-        .ancestors()
-        .map(|dir| dir.join(relative))
-        .find(|candidate| candidate.is_dir())
-        .unwrap_or_else(|| {
-            panic!("no {relative} beside the workspace; set AGENTPROCESS_FIXTURES or {OFFICIAL_VARIABLE}")
-        })
+/// The folder of our example processes (`examples/` in the repository), one sub-folder each with
+/// a `PROCESS.md`; the tests, the README's walk-through and the conformance runner use them.
+pub fn examples_dir() -> PathBuf {
+    workspace_root().join("examples")
 }
 
-/// Every conformance fixture as `(folder name, path of its PROCESS.md)`, sorted by name.
-pub fn fixtures() -> Vec<(String, PathBuf)> {
-    let dir = fixtures_dir();
-    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read fixtures folder {}: {e}", dir.display()))
-        .map(|entry| entry.expect("fixture folder entry").path())
+/// The path of example `name`'s `PROCESS.md`; panics when there is no such example.
+pub fn example(name: &str) -> PathBuf {
+    let path = examples_dir().join(name).join("PROCESS.md");
+    assert!(path.is_file(), "no example process {name} at {}", path.display());
+    path
+}
+
+/// Every example process as `(folder name, path of its PROCESS.md)`, sorted by name.
+pub fn examples() -> Vec<(String, PathBuf)> {
+    process_folders(&examples_dir())
+}
+
+/// The protocol's twelve published conformance fixtures as `(folder name, path of its
+/// PROCESS.md)`, from `$AGENTPROCESS_OFFICIAL/fixtures`: `None`, with the reason printed, when
+/// the published folder is absent (see [`official_dir_or_skip`]).
+pub fn official_fixtures_or_skip(test: &str) -> Option<Vec<(String, PathBuf)>> {
+    let dir = official_dir_or_skip(test)?.join("fixtures");
+    let found = process_folders(&dir);
+    assert_eq!(
+        found.len(),
+        12,
+        "expected the twelve conformance fixtures in {}",
+        dir.display()
+    );
+    Some(found)
+}
+
+/// The sub-folders of `dir` holding a `PROCESS.md`, as `(folder name, path of the file)`, sorted.
+fn process_folders(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read process folder {}: {e}", dir.display()))
+        .map(|entry| entry.expect("process folder entry").path())
         .filter(|path| path.join("PROCESS.md").is_file())
         .map(|path| {
             (
@@ -104,12 +117,6 @@ pub fn fixtures() -> Vec<(String, PathBuf)> {
         })
         .collect();
     found.sort();
-    assert_eq!(
-        found.len(),
-        12,
-        "expected the twelve conformance fixtures in {}",
-        dir.display()
-    );
     found
 }
 

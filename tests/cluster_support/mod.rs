@@ -3,7 +3,7 @@
 //! gateway accepts, and MCP clients through any gateway. Every process is killed on drop.
 #![allow(dead_code)]
 
-use crate::common::{Deployment, Mcp, ORG, Who, advance_clock, publish_fixture_with, run_import};
+use crate::common::{Deployment, Mcp, ORG, Who, advance_clock, publish_example_with, run_import};
 use agentprocess_gateway::auth::dev::DevKey;
 use agentprocess_run_actor::machine::Timestamp;
 use agentprocess_store::keys::Keys;
@@ -259,10 +259,10 @@ impl Cluster {
         assert_eq!(code, 0, "import of {} failed:\n{out}\n{err}", path.display());
     }
 
-    /// Publishes the conformance fixture `name` in `organization`, each role bound to the group
+    /// Publishes our example process `name` (`examples/NAME`) in `organization`, each role bound to the group
     /// of the same name.
-    pub fn publish_fixture_in(&self, organization: &str, name: &str) {
-        publish_fixture_with(name, |path, bindings| {
+    pub fn publish_example_in(&self, organization: &str, name: &str) {
+        publish_example_with(name, |path, bindings| {
             self.import_in(0, organization, path, bindings, true)
         })
     }
@@ -442,7 +442,7 @@ impl Drop for Cluster {
     }
 }
 
-/// A cluster seen from one organization, as a [`Deployment`] for the fixture walks: its calls
+/// A cluster seen from one organization, as a [`Deployment`] for the example walks: its calls
 /// take turns between the gateways, so every walk goes through all of them.
 pub struct ClusterOrg {
     cluster: Arc<Cluster>,

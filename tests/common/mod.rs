@@ -283,13 +283,13 @@ impl Server {
     }
 
     /// Imports, binds every role to the group of the same name, and publishes; panics on failure.
-    pub fn publish_fixture(&self, name: &str) {
-        self.publish_fixture_in(ORG, name)
+    pub fn publish_example(&self, name: &str) {
+        self.publish_example_in(ORG, name)
     }
 
-    /// As [`Server::publish_fixture`], in `organization`.
-    pub fn publish_fixture_in(&self, organization: &str, name: &str) {
-        publish_fixture_with(name, |path, bindings| {
+    /// As [`Server::publish_example`], in `organization`.
+    pub fn publish_example_in(&self, organization: &str, name: &str) {
+        publish_example_with(name, |path, bindings| {
             self.import_in(organization, path, bindings, true)
         })
     }
@@ -302,13 +302,13 @@ impl Server {
     }
 }
 
-/// Imports the conformance fixture `name` with `import` (path, bindings → exit code, stdout,
+/// Imports our example process `name` (`examples/NAME`) with `import` (path, bindings → exit code, stdout,
 /// stderr), each role bound to the group of the same name; panics when that fails.
-pub fn publish_fixture_with(
+pub fn publish_example_with(
     name: &str,
     import: impl FnOnce(&Path, &[(&str, &str)]) -> (i32, String, String),
 ) {
-    let path = agentprocess_testkit::fixtures_dir().join(name).join("PROCESS.md");
+    let path = agentprocess_testkit::example(name);
     let source = std::fs::read(&path).unwrap();
     let loaded = agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).unwrap();
     let roles: Vec<String> = loaded
@@ -407,16 +407,16 @@ pub trait Deployment {
         self.import_in(self.organization(), path, bindings, publish)
     }
 
-    /// Publishes the conformance fixture `name` in `organization`, each role bound to the group
+    /// Publishes our example process `name` in `organization`, each role bound to the group
     /// of the same name; panics on failure.
-    fn publish_fixture_in(&self, organization: &str, name: &str) {
-        publish_fixture_with(name, |path, bindings| {
+    fn publish_example_in(&self, organization: &str, name: &str) {
+        publish_example_with(name, |path, bindings| {
             self.import_in(organization, path, bindings, true)
         })
     }
 
-    fn publish_fixture(&self, name: &str) {
-        self.publish_fixture_in(self.organization(), name)
+    fn publish_example(&self, name: &str) {
+        self.publish_example_in(self.organization(), name)
     }
 
     /// Moves the deployment's clock forward (every process of it); returns its time after the
@@ -585,23 +585,23 @@ impl Mcp {
         Ok(envelope)
     }
 
-    /// Calls `tool` and returns its `data`, panicking on a refusal.
-    /// Starts an `invoice-approval` run for invoice `invoice_id` (its document URL named after
-    /// it, approved by manager@acme.test) and returns the `start_run` data.
-    pub async fn start_invoice(&self, invoice_id: &str) -> Value {
-        let document = format!("https://docs.test/{}", invoice_id.to_lowercase());
+    /// Starts a `purchase-request` run for request `request_id` (its quote URL named after it,
+    /// approved by manager@acme.test) and returns the `start_run` data.
+    pub async fn start_purchase_request(&self, request_id_input: &str) -> Value {
+        let quote = format!("https://docs.test/{}", request_id_input.to_lowercase());
         self.ok(
             "start_run",
             json!({
-                "process": "invoice-approval",
-                "inputs": { "invoiceId": invoice_id, "invoiceDocument": document,
-                            "manager": "manager@acme.test" },
+                "process": "purchase-request",
+                "inputs": { "requestId": request_id_input, "quoteDocument": quote,
+                            "approver": "manager@acme.test" },
                 "requestId": request_id(),
             }),
         )
         .await
     }
 
+    /// Calls `tool` and returns its `data`, panicking on a refusal.
     pub async fn ok(&self, tool: &str, arguments: Value) -> Value {
         let envelope = self.call(tool, arguments).await;
         assert_eq!(envelope["ok"], true, "{tool} refused: {envelope}");

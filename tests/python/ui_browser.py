@@ -31,11 +31,11 @@ import urllib.parse
 import warnings
 from pathlib import Path
 
-import httpx
+import httpx2
 from mcp import ClientSession
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from playwright.async_api import async_playwright
 
 warnings.simplefilter("ignore", DeprecationWarning)
@@ -226,7 +226,9 @@ async def mcp_client_signs_in(browser, base, checks_for):
         query = await asyncio.wait_for(received.get(), timeout=60)
         check("code" in query, f"the redirect carried no code: {query}")
         check(query.get("iss") == [base], f"the redirect's iss (RFC 9207): {query.get('iss')}")
-        return query["code"][0], query.get("state", [None])[0]
+        return AuthorizationCodeResult(
+            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
+        )
 
     provider = OAuthClientProvider(
         server_url=f"{base}/mcp",
@@ -241,8 +243,8 @@ async def mcp_client_signs_in(browser, base, checks_for):
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
     )
-    async with httpx.AsyncClient(auth=provider, timeout=60) as http_client:
-        async with streamable_http_client(f"{base}/mcp", http_client=http_client) as (read, write, _):
+    async with httpx2.AsyncClient(auth=provider, timeout=60) as http_client:
+        async with streamable_http_client(f"{base}/mcp", http_client=http_client) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 described = envelope(await session.call_tool("describe", {}))

@@ -3,19 +3,19 @@
 
 Usage: ui_work_browser.py <server_url> <screenshots_dir> <axe.min.js> <plan JSON>
 
-The plan names the runs the Rust test prepared (overdueRun, contractRun, incidentRun,
-escalatedRun), Mira's groups, and a token of the operations lead (opsLeadToken), with which this
-script changes the incident run over MCP while Mira's page is open.
+The plan names the runs the Rust test prepared (overdueRun, policyRun, launchRun, escalatedRun),
+Mira's groups, and a token of the engineering lead (engineeringLeadToken), with which this
+script changes the launch run over MCP while Mira's page is open.
 
 1. Mira signs in; her inbox marks the overdue approval of a test run, refreshes every 30 s.
-2. She completes the contract's `prepare` task: first without a file (each refusal next to its
+2. She completes the policy's `write_draft` task: first without a file (each refusal next to its
    field, what she typed kept), then with a file uploaded as evidence.
-3. She approves `legal_review` (the uploaded file opens from the run data) and rejects
-   `finance_review`, first without the note it needs, then with one.
-4. She opens the incident's `security` task and types; the operations lead completes their
-   branch meanwhile; her completion is refused as stale, the page shows the fresh run and what she
+3. She approves `compliance_review` (the uploaded file opens from the run data) and rejects
+   `security_review`, first without the note it needs, then with one.
+4. She opens the launch's `marketing_ready` task and types; the engineering lead completes
+   their branch meanwhile; her completion is refused as stale, the page shows the fresh run and what she
    typed; she sends it again.
-5. An operator signs in, opens the escalated `validate` step and returns it to the agent with a
+5. An operator signs in, opens the escalated `assess` step and returns it to the agent with a
    note (first without one).
 
 Every page visited passes the checks of ui_browser.py (axe-core, 375 px, console) and is
@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import httpx
+import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import async_playwright
@@ -37,7 +37,7 @@ from playwright.async_api import async_playwright
 from ui_browser import CHROMIUM, CHROMIUM_ARGS, PHONE, PageChecks, check, envelope, sign_in_as_person, text_of
 
 WIDE = {"width": 1100, "height": 1000}
-UPLOADED_TEXT = b"Contract C-7, revision 2: liability cap 2M USD.\n"
+UPLOADED_TEXT = b"Policy P-7, version 2: MFA for every admin account.\n"
 
 
 async def open_item(page, base, run_id, step_id):
@@ -70,49 +70,49 @@ async def inbox_marks_overdue_test_runs(page, base, plan, checks):
     check("updates every 30 seconds" in shown, f"the inbox says it refreshes: {shown!r}")
     refresh = (await page.request.get(f"{base}/ui")).headers.get("refresh")
     check(refresh == "30", f"the inbox's refresh: {refresh!r}")
-    entry = page.locator("li.work-entry", has=page.locator(f'a[href="/ui/work/{plan["overdueRun"]}/manager_review"]'))
+    entry = page.locator("li.work-entry", has=page.locator(f'a[href="/ui/work/{plan["overdueRun"]}/team_lead_approval"]'))
     marks = await entry.inner_text()
-    for expected in ["Overdue", "Test run", "Approval", "invoice-approval", "Due", "Open since"]:
+    for expected in ["Overdue", "Test run", "Approval", "purchase-request", "Due", "Open since"]:
         check(expected in marks, f"the overdue test run's entry lacks {expected!r}: {marks!r}")
     check(plan["escalatedRun"] not in shown, "an escalation for operators is not in Mira's inbox")
     await checks.visited_page("inbox")
 
 
 async def completes_a_task_with_a_file(page, base, plan, checks):
-    await open_item(page, base, plan["contractRun"], "prepare")
+    await open_item(page, base, plan["policyRun"], "write_draft")
     shown = await text_of(page)
-    check("Prepare an immutable contract revision" in shown, f"the task's instructions: {shown!r}")
-    check("Contract review" in shown, "the process body is shown")
+    check("Write the next version of the policy" in shown, f"the task's instructions: {shown!r}")
+    check("Policy update" in shown, "the process body is shown")
     await checks.visited_page("work-task")
 
     # Without the summary field and the file: each refusal next to its field, the rest kept.
-    await page.fill("#f-output-revision", "rev-2")
+    await page.fill("#f-output-version", "v2")
     await page.fill("#f-summary", "Second revision")
     await page.click("button:has-text('Complete the task')")
     await page.wait_for_load_state("load")
-    summary_error = await error_next_to(page, "f-output-summary")
-    check("missing" in summary_error, f"the output summary's error: {summary_error!r}")
+    summary_error = await error_next_to(page, "f-output-changeSummary")
+    check("missing" in summary_error, f"the change summary's error: {summary_error!r}")
     evidence_error = await page.inner_text("#f-evidence-error")
     check("file" in evidence_error, f"the evidence error: {evidence_error!r}")
     files_described = await page.get_attribute("#f-evidence-files", "aria-describedby")
     check("f-evidence-error" in files_described.split(), f"the file input is not described by the error: {files_described}")
-    check(await page.input_value("#f-output-revision") == "rev-2", "the revision typed is kept")
+    check(await page.input_value("#f-output-version") == "v2", "the version typed is kept")
     check(await page.input_value("#f-summary") == "Second revision", "the summary typed is kept")
     await checks.visited_page("work-task-errors")
 
-    await page.fill("#f-output-summary", "EUR, liability cap 2M")
+    await page.fill("#f-output-changeSummary", "MFA for every admin account")
     with tempfile.TemporaryDirectory() as folder:
-        document = Path(folder) / "contract-r2.txt"
+        document = Path(folder) / "policy-v2.txt"
         document.write_bytes(UPLOADED_TEXT)
         await page.set_input_files("#f-evidence-files", str(document))
         await page.click("button:has-text('Complete the task')")
         await page.wait_for_load_state("load")
-    await back_in_inbox(page, base, "you completed prepare")
+    await back_in_inbox(page, base, "you completed write_draft")
     await checks.visited_page("inbox-after-task")
 
 
 async def approves_and_rejects_with_a_note(page, base, plan, checks):
-    await open_item(page, base, plan["contractRun"], "legal_review")
+    await open_item(page, base, plan["policyRun"], "compliance_review")
     link = page.locator('ul.evidence a[href*="/files/"]')
     check(await link.count() == 1, f"the uploaded file is linked: {await text_of(page)!r}")
     fetched = await page.request.get(await link.get_attribute("href"))
@@ -126,53 +126,53 @@ async def approves_and_rejects_with_a_note(page, base, plan, checks):
     await page.set_viewport_size(PHONE)
     await page.click("button:has-text('Approve')")
     await page.wait_for_load_state("load")
-    await back_in_inbox(page, base, "you approved legal_review")
+    await back_in_inbox(page, base, "you approved compliance_review")
 
-    await open_item(page, base, plan["contractRun"], "finance_review")
+    await open_item(page, base, plan["policyRun"], "security_review")
     await page.click("button:has-text('Reject')")
     await page.wait_for_load_state("load")
     note_error = await error_next_to(page, "f-note")
     check("note" in note_error, f"the note's error: {note_error!r}")
     await checks.visited_page("work-reject-errors")
-    await page.fill("#f-note", "Cap the liability at 1M USD")
+    await page.fill("#f-note", "Require hardware keys for admins")
     await page.click("button:has-text('Reject')")
     await page.wait_for_load_state("load")
-    await back_in_inbox(page, base, "you rejected finance_review")
+    await back_in_inbox(page, base, "you rejected security_review")
 
 
-async def operations_lead_completes(base, plan):
-    """The operations lead completes their branch of the incident over MCP."""
-    headers = {"Authorization": f"Bearer {plan['opsLeadToken']}"}
-    async with httpx.AsyncClient(headers=headers, timeout=60) as http_client:
-        async with streamable_http_client(f"{base}/mcp", http_client=http_client) as (read, write, _):
+async def engineering_lead_completes(base, plan):
+    """The engineering lead completes their branch of the launch over MCP."""
+    headers = {"Authorization": f"Bearer {plan['engineeringLeadToken']}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http_client:
+        async with streamable_http_client(f"{base}/mcp", http_client=http_client) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 work = envelope(await session.call_tool("get_work", {}))
-                item = next(i["workItem"] for i in work["data"]["items"] if i["runId"] == plan["incidentRun"])
+                item = next(i["workItem"] for i in work["data"]["items"] if i["runId"] == plan["launchRun"])
                 decided = envelope(await session.call_tool("decide", {
-                    "runId": plan["incidentRun"], "workItemId": item["id"], "snapshot": item["snapshot"],
-                    "decision": "completed", "output": {"recoverySummary": "Service restored"},
-                    "evidence": [{"kind": "link", "ref": "https://incident.test/ops"}],
-                    "summary": "Restored", "requestId": "ui-browser-ops-lead"}))
-                check(decided["ok"] is True, f"the operations lead's decide: {decided}")
+                    "runId": plan["launchRun"], "workItemId": item["id"], "snapshot": item["snapshot"],
+                    "decision": "completed", "output": {"engineeringNote": "Release checks green"},
+                    "evidence": [{"kind": "link", "ref": "https://launch.test/engineering"}],
+                    "summary": "Deployed behind the flag", "requestId": "ui-browser-engineering-lead"}))
+                check(decided["ok"] is True, f"the engineering lead's decide: {decided}")
 
 
 async def a_stale_decision_keeps_what_was_typed(page, base, plan, checks):
-    await open_item(page, base, plan["incidentRun"], "security")
-    await page.fill("#f-output-containmentSummary", "Contained at the edge")
-    await page.fill("#f-evidence_links", "https://incident.test/security")
-    await operations_lead_completes(base, plan)
+    await open_item(page, base, plan["launchRun"], "marketing_ready")
+    await page.fill("#f-output-marketingNote", "Announcement scheduled for 9:00")
+    await page.fill("#f-evidence_links", "https://launch.test/marketing")
+    await engineering_lead_completes(base, plan)
     await page.click("button:has-text('Complete the task')")
     await page.wait_for_load_state("load")
     shown = await text_of(page)
     check("This run changed since you opened it" in shown, f"the stale notice: {shown!r}")
-    check("Service restored" in shown, f"the fresh state shows the operations lead's work: {shown!r}")
-    check(await page.input_value("#f-output-containmentSummary") == "Contained at the edge", "the output typed is kept")
-    check(await page.input_value("#f-evidence_links") == "https://incident.test/security", "the link typed is kept")
+    check("Release checks green" in shown, f"the fresh state shows the engineering lead's work: {shown!r}")
+    check(await page.input_value("#f-output-marketingNote") == "Announcement scheduled for 9:00", "the output typed is kept")
+    check(await page.input_value("#f-evidence_links") == "https://launch.test/marketing", "the link typed is kept")
     await checks.visited_page("work-stale")
     await page.click("button:has-text('Complete the task')")
     await page.wait_for_load_state("load")
-    await back_in_inbox(page, base, "you completed security")
+    await back_in_inbox(page, base, "you completed marketing_ready")
     await checks.visited_page("inbox-after-stale")
 
 
@@ -183,22 +183,22 @@ async def operator_returns_an_escalation(browser, base, plan, checks_for):
     await page.goto(f"{base}/ui")
     await page.check("#operator")
     await sign_in_as_person(page, "acme", "ops@acme.test", "ops")
-    entry = page.locator("li.work-entry", has=page.locator(f'a[href="/ui/work/{plan["escalatedRun"]}/validate"]'))
+    entry = page.locator("li.work-entry", has=page.locator(f'a[href="/ui/work/{plan["escalatedRun"]}/assess"]'))
     marks = await entry.inner_text()
     check("Escalated" in marks, f"the operator's inbox marks the escalation: {marks!r}")
     await checks.visited_page("inbox-operator")
-    await open_item(page, base, plan["escalatedRun"], "validate")
+    await open_item(page, base, plan["escalatedRun"], "assess")
     shown = await text_of(page)
-    check("The invoice is in EUR" in shown and "a_ap" in shown, f"the escalation's note and author: {shown!r}")
+    check("The quote is in EUR" in shown and "a_ap" in shown, f"the escalation's note and author: {shown!r}")
     await checks.visited_page("work-escalation")
     await page.click("button:has-text('Return to the agent')")
     await page.wait_for_load_state("load")
     await error_next_to(page, "f-note")
     await checks.visited_page("work-return-errors")
-    await page.fill("#f-note", "Use the USD valuation from finance")
+    await page.fill("#f-note", "Use the treasury's USD rate")
     await page.click("button:has-text('Return to the agent')")
     await page.wait_for_load_state("load")
-    await back_in_inbox(page, base, "you returned validate")
+    await back_in_inbox(page, base, "you returned assess")
     await context.close()
     return checks.visited
 

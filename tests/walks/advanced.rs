@@ -1,6 +1,6 @@
-//! The fixture walks beyond one straight line, each against any [`Deployment`]:
+//! The example walks beyond one straight line, each against any [`Deployment`]:
 //! `serve_walks_advanced` runs them against `agentprocess serve`, `cluster_walks` against a
-//! cluster. Every walk acts in the deployment's organization. The vendor-check walks need a
+//! cluster. Every walk acts in the deployment's organization. The partner-screening walks need a
 //! deployment whose evaluator is the [`FakeEvaluator`] they are given.
 
 use crate::common::{Deployment, Mcp, Who, request_id};
@@ -12,7 +12,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 const OPERATOR: Who = Who::Operator("ops@acme.test", &["ops"]);
-/// Not an operator: a member of the escalation group the vendor-check server names.
+/// Not an operator: a member of the escalation group the partner-screening server names.
 const ESCALATION_DESK: Who = Who::Person("desk@acme.test", &["escalation-desk"]);
 const YEAR_SECONDS: u64 = 365 * 24 * 3600;
 
@@ -147,100 +147,118 @@ async fn fetch(url: &str) -> (u16, Vec<u8>) {
 }
 
 // ----------------------------------------------------------------------------------------------
-// invoice-approval: the finance and CFO tiers, and a rejection without on_reject.
+// purchase-request: the budget and executive tiers, and a rejection without on_reject.
 
-const AP_AGENT: Who = Who::Agent("a_ap");
-const CONTROLLER: Who = Who::Person("controller@acme.test", &["finance-controller"]);
-const CFO: Who = Who::Person("cfo@acme.test", &["cfo"]);
-const MANAGER: Who = Who::Person("manager@acme.test", &["staff"]);
+const BUYING_AGENT: Who = Who::Agent("a_buying");
+const BUDGET_OWNER: Who = Who::Person("budget@acme.test", &["budget-owner"]);
+const EXECUTIVE: Who = Who::Person("exec@acme.test", &["executive"]);
+const TEAM_LEAD: Who = Who::Person("lead@acme.test", &["staff"]);
 
-async fn validated_invoice(agent: &Mcp, invoice: &str, total: f64, tier: &str) -> String {
+async fn assessed_request(agent: &Mcp, request: &str, amount: f64, tier: &str) -> String {
     let run_id = start_run(
         agent,
-        "invoice-approval",
-        json!({ "invoiceId": invoice, "invoiceDocument": format!("https://docs.test/{invoice}"),
-                "manager": "manager@acme.test" }),
+        "purchase-request",
+        json!({ "requestId": request, "quoteDocument": format!("https://docs.test/{request}"),
+                "approver": "lead@acme.test" }),
     )
     .await;
     claim_and_submit(
         agent,
         &run_id,
-        "validate",
+        "assess",
         json!({
-            "output": { "totalUsd": total, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
-            "evidence": [{ "kind": "link", "ref": format!("https://erp.test/match/{invoice}") }],
-            "summary": "Matched", "next": tier, "reason": format!("{total} USD picks {tier}"),
+            "output": { "amountUsd": amount, "vendor": "Acme Supplies",
+                        "justification": "Quote matches the plan" },
+            "evidence": [{ "kind": "link", "ref": format!("https://procure.test/quote/{request}") }],
+            "summary": "Assessed", "next": tier, "reason": format!("{amount} USD picks {tier}"),
         }),
     )
     .await;
     run_id
 }
 
-/// Spec §3.5 (`decide`) and the fixture's replacement tiers: the finance controller approves a
-/// mid-sized invoice, the CFO a large one; the manager sees neither.
-pub async fn invoice_tiers_route_to_finance_and_cfo_and_each_approval_records(server: &impl Deployment) {
-    server.publish_fixture("invoice-approval");
-    let agent = server.client(&AP_AGENT).await;
-    let controller = server.client(&CONTROLLER).await;
-    let cfo = server.client(&CFO).await;
-    let manager = server.client(&MANAGER).await;
+/// Spec §3.5 (`decide`) and the example's replacement tiers (team lead up to 5000 USD, budget
+/// owner above 5000 up to 50000, executive above 50000): the budget owner approves a mid-sized
+/// request, the executive a large one; the team lead sees neither.
+pub async fn purchase_request_tiers_route_to_budget_and_executive_and_each_approval_records(
+    server: &impl Deployment,
+) {
+    server.publish_example("purchase-request");
+    let agent = server.client(&BUYING_AGENT).await;
+    let budget_owner = server.client(&BUDGET_OWNER).await;
+    let executive = server.client(&EXECUTIVE).await;
+    let team_lead = server.client(&TEAM_LEAD).await;
 
-    let finance_run = validated_invoice(&agent, "INV-20", 45000.0, "finance_review").await;
-    let cfo_run = validated_invoice(&agent, "INV-21", 250000.0, "cfo_review").await;
+    let budget_run = assessed_request(&agent, "PR-20", 45000.0, "budget_approval").await;
+    let executive_run = assessed_request(&agent, "PR-21", 250000.0, "executive_approval").await;
 
     // Each tier's work goes to its own group and nobody else.
-    assert!(person_items(&manager, &finance_run).await.is_empty());
-    assert!(person_items(&manager, &cfo_run).await.is_empty());
-    assert!(person_items(&cfo, &finance_run).await.is_empty());
-    assert!(person_items(&controller, &cfo_run).await.is_empty());
-    let item = person_item(&controller, &finance_run, "finance_review").await;
+    assert!(person_items(&team_lead, &budget_run).await.is_empty());
+    assert!(person_items(&team_lead, &executive_run).await.is_empty());
+    assert!(person_items(&executive, &budget_run).await.is_empty());
+    assert!(person_items(&budget_owner, &executive_run).await.is_empty());
+    let item = person_item(&budget_owner, &budget_run, "budget_approval").await;
     assert_eq!(item["kind"], "approve");
 
-    decide(&controller, &finance_run, "finance_review", "approved", json!({})).await;
-    decide(&cfo, &cfo_run, "cfo_review", "approved", json!({})).await;
+    decide(
+        &budget_owner,
+        &budget_run,
+        "budget_approval",
+        "approved",
+        json!({}),
+    )
+    .await;
+    decide(
+        &executive,
+        &executive_run,
+        "executive_approval",
+        "approved",
+        json!({}),
+    )
+    .await;
 
     for (run_id, approver, step) in [
-        (&finance_run, "controller@acme.test", "finance_review"),
-        (&cfo_run, "cfo@acme.test", "cfo_review"),
+        (&budget_run, "budget@acme.test", "budget_approval"),
+        (&executive_run, "exec@acme.test", "executive_approval"),
     ] {
         claim_and_submit(
             &agent,
             run_id,
-            "record",
+            "place_order",
             json!({
-                "output": { "approvalRecord": format!("APR-{step}") },
-                "evidence": [{ "kind": "link", "ref": "https://erp.test/apr" }],
-                "summary": "Recorded",
+                "output": { "orderNumber": format!("PO-{step}") },
+                "evidence": [{ "kind": "link", "ref": "https://procure.test/po" }],
+                "summary": "Ordered",
             }),
         )
         .await;
         let run = get_run(&agent, run_id).await;
         assert_eq!(run["run"]["state"], "ended", "{run}");
-        assert_eq!(run["run"]["outcome"], "approved", "{run}");
+        assert_eq!(run["run"]["outcome"], "ordered", "{run}");
         assert_eq!(run["data"]["steps"][step]["by"], approver, "{run}");
-        assert!(run["data"]["steps"]["manager_review"].is_null(), "{run}");
-        assert_eq!(step_state(&run, "manager_review"), Value::Null);
+        assert!(run["data"]["steps"]["team_lead_approval"].is_null(), "{run}");
+        assert_eq!(step_state(&run, "team_lead_approval"), Value::Null);
     }
 }
 
 /// Spec §3.5: a rejected approval without `on_reject` ends the run with outcome `rejected`, the
 /// approver and note on `ended`; nothing after it becomes ready.
-pub async fn invoice_rejected_by_the_cfo_ends_the_run_rejected(server: &impl Deployment) {
-    server.publish_fixture("invoice-approval");
-    let agent = server.client(&AP_AGENT).await;
-    let cfo = server.client(&CFO).await;
+pub async fn purchase_request_rejected_by_the_executive_ends_the_run_rejected(server: &impl Deployment) {
+    server.publish_example("purchase-request");
+    let agent = server.client(&BUYING_AGENT).await;
+    let executive = server.client(&EXECUTIVE).await;
 
-    let run_id = validated_invoice(&agent, "INV-30", 180000.0, "cfo_review").await;
+    let run_id = assessed_request(&agent, "PR-30", 180000.0, "executive_approval").await;
     // A rejection needs a note.
-    let item = person_item(&cfo, &run_id, "cfo_review").await;
-    let refused = decide_call(&cfo, &run_id, &item, "rejected", json!({})).await;
+    let item = person_item(&executive, &run_id, "executive_approval").await;
+    let refused = decide_call(&executive, &run_id, &item, "rejected", json!({})).await;
     assert_eq!(refused["ok"], false, "{refused}");
     assert_eq!(refused["error"]["code"], "invalid", "{refused}");
 
     decide(
-        &cfo,
+        &executive,
         &run_id,
-        "cfo_review",
+        "executive_approval",
         "rejected",
         json!({ "note": "Not budgeted this quarter" }),
     )
@@ -248,89 +266,97 @@ pub async fn invoice_rejected_by_the_cfo_ends_the_run_rejected(server: &impl Dep
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
     assert_eq!(run["run"]["outcome"], "rejected", "{run}");
-    assert_eq!(run["run"]["ended"]["by"], "cfo@acme.test", "{run}");
+    assert_eq!(run["run"]["ended"]["by"], "exec@acme.test", "{run}");
     assert_eq!(run["run"]["ended"]["note"], "Not budgeted this quarter", "{run}");
     assert_eq!(
-        run["data"]["steps"]["cfo_review"]["decision"], "rejected",
+        run["data"]["steps"]["executive_approval"]["decision"], "rejected",
         "{run}"
     );
-    assert_eq!(step_state(&run, "cfo_review"), "done", "{run}");
-    assert_eq!(run["data"]["steps"]["cfo_review"]["by"], "cfo@acme.test");
+    assert_eq!(step_state(&run, "executive_approval"), "done", "{run}");
+    assert_eq!(run["data"]["steps"]["executive_approval"]["by"], "exec@acme.test");
     assert_eq!(
-        run["data"]["steps"]["cfo_review"]["note"],
+        run["data"]["steps"]["executive_approval"]["note"],
         "Not budgeted this quarter"
     );
     assert!(agent_steps_ready(&agent, &run_id).await.is_empty());
-    assert!(person_items(&cfo, &run_id).await.is_empty());
+    assert!(person_items(&executive, &run_id).await.is_empty());
 }
 
 // ----------------------------------------------------------------------------------------------
-// incident-postmortem: rework through on_reject, then the closure task.
+// audit-remediation: rework through on_reject, then the follow-up task.
 
-/// Spec §3.5 `on_reject`: the owner's rejection sends the draft back (the earlier draft goes to
-/// history), a second draft is approved, actions are registered and the closure task finishes
+/// Spec §3.5 `on_reject`: the owner's rejection sends the report back (the earlier report goes
+/// to history), a second report is approved, tickets are opened and the follow-up task finishes
 /// the run.
-pub async fn postmortem_rejected_draft_is_reworked_then_closure_finishes(server: &impl Deployment) {
-    server.publish_fixture("incident-postmortem");
-    let agent = server.client(&Who::Agent("a_pm")).await;
-    let owner = server.client(&Who::Person("owner@acme.test", &["sre"])).await;
+pub async fn audit_remediation_rejected_report_is_reworked_then_follow_up_finishes(server: &impl Deployment) {
+    server.publish_example("audit-remediation");
+    let agent = server.client(&Who::Agent("a_audit")).await;
+    let owner = server
+        .client(&Who::Person("owner@acme.test", &["compliance"]))
+        .await;
 
     let run_id = start_run(
         &agent,
-        "incident-postmortem",
-        json!({ "incidentId": "INC-7", "incidentOwner": "owner@acme.test" }),
+        "audit-remediation",
+        json!({ "auditId": "AUD-7", "findingsOwner": "owner@acme.test" }),
     )
     .await;
-    let draft = |version: u32| {
+    let report = |version: u32| {
         json!({
-            "output": { "report": format!("Timeline v{version}"),
-                        "proposedActions": [{ "deliverable": "Add alert", "owner": "sam@acme.test", "due": "2026-12-20" }] },
-            "evidence": [{ "kind": "link", "ref": format!("https://wiki.test/inc-7/v{version}") }],
-            "summary": format!("Draft {version}"),
+            "output": { "findingsReport": format!("Findings v{version}"),
+                        "remediations": [{ "deliverable": "Rotate keys", "owner": "sam@acme.test",
+                                           "due": "2026-12-20" }] },
+            "evidence": [{ "kind": "link", "ref": format!("https://wiki.test/aud-7/v{version}") }],
+            "summary": format!("Report {version}"),
         })
     };
-    claim_and_submit(&agent, &run_id, "draft", draft(1)).await;
+    claim_and_submit(&agent, &run_id, "write_report", report(1)).await;
     let rejected = decide(
         &owner,
         &run_id,
-        "review",
+        "owner_review",
         "rejected",
-        json!({ "note": "The alert action lacks a completion criterion" }),
+        json!({ "note": "The key rotation lacks a way to verify it" }),
     )
     .await;
-    assert_eq!(step_state(&rejected, "draft"), "ready", "{rejected}");
+    assert_eq!(step_state(&rejected, "write_report"), "ready", "{rejected}");
     // Spec §3.1: the rejecting approval keeps its decision and note current for the rework.
-    assert_eq!(step_state(&rejected, "review"), Value::Null, "{rejected}");
+    assert_eq!(step_state(&rejected, "owner_review"), Value::Null, "{rejected}");
     assert_eq!(
-        rejected["data"]["steps"]["review"]["decision"], "rejected",
+        rejected["data"]["steps"]["owner_review"]["decision"], "rejected",
         "{rejected}"
     );
     assert_eq!(
-        rejected["data"]["steps"]["review"]["note"],
-        "The alert action lacks a completion criterion"
+        rejected["data"]["steps"]["owner_review"]["note"],
+        "The key rotation lacks a way to verify it"
     );
 
-    claim_and_submit(&agent, &run_id, "draft", draft(2)).await;
+    claim_and_submit(&agent, &run_id, "write_report", report(2)).await;
     let run = get_run(&agent, &run_id).await;
-    let history = run["data"]["steps"]["draft"]["history"].as_array().unwrap();
+    let history = run["data"]["steps"]["write_report"]["history"]
+        .as_array()
+        .unwrap();
     assert_eq!(history.len(), 1, "{run}");
-    assert_eq!(history[0]["output"]["report"], "Timeline v1");
-    assert_eq!(run["data"]["steps"]["draft"]["output"]["report"], "Timeline v2");
+    assert_eq!(history[0]["output"]["findingsReport"], "Findings v1");
+    assert_eq!(
+        run["data"]["steps"]["write_report"]["output"]["findingsReport"],
+        "Findings v2"
+    );
 
-    decide(&owner, &run_id, "review", "approved", json!({})).await;
+    decide(&owner, &run_id, "owner_review", "approved", json!({})).await;
     claim_and_submit(
         &agent,
         &run_id,
-        "register_actions",
+        "open_tickets",
         json!({
-            "output": { "actionIds": ["OPS-101"], "trackerView": "https://tracker.test/inc-7" },
-            "evidence": [{ "kind": "link", "ref": "https://tracker.test/inc-7" }],
-            "summary": "One issue registered",
+            "output": { "ticketIds": ["CMP-101"], "boardUrl": "https://board.test/aud-7" },
+            "evidence": [{ "kind": "link", "ref": "https://board.test/aud-7" }],
+            "summary": "One ticket opened",
         }),
     )
     .await;
 
-    let item = person_item(&owner, &run_id, "track_closure").await;
+    let item = person_item(&owner, &run_id, "follow_up").await;
     assert_eq!(item["kind"], "task");
     // A task completion must meet the step's output contract (spec §6 rule 3).
     let refused = decide_call(
@@ -338,32 +364,32 @@ pub async fn postmortem_rejected_draft_is_reworked_then_closure_finishes(server:
         &run_id,
         &item,
         "completed",
-        json!({ "output": { "closureSummary": "All closed" }, "summary": "Closed",
-                "evidence": [{ "kind": "link", "ref": "https://tracker.test/OPS-101" }] }),
+        json!({ "output": { "resolutionSummary": "All resolved" }, "summary": "Resolved",
+                "evidence": [{ "kind": "link", "ref": "https://board.test/CMP-101" }] }),
     )
     .await;
     assert_eq!(refused["error"]["code"], "not_accepted", "{refused}");
     decide(
         &owner,
         &run_id,
-        "track_closure",
+        "follow_up",
         "completed",
         json!({
-            "output": { "closures": [{ "actionId": "OPS-101", "evidence": "https://tracker.test/OPS-101" }],
-                        "closureSummary": "All closed" },
-            "evidence": [{ "kind": "link", "ref": "https://tracker.test/OPS-101" }],
-            "summary": "Every action closed",
+            "output": { "resolutions": [{ "ticketId": "CMP-101", "evidence": "https://board.test/CMP-101" }],
+                        "resolutionSummary": "All resolved" },
+            "evidence": [{ "kind": "link", "ref": "https://board.test/CMP-101" }],
+            "summary": "Every remediation resolved",
         }),
     )
     .await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
-    assert_eq!(run["run"]["outcome"], "closed", "{run}");
-    assert_eq!(run["data"]["steps"]["track_closure"]["by"], "owner@acme.test");
-    assert_eq!(run["data"]["steps"]["review"]["by"], "owner@acme.test");
-    assert_eq!(run["data"]["steps"]["review"]["decision"], "approved");
+    assert_eq!(run["run"]["outcome"], "remediated", "{run}");
+    assert_eq!(run["data"]["steps"]["follow_up"]["by"], "owner@acme.test");
+    assert_eq!(run["data"]["steps"]["owner_review"]["by"], "owner@acme.test");
+    assert_eq!(run["data"]["steps"]["owner_review"]["decision"], "approved");
     assert_eq!(
-        run["data"]["steps"]["review"]["history"][0]["decision"], "rejected",
+        run["data"]["steps"]["owner_review"]["history"][0]["decision"], "rejected",
         "{run}"
     );
     // Spec §3.5: a finish ends the run by the server with no note.
@@ -372,39 +398,49 @@ pub async fn postmortem_rejected_draft_is_reworked_then_closure_finishes(server:
 }
 
 // ----------------------------------------------------------------------------------------------
-// major-incident (parallel-1) and major-incident-response (core only).
+// product-launch (parallel-1) and service-restoration (core only).
 
-const OPS_LEAD: Who = Who::Person("ops-lead@acme.test", &["operations-lead"]);
-const SEC_LEAD: Who = Who::Person("sec-lead@acme.test", &["security-lead"]);
-const COMMS_LEAD: Who = Who::Person("comms-lead@acme.test", &["communications-lead"]);
-const COMMANDER: Who = Who::Person("commander@acme.test", &["incident"]);
+const ENGINEERING_LEAD: Who = Who::Person("eng-lead@acme.test", &["engineering-lead"]);
+const MARKETING_LEAD: Who = Who::Person("marketing-lead@acme.test", &["marketing-lead"]);
+const SUPPORT_LEAD: Who = Who::Person("support-lead@acme.test", &["support-lead"]);
+const LAUNCH_LEAD: Who = Who::Person("launch-lead@acme.test", &["product"]);
+const SRE_LEAD: Who = Who::Person("sre-lead@acme.test", &["sre-lead"]);
+const DATA_LEAD: Who = Who::Person("data-lead@acme.test", &["data-lead"]);
+const CUSTOMER_LEAD: Who = Who::Person("customer-lead@acme.test", &["customer-lead"]);
+const COORDINATOR: Who = Who::Person("coordinator@acme.test", &["on-call"]);
 
+/// A completion of the person task `step` (a product-launch branch or a service-restoration
+/// team's step) with the output field its step asks for.
 fn branch_completion(step: &str, round: u32) -> Value {
     let field = match step {
-        "operations" => "recoverySummary",
-        "security" => "containmentSummary",
-        _ => "communicationsSummary",
+        "engineering_ready" => "engineeringNote",
+        "marketing_ready" => "marketingNote",
+        "support_ready" => "supportNote",
+        "recover" => "recoveryNote",
+        "protect_data" => "dataNote",
+        "inform_customers" => "customerNote",
+        other => panic!("no person task {other}"),
     };
     json!({
         "output": { field: format!("{step} done, round {round}") },
-        "evidence": [{ "kind": "link", "ref": format!("https://incident.test/{step}/{round}") }],
+        "evidence": [{ "kind": "link", "ref": format!("https://work.test/{step}/{round}") }],
         "summary": format!("{step} round {round}"),
     })
 }
 
 /// parallel-1 §3: the fork makes all three branches ready in one write, each lead gets a work
 /// item at once, a sibling's completion makes an older snapshot `stale`, the join waits for the
-/// last branch, and the commander's rejection to the parallel step reruns every branch with the
+/// last branch, and the launch lead's rejection to the parallel step reruns every branch with the
 /// earlier completions in history.
-pub async fn major_incident_forks_three_branches_joins_after_all_and_reruns_on_rejection(
+pub async fn product_launch_forks_three_branches_joins_after_all_and_reruns_on_rejection(
     server: &impl Deployment,
 ) {
-    server.publish_fixture("major-incident");
-    let agent = server.client(&Who::Agent("a_bridge")).await;
-    let ops = server.client(&OPS_LEAD).await;
-    let sec = server.client(&SEC_LEAD).await;
-    let comms = server.client(&COMMS_LEAD).await;
-    let commander = server.client(&COMMANDER).await;
+    server.publish_example("product-launch");
+    let agent = server.client(&Who::Agent("a_launch")).await;
+    let engineering = server.client(&ENGINEERING_LEAD).await;
+    let marketing = server.client(&MARKETING_LEAD).await;
+    let support = server.client(&SUPPORT_LEAD).await;
+    let launch_lead = server.client(&LAUNCH_LEAD).await;
 
     let describe = agent.ok("describe", json!({})).await;
     assert!(
@@ -417,108 +453,108 @@ pub async fn major_incident_forks_three_branches_joins_after_all_and_reruns_on_r
 
     let run_id = start_run(
         &agent,
-        "major-incident",
-        json!({ "incidentId": "INC-9", "commander": "commander@acme.test" }),
+        "product-launch",
+        json!({ "launchId": "LCH-9", "launchLead": "launch-lead@acme.test" }),
     )
     .await;
-    let activated = claim_and_submit(
+    let kicked_off = claim_and_submit(
         &agent,
         &run_id,
-        "activate",
-        json!({ "output": { "bridge": "bridge-9" }, "summary": "Bridge open, leads paged" }),
+        "kickoff",
+        json!({ "output": { "plan": "plan-9" }, "summary": "Plan page up, leads notified" }),
     )
     .await;
-    // Fork: every branch entry open in the same write that completed `activate` (person tasks
+    // Fork: every branch entry open in the same write that completed `kickoff` (person tasks
     // wait on their person).
-    assert_eq!(step_state(&activated, "respond"), "waiting", "{activated}");
-    for branch in ["operations", "security", "communications"] {
-        assert_eq!(step_state(&activated, branch), "waiting", "{activated}");
+    assert_eq!(step_state(&kicked_off, "prepare"), "waiting", "{kicked_off}");
+    for branch in ["engineering_ready", "marketing_ready", "support_ready"] {
+        assert_eq!(step_state(&kicked_off, branch), "waiting", "{kicked_off}");
     }
-    let kind = step_of(&activated, "respond")["kind"].clone();
+    let kind = step_of(&kicked_off, "prepare")["kind"].clone();
     assert_eq!(kind, "parallel");
 
     // Each lead has their own item, at once.
-    let security_item = person_item(&sec, &run_id, "security").await;
-    person_item(&ops, &run_id, "operations").await;
-    person_item(&comms, &run_id, "communications").await;
-    assert_eq!(person_items(&ops, &run_id).await.len(), 1);
+    let marketing_item = person_item(&marketing, &run_id, "marketing_ready").await;
+    person_item(&engineering, &run_id, "engineering_ready").await;
+    person_item(&support, &run_id, "support_ready").await;
+    assert_eq!(person_items(&engineering, &run_id).await.len(), 1);
 
-    // Operations completes; the security lead's older snapshot is now stale.
+    // Engineering completes; the marketing lead's older snapshot is now stale.
     decide(
-        &ops,
+        &engineering,
         &run_id,
-        "operations",
+        "engineering_ready",
         "completed",
-        branch_completion("operations", 1),
+        branch_completion("engineering_ready", 1),
     )
     .await;
     let stale = decide_call(
-        &sec,
+        &marketing,
         &run_id,
-        &security_item,
+        &marketing_item,
         "completed",
-        branch_completion("security", 1),
+        branch_completion("marketing_ready", 1),
     )
     .await;
     assert_eq!(stale["ok"], false, "{stale}");
     assert_eq!(stale["error"]["code"], "stale", "{stale}");
     // Read again and decide.
     decide(
-        &sec,
+        &marketing,
         &run_id,
-        "security",
+        "marketing_ready",
         "completed",
-        branch_completion("security", 1),
+        branch_completion("marketing_ready", 1),
     )
     .await;
 
-    // Two of three joined: the parallel step still waits and the commander has nothing.
-    let run = get_run(&commander, &run_id).await;
-    assert_eq!(step_state(&run, "respond"), "waiting", "{run}");
-    assert_eq!(step_state(&run, "operations"), "done");
-    assert_eq!(step_state(&run, "security"), "done");
-    assert_eq!(step_state(&run, "communications"), "waiting");
-    assert_eq!(step_state(&run, "close_review"), Value::Null);
-    assert!(person_items(&commander, &run_id).await.is_empty());
+    // Two of three joined: the parallel step still waits and the launch lead has nothing.
+    let run = get_run(&launch_lead, &run_id).await;
+    assert_eq!(step_state(&run, "prepare"), "waiting", "{run}");
+    assert_eq!(step_state(&run, "engineering_ready"), "done");
+    assert_eq!(step_state(&run, "marketing_ready"), "done");
+    assert_eq!(step_state(&run, "support_ready"), "waiting");
+    assert_eq!(step_state(&run, "go_decision"), Value::Null);
+    assert!(person_items(&launch_lead, &run_id).await.is_empty());
 
     let joined = decide(
-        &comms,
+        &support,
         &run_id,
-        "communications",
+        "support_ready",
         "completed",
-        branch_completion("communications", 1),
+        branch_completion("support_ready", 1),
     )
     .await;
-    assert_eq!(step_state(&joined, "respond"), "done", "{joined}");
-    assert_eq!(step_state(&joined, "close_review"), "waiting", "{joined}");
+    assert_eq!(step_state(&joined, "prepare"), "done", "{joined}");
+    assert_eq!(step_state(&joined, "go_decision"), "waiting", "{joined}");
 
     // Rejection to the parallel step: the whole region runs again.
     let reopened = decide(
-        &commander,
+        &launch_lead,
         &run_id,
-        "close_review",
+        "go_decision",
         "rejected",
-        json!({ "note": "Security exposure not recorded" }),
+        json!({ "note": "The announcement copy is not approved" }),
     )
     .await;
-    assert_eq!(step_state(&reopened, "respond"), "waiting", "{reopened}");
-    for branch in ["operations", "security", "communications"] {
+    assert_eq!(step_state(&reopened, "prepare"), "waiting", "{reopened}");
+    for branch in ["engineering_ready", "marketing_ready", "support_ready"] {
         assert_eq!(step_state(&reopened, branch), "waiting", "{reopened}");
     }
-    let run = get_run(&commander, &run_id).await;
+    let run = get_run(&launch_lead, &run_id).await;
     assert_eq!(
-        run["data"]["steps"]["close_review"]["note"], "Security exposure not recorded",
+        run["data"]["steps"]["go_decision"]["note"], "The announcement copy is not approved",
         "{run}"
     );
     for (client, branch) in [
-        (&comms, "communications"),
-        (&sec, "security"),
-        (&ops, "operations"),
+        (&support, "support_ready"),
+        (&marketing, "marketing_ready"),
+        (&engineering, "engineering_ready"),
     ] {
         decide(client, &run_id, branch, "completed", branch_completion(branch, 2)).await;
     }
-    let run = get_run(&commander, &run_id).await;
-    for branch in ["operations", "security", "communications"] {
+    let run = get_run(&launch_lead, &run_id).await;
+    for branch in ["engineering_ready", "marketing_ready", "support_ready"] {
         let history = run["data"]["steps"][branch]["history"].as_array().unwrap();
         assert_eq!(history.len(), 1, "{branch}: {run}");
         assert_eq!(
@@ -526,41 +562,44 @@ pub async fn major_incident_forks_three_branches_joins_after_all_and_reruns_on_r
             format!("{branch} round 2")
         );
     }
-    assert_eq!(run["data"]["steps"]["security"]["by"], "sec-lead@acme.test");
+    assert_eq!(
+        run["data"]["steps"]["marketing_ready"]["by"],
+        "marketing-lead@acme.test"
+    );
 
-    decide(&commander, &run_id, "close_review", "approved", json!({})).await;
+    decide(&launch_lead, &run_id, "go_decision", "approved", json!({})).await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
-    assert_eq!(run["run"]["outcome"], "stabilized", "{run}");
+    assert_eq!(run["run"]["outcome"], "launched", "{run}");
     assert_eq!(step_state(&run, "done"), "done", "{run}");
 }
 
-/// Core §3 without the profile: the section-2-only variant runs the leads one after another;
-/// only the current lead has an item.
-pub async fn major_incident_response_runs_the_leads_in_sequence_to_the_finish(server: &impl Deployment) {
-    server.publish_fixture("major-incident-response");
-    let agent = server.client(&Who::Agent("a_bridge")).await;
+/// Core §3 without the profile: the section-2-only example runs the teams one after another;
+/// only the current team's lead has an item.
+pub async fn service_restoration_runs_the_leads_in_sequence_to_the_finish(server: &impl Deployment) {
+    server.publish_example("service-restoration");
+    let agent = server.client(&Who::Agent("a_outage")).await;
     let leads = [
-        (server.client(&OPS_LEAD).await, "operations"),
-        (server.client(&SEC_LEAD).await, "security"),
-        (server.client(&COMMS_LEAD).await, "communications"),
+        (server.client(&SRE_LEAD).await, "recover"),
+        (server.client(&DATA_LEAD).await, "protect_data"),
+        (server.client(&CUSTOMER_LEAD).await, "inform_customers"),
     ];
-    let commander = server.client(&COMMANDER).await;
+    let coordinator = server.client(&COORDINATOR).await;
 
     let run_id = start_run(
         &agent,
-        "major-incident-response",
-        json!({ "incidentId": "INC-10", "commander": "commander@acme.test" }),
+        "service-restoration",
+        json!({ "outageId": "OUT-10", "coordinator": "coordinator@acme.test" }),
     )
     .await;
     claim_and_submit(
         &agent,
         &run_id,
-        "activate",
+        "open_channel",
         json!({
-            "output": { "bridge": "bridge-10", "pagingReceipt": "PG-10" },
-            "evidence": [{ "kind": "link", "ref": "https://incident.test/10" }],
-            "summary": "Bridge open",
+            "output": { "channel": "outage-10", "pageReceipt": "PG-10" },
+            "evidence": [{ "kind": "link", "ref": "https://status.test/10" }],
+            "summary": "Channel open",
         }),
     )
     .await;
@@ -573,69 +612,72 @@ pub async fn major_incident_response_runs_the_leads_in_sequence_to_the_finish(se
         }
         decide(client, &run_id, step, "completed", branch_completion(step, 1)).await;
     }
-    decide(&commander, &run_id, "close_review", "approved", json!({})).await;
+    decide(&coordinator, &run_id, "close_outage", "approved", json!({})).await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
-    assert_eq!(run["run"]["outcome"], "stabilized", "{run}");
+    assert_eq!(run["run"]["outcome"], "restored", "{run}");
     assert_eq!(
-        run["data"]["steps"]["communications"]["by"],
-        "comms-lead@acme.test"
+        run["data"]["steps"]["inform_customers"]["by"],
+        "customer-lead@acme.test"
     );
-    assert_eq!(run["data"]["steps"]["close_review"]["by"], "commander@acme.test");
+    assert_eq!(
+        run["data"]["steps"]["close_outage"]["by"],
+        "coordinator@acme.test"
+    );
 }
 
 // ----------------------------------------------------------------------------------------------
-// supplier-rfp: files as evidence, signed urls, rework, organizations kept apart.
+// venue-booking: files as evidence, signed urls, rework, organizations kept apart.
 
-const BUYER: Who = Who::Person("buyer@acme.test", &["procurement-buyer"]);
-const PROCUREMENT_MANAGER: Who = Who::Person("pm@acme.test", &["procurement-manager"]);
+const PLANNER: Who = Who::Person("planner@acme.test", &["event-planner"]);
+const EVENTS_MANAGER: Who = Who::Person("events@acme.test", &["events-manager"]);
 
-/// Spec §3.7 `upload` and §4 evidence: the buyer uploads three quotes and cites them as file
+/// Spec §3.7 `upload` and §4 evidence: the planner uploads three offers and cites them as file
 /// evidence; run data carries a url per file item that serves the exact bytes; a link where the
-/// step requires a file is not accepted; the manager's rejection reworks the collection; another
+/// step requires a file is not accepted; the manager's rejection reworks the gathering; another
 /// organization sees neither the run nor the uploads.
-pub async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_organization(
+pub async fn venue_booking_offers_are_uploaded_files_with_urls_and_stay_in_their_organization(
     server: &impl Deployment,
 ) {
-    server.publish_fixture("supplier-rfp");
-    let buyer = server.client(&BUYER).await;
-    let agent = server.client(&Who::Agent("a_sourcing")).await;
-    let manager = server.client(&PROCUREMENT_MANAGER).await;
+    server.publish_example("venue-booking");
+    let planner = server.client(&PLANNER).await;
+    let agent = server.client(&Who::Agent("a_events")).await;
+    let manager = server.client(&EVENTS_MANAGER).await;
 
     let run_id = start_run(
-        &buyer,
-        "supplier-rfp",
-        json!({ "rfpId": "RFP-3", "requirements": "200 laptops", "supplierOne": "North",
-                "supplierTwo": "East", "supplierThree": "West" }),
+        &planner,
+        "venue-booking",
+        json!({ "eventId": "EVT-3", "needs": "200 seats, catering", "venueOne": "North Hall",
+                "venueTwo": "East Hall", "venueThree": "West Hall" }),
     )
     .await;
 
-    let quotes: Vec<Vec<u8>> = (0..3u8)
+    let offers: Vec<Vec<u8>> = (0..3u8)
         .map(|i| {
-            let mut bytes = format!("%PDF-1.7 quote {i}\n").into_bytes();
+            let mut bytes = format!("%PDF-1.7 offer {i}\n").into_bytes();
             bytes.extend((0..=255u8).map(|b| b.wrapping_add(i)));
             bytes
         })
         .collect();
     let mut ids = Vec::new();
-    for (i, bytes) in quotes.iter().enumerate() {
-        let uploaded = upload(&buyer, &format!("quote-{i}.pdf"), "application/pdf", bytes).await;
+    for (i, bytes) in offers.iter().enumerate() {
+        let uploaded = upload(&planner, &format!("offer-{i}.pdf"), "application/pdf", bytes).await;
         assert_eq!(uploaded["bytes"], bytes.len() as u64, "{uploaded}");
         assert_eq!(uploaded["sha256"].as_str().unwrap().len(), 64, "{uploaded}");
         ids.push(uploaded["id"].as_str().unwrap().to_owned());
     }
     let output =
-        json!({ "quoteOne": "North 1000 EUR", "quoteTwo": "East 980 EUR", "quoteThree": "West 1010 EUR" });
+        json!({ "offerOne": "North 1000 EUR", "offerTwo": "East 980 EUR", "offerThree": "West 1010 EUR" });
 
     // A link where the step requires file evidence is not accepted.
-    let item = person_item(&buyer, &run_id, "collect_quotes").await;
+    let item = person_item(&planner, &run_id, "gather_offers").await;
     let refused = decide_call(
-        &buyer,
+        &planner,
         &run_id,
         &item,
         "completed",
-        json!({ "output": output, "summary": "Three quotes",
-                "evidence": [{ "kind": "link", "ref": "https://mail.test/quotes" }] }),
+        json!({ "output": output, "summary": "Three offers",
+                "evidence": [{ "kind": "link", "ref": "https://mail.test/offers" }] }),
     )
     .await;
     assert_eq!(
@@ -649,16 +691,16 @@ pub async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_
         .map(|id| json!({ "kind": "file", "ref": id }))
         .collect();
     decide(
-        &buyer,
+        &planner,
         &run_id,
-        "collect_quotes",
+        "gather_offers",
         "completed",
-        json!({ "output": output, "summary": "Three quotes", "evidence": file_evidence }),
+        json!({ "output": output, "summary": "Three offers", "evidence": file_evidence }),
     )
     .await;
 
     let run = get_run(&agent, &run_id).await;
-    let evidence = run["data"]["steps"]["collect_quotes"]["evidence"]
+    let evidence = run["data"]["steps"]["gather_offers"]["evidence"]
         .as_array()
         .unwrap();
     assert_eq!(evidence.len(), 3, "{run}");
@@ -668,12 +710,12 @@ pub async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_
         let url = item["url"].as_str().unwrap_or_else(|| panic!("no url: {item}"));
         let (status, body) = fetch(url).await;
         assert_eq!(status, 200, "{url}");
-        assert_eq!(body, quotes[i], "the bytes of quote {i}");
+        assert_eq!(body, offers[i], "the bytes of offer {i}");
     }
 
     // Another organization: no run, no use of these uploads.
-    server.publish_fixture_in("globex", "supplier-rfp");
-    let outsider = server.client_in("globex", &BUYER).await;
+    server.publish_example_in("globex", "venue-booking");
+    let outsider = server.client_in("globex", &PLANNER).await;
     outsider
         .refused("get_run", json!({ "runId": run_id }), "not_found")
         .await;
@@ -681,12 +723,12 @@ pub async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_
     assert_eq!(listed["items"], json!([]), "{listed}");
     let their_run = start_run(
         &outsider,
-        "supplier-rfp",
-        json!({ "rfpId": "RFP-X", "requirements": "desks", "supplierOne": "A",
-                "supplierTwo": "B", "supplierThree": "C" }),
+        "venue-booking",
+        json!({ "eventId": "EVT-X", "needs": "a meeting room", "venueOne": "A",
+                "venueTwo": "B", "venueThree": "C" }),
     )
     .await;
-    let item = person_item(&outsider, &their_run, "collect_quotes").await;
+    let item = person_item(&outsider, &their_run, "gather_offers").await;
     let borrowed = decide_call(
         &outsider,
         &their_run,
@@ -701,24 +743,24 @@ pub async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_
     assert_eq!(borrowed["error"]["issues"], json!(not_found), "{borrowed}");
     outsider.close().await;
 
-    // The comparison, a rejection back to collection, and the second round.
-    let comparison = json!({
-        "output": { "comparison": "East cheapest", "recommendedSupplier": "East", "rationale": "Price" },
-        "summary": "Recommend East",
+    // The ranking, a rejection back to gathering, and the second round.
+    let ranking = json!({
+        "output": { "ranking": "East cheapest", "pickedVenue": "East Hall", "reasoning": "Price" },
+        "summary": "Recommend East Hall",
     });
-    claim_and_submit(&agent, &run_id, "compare", comparison.clone()).await;
+    claim_and_submit(&agent, &run_id, "rank_offers", ranking.clone()).await;
     let reworked = decide(
         &manager,
         &run_id,
-        "select",
+        "choose",
         "rejected",
-        json!({ "note": "West's quote has expired" }),
+        json!({ "note": "West Hall's offer has expired" }),
     )
     .await;
-    assert_eq!(step_state(&reworked, "collect_quotes"), "waiting", "{reworked}");
+    assert_eq!(step_state(&reworked, "gather_offers"), "waiting", "{reworked}");
     let fresh = upload(
-        &buyer,
-        "quote-2b.pdf",
+        &planner,
+        "offer-2b.pdf",
         "application/pdf",
         b"%PDF-1.7 West renewed",
     )
@@ -726,67 +768,64 @@ pub async fn supplier_rfp_quotes_are_uploaded_files_with_urls_and_stay_in_their_
     let mut evidence = file_evidence.clone();
     evidence[2] = json!({ "kind": "file", "ref": fresh["id"] });
     decide(
-        &buyer,
+        &planner,
         &run_id,
-        "collect_quotes",
+        "gather_offers",
         "completed",
         json!({ "output": output, "summary": "West renewed", "evidence": evidence }),
     )
     .await;
-    claim_and_submit(&agent, &run_id, "compare", comparison).await;
-    decide(&manager, &run_id, "select", "approved", json!({})).await;
+    claim_and_submit(&agent, &run_id, "rank_offers", ranking).await;
+    decide(&manager, &run_id, "choose", "approved", json!({})).await;
     claim_and_submit(
         &agent,
         &run_id,
-        "record_selection",
+        "book_venue",
         json!({
-            "output": { "sourcingRecord": "SRC-3" },
-            "evidence": [{ "kind": "link", "ref": "https://sourcing.test/SRC-3" }],
-            "summary": "Recorded",
+            "output": { "bookingRecord": "BKG-3" },
+            "evidence": [{ "kind": "link", "ref": "https://events.test/BKG-3" }],
+            "summary": "Booked",
         }),
     )
     .await;
-    let run = get_run(&buyer, &run_id).await;
+    let run = get_run(&planner, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
-    assert_eq!(run["run"]["outcome"], "selected", "{run}");
-    // Spec §3.1: the comparison made after the returned-to step went to history too.
+    assert_eq!(run["run"]["outcome"], "booked", "{run}");
+    // Spec §3.1: the ranking made after the returned-to step went to history too.
     assert_eq!(
-        run["data"]["steps"]["compare"]["history"]
+        run["data"]["steps"]["rank_offers"]["history"]
             .as_array()
             .unwrap()
             .len(),
         1,
         "{run}"
     );
-    let history = run["data"]["steps"]["collect_quotes"]["history"]
+    let history = run["data"]["steps"]["gather_offers"]["history"]
         .as_array()
         .unwrap();
     assert_eq!(history.len(), 1, "{run}");
-    let current = &run["data"]["steps"]["collect_quotes"]["evidence"][2];
+    let current = &run["data"]["steps"]["gather_offers"]["evidence"][2];
     let (_, body) = fetch(current["url"].as_str().unwrap()).await;
     assert_eq!(body, b"%PDF-1.7 West renewed");
 }
 
 // ----------------------------------------------------------------------------------------------
-// vendor-check: check-1 against the fake evaluator.
+// partner-screening: check-1 against the fake evaluator.
 
 pub const SCREENER: Who = Who::Agent("a_screen");
-const FINANCE: Who = Who::Person("fin@acme.test", &["finance-approver"]);
+const PARTNERSHIPS: Who = Who::Person("partners@acme.test", &["partnerships-manager"]);
+/// The screening report every submission attaches.
+const REPORT: &[u8] = b"Sanctions: no match. Adverse media: no match.";
 
 /// A screening submission citing an uploaded report; `marker` drives the fake's verdict.
 async fn screening(agent: &Mcp, marker: &str, cleared: bool) -> Value {
-    let report = upload(
-        agent,
-        "screening.txt",
-        "text/plain",
-        b"OFAC: no match. EU: no match.",
-    )
-    .await;
+    let report = upload(agent, "screening.txt", "text/plain", REPORT).await;
     json!({
-        "output": { "cleared": cleared, "summary": format!("Cleared against OFAC and EU {marker}") },
+        "output": { "cleared": cleared,
+                    "summary": format!("Cleared against the sanctions and adverse-media lists {marker}") },
         "evidence": [{ "kind": "file", "ref": report["id"] }],
         "summary": format!("Screened {marker}"),
-        "next": if cleared { "approve" } else { "decline" },
+        "next": if cleared { "partner_approval" } else { "turned_down" },
         "reason": "Both lists clear",
     })
 }
@@ -797,48 +836,49 @@ async fn screening(agent: &Mcp, marker: &str, cleared: bool) -> Value {
 pub async fn check_3_the_unsure_verdict_stays_when_a_person_completes_with_their_own_output(
     server: &impl Deployment,
 ) {
-    server.publish_fixture("vendor-check");
+    server.publish_example("partner-screening");
     let agent = server.client(&SCREENER).await;
     let desk = server.client(&ESCALATION_DESK).await;
     let run_id = start_run(
         &agent,
-        "vendor-check",
-        json!({ "vendorName": "Initech", "amount": 9000 }),
+        "partner-screening",
+        json!({ "partnerName": "Initech", "dealSize": 9000 }),
     )
     .await;
     let submission = screening(&agent, "[check:unsure]", true).await;
-    let held = claim_and_submit(&agent, &run_id, "check_vendor", submission.clone()).await;
-    let verdict = held["data"]["steps"]["check_vendor"]["check"].clone();
+    let held = claim_and_submit(&agent, &run_id, "screen_partner", submission.clone()).await;
+    let verdict = held["data"]["steps"]["screen_partner"]["check"].clone();
     assert_eq!(verdict["verdict"], "unsure", "{held}");
 
     // The person's own screening, with their own report.
     let own = screening(&desk, "", false).await;
-    let item = person_item(&desk, &run_id, "check_vendor").await;
+    let item = person_item(&desk, &run_id, "screen_partner").await;
     let done = decide_call(&desk, &run_id, &item, "completed", own.clone()).await;
     assert_eq!(done["ok"], true, "{done}");
-    let step = &done["data"]["data"]["steps"]["check_vendor"];
+    let step = &done["data"]["data"]["steps"]["screen_partner"];
     assert_eq!(step["output"], own["output"], "{done}");
     assert_eq!(step["by"], "desk@acme.test", "{done}");
     assert_eq!(step["check"], verdict, "the unsure verdict is kept: {done}");
-    assert_eq!(step_state(&done["data"], "decline"), "done", "{done}");
+    assert_eq!(step_state(&done["data"], "turned_down"), "done", "{done}");
 }
 
 /// check-1 §3: a passing verdict completes the step and is recorded at `steps.<id>.check`;
-/// finance approves and the vendor is onboarded. A not-cleared vendor routes to `declined`.
-pub async fn vendor_check_pass_is_recorded_and_the_vendor_is_onboarded(server: &impl Deployment) {
-    server.publish_fixture("vendor-check");
+/// the partnerships manager approves and the outcome is `partnered`. A partner that is not
+/// cleared routes to `declined`.
+pub async fn partner_screening_pass_is_recorded_and_the_partner_is_accepted(server: &impl Deployment) {
+    server.publish_example("partner-screening");
     let agent = server.client(&SCREENER).await;
-    let finance = server.client(&FINANCE).await;
+    let manager = server.client(&PARTNERSHIPS).await;
 
     let run_id = start_run(
         &agent,
-        "vendor-check",
-        json!({ "vendorName": "Initech", "amount": 50000 }),
+        "partner-screening",
+        json!({ "partnerName": "Initech", "dealSize": 50000 }),
     )
     .await;
     let submission = screening(&agent, "", true).await;
-    let done = claim_and_submit(&agent, &run_id, "check_vendor", submission).await;
-    let check = &done["data"]["steps"]["check_vendor"]["check"];
+    let done = claim_and_submit(&agent, &run_id, "screen_partner", submission).await;
+    let check = &done["data"]["steps"]["screen_partner"]["check"];
     assert_eq!(check["verdict"], "pass", "{done}");
     assert_eq!(check["advisory"], false);
     assert_eq!(check["questions"].as_array().unwrap().len(), 3, "{check}");
@@ -847,49 +887,49 @@ pub async fn vendor_check_pass_is_recorded_and_the_vendor_is_onboarded(server: &
     }
     assert_eq!(check["questions"][0]["kind"], "yes_no");
     assert_eq!(check["questions"][1]["kind"], "choice");
-    assert_eq!(check["questions"][1]["answer"], "states");
+    assert_eq!(check["questions"][1]["answer"], "decisive");
     assert_eq!(check["questions"][2]["kind"], "rubric");
     assert_eq!(check["questions"][2]["answer"], 2);
 
     // The approver sees the file with a url.
-    let evidence = &done["data"]["steps"]["check_vendor"]["evidence"][0];
+    let evidence = &done["data"]["steps"]["screen_partner"]["evidence"][0];
     let (_, body) = fetch(evidence["url"].as_str().unwrap()).await;
-    assert_eq!(body, b"OFAC: no match. EU: no match.");
+    assert_eq!(body, REPORT);
 
-    decide(&finance, &run_id, "approve", "approved", json!({})).await;
+    decide(&manager, &run_id, "partner_approval", "approved", json!({})).await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
-    assert_eq!(run["run"]["outcome"], "onboarded", "{run}");
-    assert_eq!(step_state(&run, "done"), "done", "{run}");
-    assert_eq!(step_state(&run, "decline"), Value::Null, "{run}");
+    assert_eq!(run["run"]["outcome"], "partnered", "{run}");
+    assert_eq!(step_state(&run, "accepted"), "done", "{run}");
+    assert_eq!(step_state(&run, "turned_down"), Value::Null, "{run}");
 
     let declined = start_run(
         &agent,
-        "vendor-check",
-        json!({ "vendorName": "Sanctioned Co", "amount": 10 }),
+        "partner-screening",
+        json!({ "partnerName": "Sanctioned Co", "dealSize": 10 }),
     )
     .await;
     let submission = screening(&agent, "", false).await;
-    let done = claim_and_submit(&agent, &declined, "check_vendor", submission).await;
+    let done = claim_and_submit(&agent, &declined, "screen_partner", submission).await;
     assert_eq!(done["run"]["state"], "ended", "{done}");
     assert_eq!(done["run"]["outcome"], "declined", "{done}");
-    assert_eq!(step_state(&done, "decline"), "done", "{done}");
+    assert_eq!(step_state(&done, "turned_down"), "done", "{done}");
 }
 
 /// check-1 §3 fail: `not_accepted` with one `check: <ask> → <answer>` issue per failed question,
 /// run data unchanged; once the lease lapses the next claim carries the verdict in
 /// `handoff.check` and the same issues, and a clean resubmission passes.
-pub async fn vendor_check_fail_is_refused_and_handed_to_the_next_attempt(server: &impl Deployment) {
-    server.publish_fixture("vendor-check");
+pub async fn partner_screening_fail_is_refused_and_handed_to_the_next_attempt(server: &impl Deployment) {
+    server.publish_example("partner-screening");
     let agent = server.client(&SCREENER).await;
 
     let run_id = start_run(
         &agent,
-        "vendor-check",
-        json!({ "vendorName": "Hooli", "amount": 900 }),
+        "partner-screening",
+        json!({ "partnerName": "Hooli", "dealSize": 900 }),
     )
     .await;
-    let claimed = claim(&agent, &run_id, "check_vendor").await;
+    let claimed = claim(&agent, &run_id, "screen_partner").await;
     let mut submission = screening(&agent, "[check:fail]", true).await;
     submission["token"] = claimed["token"].clone();
     submission["requestId"] = json!(request_id());
@@ -902,32 +942,31 @@ pub async fn vendor_check_fail_is_refused_and_handed_to_the_next_attempt(server:
         .collect();
     assert_eq!(issues.len(), 3, "{refused}");
     assert!(
-        issues[0].starts_with("check: The cleared verdict matches what the attached report says. → no (0.02"),
+        issues[0].starts_with("check: Does the cleared value agree with the attached report? → no (0.02"),
         "{issues:?}"
     );
     assert!(
-        issues[1].starts_with("check: What does the summary do? → hedges (0.9"),
+        issues[1].starts_with("check: How does the summary read? → vague (0.9"),
         "{issues:?}"
     );
     assert!(
-        issues[2].starts_with(
-            "check: How complete is the screening? → level 0: Neither list is clearly covered. ("
-        ),
+        issues[2]
+            .starts_with("check: How thorough is the screening? → level 0: No list is clearly searched. ("),
         "{issues:?}"
     );
     let run = get_run(&agent, &run_id).await;
-    assert!(run["data"]["steps"]["check_vendor"].is_null(), "{run}");
-    assert_eq!(step_state(&run, "check_vendor"), "claimed");
+    assert!(run["data"]["steps"]["screen_partner"].is_null(), "{run}");
+    assert_eq!(step_state(&run, "screen_partner"), "claimed");
 
     let lease = agent.ok("describe", json!({})).await["leaseSeconds"]
         .as_u64()
         .unwrap();
     server.advance(lease + 1).await;
     run_once(&agent, &run_id, "the lease lapsing", |run| {
-        step_state(run, "check_vendor") == "ready"
+        step_state(run, "screen_partner") == "ready"
     })
     .await;
-    let item = agent_item(&agent, &run_id, "check_vendor").await;
+    let item = agent_item(&agent, &run_id, "screen_partner").await;
     let handoff = &item["handoff"];
     assert_eq!(handoff["check"]["verdict"], "fail", "{item}");
     assert_eq!(handoff["check"]["model"], FakeEvaluator::MODEL, "{item}");
@@ -938,7 +977,7 @@ pub async fn vendor_check_fail_is_refused_and_handed_to_the_next_attempt(server:
         .map(|i| i.as_str().unwrap())
         .collect();
     assert_eq!(handed, issues);
-    let claimed = claim(&agent, &run_id, "check_vendor").await;
+    let claimed = claim(&agent, &run_id, "screen_partner").await;
     assert_eq!(claimed["handoff"]["check"]["verdict"], "fail", "{claimed}");
 
     let mut submission = screening(&agent, "", true).await;
@@ -946,7 +985,7 @@ pub async fn vendor_check_fail_is_refused_and_handed_to_the_next_attempt(server:
     submission["requestId"] = json!(request_id());
     let done = agent.ok("submit", submission).await;
     assert_eq!(
-        done["data"]["steps"]["check_vendor"]["check"]["verdict"], "pass",
+        done["data"]["steps"]["screen_partner"]["check"]["verdict"], "pass",
         "{done}"
     );
 }
@@ -954,23 +993,23 @@ pub async fn vendor_check_fail_is_refused_and_handed_to_the_next_attempt(server:
 /// check-1 §3 unsure and error: an unsure verdict holds the submission as the candidate and
 /// escalates; a person completes with the candidate (not checked again) and the run goes on to
 /// the finish. An evaluator error gives the agent `retry` and changes nothing.
-pub async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_for_retry(
+pub async fn partner_screening_unsure_escalates_with_the_candidate_and_an_error_asks_for_retry(
     server: &impl Deployment,
     evaluator: &FakeEvaluator,
 ) {
-    server.publish_fixture("vendor-check");
+    server.publish_example("partner-screening");
     let agent = server.client(&SCREENER).await;
     let desk = server.client(&ESCALATION_DESK).await;
-    let finance = server.client(&FINANCE).await;
+    let manager = server.client(&PARTNERSHIPS).await;
 
     // Error: retry, nothing recorded, still claimed.
     let run_id = start_run(
         &agent,
-        "vendor-check",
-        json!({ "vendorName": "Umbrella", "amount": 7000 }),
+        "partner-screening",
+        json!({ "partnerName": "Umbrella", "dealSize": 7000 }),
     )
     .await;
-    let claimed = claim(&agent, &run_id, "check_vendor").await;
+    let claimed = claim(&agent, &run_id, "screen_partner").await;
     let mut submission = screening(&agent, "[check:error]", true).await;
     submission["token"] = claimed["token"].clone();
     submission["requestId"] = json!(request_id());
@@ -983,23 +1022,23 @@ pub async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_
     let received = evaluator.received();
     assert!(received.iter().all(|r| r.body["model"] == "fake"), "{received:?}");
     let run = get_run(&agent, &run_id).await;
-    assert_eq!(step_state(&run, "check_vendor"), "claimed", "{run}");
-    assert!(run["data"]["steps"]["check_vendor"].is_null(), "{run}");
+    assert_eq!(step_state(&run, "screen_partner"), "claimed", "{run}");
+    assert!(run["data"]["steps"]["screen_partner"].is_null(), "{run}");
 
     // Unsure: ok, held as the candidate, escalated.
     let mut submission = screening(&agent, "[check:unsure]", true).await;
     submission["token"] = claimed["token"].clone();
     submission["requestId"] = json!(request_id());
     let held = agent.ok("submit", submission.clone()).await;
-    assert_eq!(step_state(&held, "check_vendor"), "waiting", "{held}");
+    assert_eq!(step_state(&held, "screen_partner"), "waiting", "{held}");
     assert_eq!(held["run"]["state"], "waiting", "{held}");
     assert_eq!(
-        held["data"]["steps"]["check_vendor"]["check"]["verdict"], "unsure",
+        held["data"]["steps"]["screen_partner"]["check"]["verdict"], "unsure",
         "{held}"
     );
     assert!(agent_steps_ready(&agent, &run_id).await.is_empty());
 
-    let item = person_item(&desk, &run_id, "check_vendor").await;
+    let item = person_item(&desk, &run_id, "screen_partner").await;
     let escalation = &item["escalation"];
     assert_eq!(escalation["check"]["verdict"], "unsure", "{item}");
     let results: Vec<&str> = escalation["check"]["questions"]
@@ -1012,48 +1051,51 @@ pub async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_
     assert_eq!(escalation["candidate"]["output"], submission["output"], "{item}");
     let file = &escalation["candidate"]["evidence"][0];
     let (_, body) = fetch(file["url"].as_str().unwrap()).await;
-    assert_eq!(body, b"OFAC: no match. EU: no match.");
+    assert_eq!(body, REPORT);
 
     // The person completes with the candidate; the marker is not checked again.
-    decide(&desk, &run_id, "check_vendor", "completed", json!({})).await;
+    decide(&desk, &run_id, "screen_partner", "completed", json!({})).await;
     let run = get_run(&agent, &run_id).await;
-    let step = &run["data"]["steps"]["check_vendor"];
+    let step = &run["data"]["steps"]["screen_partner"];
     assert_eq!(step["summary"], "Screened [check:unsure]", "{run}");
-    assert_eq!(step["next"], "approve", "{run}");
+    assert_eq!(step["next"], "partner_approval", "{run}");
     assert_eq!(
         step["evidence"][0]["ref"], submission["evidence"][0]["ref"],
         "{run}"
     );
     assert_eq!(step["check"]["verdict"], "unsure", "{run}");
-    assert_eq!(step_state(&run, "approve"), "waiting", "{run}");
-    assert_eq!(step_state(&run, "check_vendor"), "done", "{run}");
+    assert_eq!(step_state(&run, "partner_approval"), "waiting", "{run}");
+    assert_eq!(step_state(&run, "screen_partner"), "done", "{run}");
     assert_eq!(
-        run["data"]["steps"]["check_vendor"]["by"], "desk@acme.test",
+        run["data"]["steps"]["screen_partner"]["by"], "desk@acme.test",
         "{run}"
     );
     assert_eq!(
-        run["data"]["steps"]["check_vendor"]["output"],
+        run["data"]["steps"]["screen_partner"]["output"],
         submission["output"]
     );
 
-    // Finance rejects once: the screening is reworked, then approved.
+    // The manager rejects once: the screening is reworked, then approved.
     decide(
-        &finance,
+        &manager,
         &run_id,
-        "approve",
+        "partner_approval",
         "rejected",
-        json!({ "note": "Attach the EU search terms" }),
+        json!({ "note": "Attach the adverse-media search terms" }),
     )
     .await;
     let redo = screening(&agent, "", true).await;
-    claim_and_submit(&agent, &run_id, "check_vendor", redo).await;
-    decide(&finance, &run_id, "approve", "approved", json!({})).await;
+    claim_and_submit(&agent, &run_id, "screen_partner", redo).await;
+    decide(&manager, &run_id, "partner_approval", "approved", json!({})).await;
     let run = get_run(&agent, &run_id).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
-    assert_eq!(run["run"]["outcome"], "onboarded", "{run}");
-    assert_eq!(run["data"]["steps"]["approve"]["by"], "fin@acme.test");
+    assert_eq!(run["run"]["outcome"], "partnered", "{run}");
     assert_eq!(
-        run["data"]["steps"]["check_vendor"]["history"]
+        run["data"]["steps"]["partner_approval"]["by"],
+        "partners@acme.test"
+    );
+    assert_eq!(
+        run["data"]["steps"]["screen_partner"]["history"]
             .as_array()
             .unwrap()
             .len(),
@@ -1063,7 +1105,7 @@ pub async fn vendor_check_unsure_escalates_with_the_candidate_and_an_error_asks_
 }
 
 // ----------------------------------------------------------------------------------------------
-// Events and timers, on a small process of their own (no fixture waits on an event and a date).
+// Events and timers, on a small process of their own (no example waits on an event and a date).
 
 const PAYMENT_WATCH: &str = "---
 name: payment-watch
@@ -1232,7 +1274,7 @@ pub async fn events_are_held_oldest_first_waits_time_out_and_wait_until_holds_to
 
 // ----------------------------------------------------------------------------------------------
 // parallel-1 with agent branches and branch-local rework, on a small process of its own (the
-// fixture with a fork has person branches only).
+// example with a fork, product-launch, has person branches only).
 
 const LAUNCH_REVIEW: &str = "---
 name: launch-review

@@ -1,4 +1,4 @@
-//! Six fixture walks over MCP, each against any [`Deployment`]: `serve_walks_core` runs them
+//! Six walks of our examples over MCP, each against any [`Deployment`]: `serve_walks_core` runs them
 //! against `agentprocess serve`, `cluster_walks` against a cluster. Every walk acts in the
 //! deployment's organization.
 
@@ -180,34 +180,32 @@ fn assert_finished(view: &Value, outcome: &str) {
 /// §3.2 routes with reasons; tools.md `submit`: a route outside `next` is `not_accepted` with
 /// every issue and nothing changes; §2.2 `due`: a task past its due date is overdue and stays
 /// open; §3.4: a task completed by a person under the same acceptance.
-pub async fn support_escalation_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open(
+pub async fn defect_triage_routes_by_reason_refused_route_changes_nothing_and_overdue_task_stays_open(
     server: &impl Deployment,
 ) {
-    server.publish_fixture("support-escalation");
-    let agent = server.client(&Who::Agent("a_support")).await;
-    let lead = server
-        .client(&Who::Person("lead@acme.test", &["tier1-lead"]))
-        .await;
-    let oncall = server
-        .client(&Who::Person("oncall@acme.test", &["engineering-oncall"]))
+    server.publish_example("defect-triage");
+    let agent = server.client(&Who::Agent("a_triage")).await;
+    let lead = server.client(&Who::Person("lead@acme.test", &["qa-lead"])).await;
+    let developer = server
+        .client(&Who::Person("oncall@acme.test", &["developer-oncall"]))
         .await;
 
-    let started = start(&agent, "support-escalation", json!({ "ticketId": "T-100" })).await;
+    let started = start(&agent, "defect-triage", json!({ "reportId": "BUG-100" })).await;
     let run = run_id(&started);
     assert_eq!(started["run"]["state"], "active");
-    assert_eq!(started["run"]["startedBy"], "a_support");
-    assert_eq!(step_state(&started, "diagnose"), "ready");
+    assert_eq!(started["run"]["startedBy"], "a_triage");
+    assert_eq!(step_state(&started, "triage"), "ready");
 
-    let claimed = claim(&agent, &run, "diagnose").await;
+    let claimed = claim(&agent, &run, "triage").await;
     let routes: Vec<&Value> = claimed["step"]["next"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| &r["to"])
         .collect();
-    assert_eq!(routes, [&json!("confirm"), &json!("tier1_handoff")]);
+    assert_eq!(routes, [&json!("verify_fix"), &json!("qa_reproduce")]);
     assert!(
-        find_agent_item(&agent, &run, "diagnose").await.is_none(),
+        find_agent_item(&agent, &run, "triage").await.is_none(),
         "a claimed step is not listed"
     );
 
@@ -218,9 +216,9 @@ pub async fn support_escalation_routes_by_reason_refused_route_changes_nothing_a
             "submit",
             json!({
                 "token": claimed["token"], "requestId": request_id(),
-                "output": { "diagnosis": "Login loop on SSO", "attemptedFixes": "Cleared sessions" },
-                "evidence": [{ "kind": "link", "ref": "https://support.test/T-100" }],
-                "summary": "Reproduced the loop; runbook fix did not help.", "next": "engineering",
+                "output": { "findings": "Login loop after SSO redirect", "workaround": "Cleared sessions" },
+                "evidence": [{ "kind": "link", "ref": "https://bugs.test/BUG-100" }],
+                "summary": "Reproduced the loop; runbook fix did not help.", "next": "develop_fix",
             }),
             "not_accepted",
         )
@@ -228,7 +226,7 @@ pub async fn support_escalation_routes_by_reason_refused_route_changes_nothing_a
     assert_eq!(
         refused["issues"],
         json!([
-            "next: engineering is not one of confirm, tier1_handoff",
+            "next: develop_fix is not one of verify_fix, qa_reproduce",
             "reason: required"
         ])
     );
@@ -238,50 +236,50 @@ pub async fn support_escalation_routes_by_reason_refused_route_changes_nothing_a
         &agent,
         &claimed["token"],
         json!({
-            "output": { "diagnosis": "Login loop on SSO", "attemptedFixes": "Cleared sessions" },
-            "evidence": [{ "kind": "link", "ref": "https://support.test/T-100" }],
+            "output": { "findings": "Login loop after SSO redirect", "workaround": "Cleared sessions" },
+            "evidence": [{ "kind": "link", "ref": "https://bugs.test/BUG-100" }],
             "summary": "Reproduced the loop; runbook fix did not help.",
-            "next": "tier1_handoff", "reason": "The runbook fix did not resolve the loop",
+            "next": "qa_reproduce", "reason": "The runbook fix did not resolve the loop",
         }),
     )
     .await;
     assert_eq!(routed["run"]["state"], "waiting");
-    let diagnose = &routed["data"]["steps"]["diagnose"];
-    assert_eq!(diagnose["next"], "tier1_handoff");
-    assert_eq!(diagnose["reason"], "The runbook fix did not resolve the loop");
-    assert_eq!(diagnose["by"], "a_support");
-    assert_eq!(step_state(&routed, "diagnose"), "done");
-    assert_eq!(step_state(&routed, "tier1_handoff"), "waiting");
-    assert_eq!(step_state(&routed, "confirm"), Value::Null);
+    let triage = &routed["data"]["steps"]["triage"];
+    assert_eq!(triage["next"], "qa_reproduce");
+    assert_eq!(triage["reason"], "The runbook fix did not resolve the loop");
+    assert_eq!(triage["by"], "a_triage");
+    assert_eq!(step_state(&routed, "triage"), "done");
+    assert_eq!(step_state(&routed, "qa_reproduce"), "waiting");
+    assert_eq!(step_state(&routed, "verify_fix"), Value::Null);
 
-    // The task is due 4h after it became ready; past that it is overdue and still open.
-    let handoff = step_of(&routed, "tier1_handoff").clone();
-    assert_eq!(handoff["overdue"], false);
-    let item = person_item(&lead, &run, "tier1_handoff").await;
+    // The reproduction task is due 4h after it became ready; past that it is overdue and still open.
+    let repro = step_of(&routed, "qa_reproduce").clone();
+    assert_eq!(repro["overdue"], false);
+    let item = person_item(&lead, &run, "qa_reproduce").await;
     let work_item = &item["workItem"];
     assert_eq!(work_item["kind"], "task");
-    assert_eq!(work_item["assignedTo"], json!({ "group": "tier1-lead" }));
+    assert_eq!(work_item["assignedTo"], json!({ "group": "qa-lead" }));
     assert_eq!(work_item["decide"]["decisions"], json!(["completed", "failed"]));
-    assert_eq!(work_item["due"], handoff["due"]);
-    assert_eq!(handoff["due"].as_str().unwrap(), plus(&diagnose["at"], 4 * 3600));
+    assert_eq!(work_item["due"], repro["due"]);
+    assert_eq!(repro["due"].as_str().unwrap(), plus(&triage["at"], 4 * 3600));
     server.advance(3 * 3600).await;
     assert_eq!(
-        step_of(&get_run(&lead, &run).await, "tier1_handoff")["overdue"],
+        step_of(&get_run(&lead, &run).await, "qa_reproduce")["overdue"],
         false
     );
     server.advance(3600 + 60).await;
-    let overdue = view_when(&lead, &run, "tier1_handoff", "overdue", json!(true)).await;
-    assert_eq!(step_state(&overdue, "tier1_handoff"), "waiting");
-    person_item(&lead, &run, "tier1_handoff").await;
+    let overdue = view_when(&lead, &run, "qa_reproduce", "overdue", json!(true)).await;
+    assert_eq!(step_state(&overdue, "qa_reproduce"), "waiting");
+    person_item(&lead, &run, "qa_reproduce").await;
 
     // A value outside `one_of` is refused like an agent's submission would be.
     let refused = decide_call(
         &lead,
         &run,
-        "tier1_handoff",
+        "qa_reproduce",
         json!({ "decision": "completed",
-                "output": { "reproduction": "SSO login", "impact": "All EU users", "severity": "urgent" },
-                "evidence": [{ "kind": "link", "ref": "https://support.test/T-100#repro" }] }),
+                "output": { "reproSteps": "SSO login", "affectedUsers": "All EU users", "priority": "urgent" },
+                "evidence": [{ "kind": "link", "ref": "https://bugs.test/BUG-100#repro" }] }),
     )
     .await;
     assert_eq!(refused["error"]["code"], "not_accepted", "{refused}");
@@ -290,179 +288,204 @@ pub async fn support_escalation_routes_by_reason_refused_route_changes_nothing_a
             .as_array()
             .unwrap()
             .iter()
-            .any(|i| i.as_str().unwrap().starts_with("output.severity")),
+            .any(|i| i.as_str().unwrap().starts_with("output.priority")),
         "{refused}"
     );
-    let handed = decide(
+    let reproduced = decide(
         &lead,
         &run,
-        "tier1_handoff",
+        "qa_reproduce",
         json!({ "decision": "completed",
-                "output": { "reproduction": "SSO login", "impact": "All EU users", "severity": "high" },
-                "evidence": [{ "kind": "link", "ref": "https://support.test/T-100#repro" }] }),
+                "output": { "reproSteps": "SSO login", "affectedUsers": "All EU users", "priority": "major" },
+                "evidence": [{ "kind": "link", "ref": "https://bugs.test/BUG-100#repro" }] }),
     )
     .await;
-    assert_eq!(handed["data"]["steps"]["tier1_handoff"]["by"], "lead@acme.test");
-    assert_eq!(step_state(&handed, "engineering"), "waiting");
-    assert!(find_work_item(&lead, &run, "tier1_handoff").await.is_none());
+    assert_eq!(
+        reproduced["data"]["steps"]["qa_reproduce"]["by"],
+        "lead@acme.test"
+    );
+    assert_eq!(step_state(&reproduced, "develop_fix"), "waiting");
+    assert!(find_work_item(&lead, &run, "qa_reproduce").await.is_none());
 
     decide(
-        &oncall,
+        &developer,
         &run,
-        "engineering",
+        "develop_fix",
         json!({ "decision": "completed",
-                "output": { "resolution": "Deployed fix 2.4.1", "issue": "ENG-77" },
+                "output": { "fixSummary": "Fixed the redirect in 2.4.1", "changeRef": "ENG-77" },
                 "evidence": [{ "kind": "link", "ref": "https://eng.test/ENG-77" }] }),
     )
     .await;
-    let confirmed = decide(&lead, &run, "confirm", json!({ "decision": "approved" })).await;
-    assert_eq!(confirmed["data"]["steps"]["confirm"]["decision"], "approved");
-    assert_eq!(step_state(&confirmed, "close_ticket"), "ready");
+    let verified = decide(&lead, &run, "verify_fix", json!({ "decision": "approved" })).await;
+    assert_eq!(verified["data"]["steps"]["verify_fix"]["decision"], "approved");
+    assert_eq!(step_state(&verified, "close_report"), "ready");
 
-    let claimed = claim(&agent, &run, "close_ticket").await;
+    let claimed = claim(&agent, &run, "close_report").await;
     let finished = submit(
         &agent,
         &claimed["token"],
-        json!({ "output": { "ticket": "T-100" },
-                "evidence": [{ "kind": "link", "ref": "https://support.test/T-100" }],
-                "summary": "Closed the ticket with the ENG-77 resolution." }),
+        json!({ "output": { "closedRef": "BUG-100" },
+                "evidence": [{ "kind": "link", "ref": "https://bugs.test/BUG-100" }],
+                "summary": "Closed the report with the ENG-77 fix." }),
     )
     .await;
-    assert_finished(&finished, "resolved");
+    assert_finished(&finished, "fixed");
     assert_eq!(step_state(&finished, "done"), "done");
-    for client in [agent, lead, oncall] {
+    for client in [agent, lead, developer] {
         client.close().await;
     }
 }
 
 /// §3.1 and §3.4: a rejected approval returns the run to `on_reject`; every step completed after
 /// the returned-to step moves into `history`, the rejecting approval keeps its note current, and
-/// both reviews are repeated before the contract is signed.
-pub async fn contract_review_rejection_rewinds_both_reviews_into_history_then_signs(
+/// both reviews are repeated before the policy is published.
+pub async fn policy_update_rejection_rewinds_both_reviews_into_history_then_publishes(
     server: &impl Deployment,
 ) {
-    server.publish_fixture("contract-review");
-    let owner = server.client(&Who::Person("owner@acme.test", &["sales"])).await;
-    let legal = server
-        .client(&Who::Person("legal@acme.test", &["legal-reviewer"]))
+    server.publish_example("policy-update");
+    let author = server.client(&Who::Person("author@acme.test", &["sales"])).await;
+    let compliance = server
+        .client(&Who::Person("compliance@acme.test", &["compliance-reviewer"]))
         .await;
-    let finance = server
-        .client(&Who::Person("finance@acme.test", &["finance-reviewer"]))
+    let security = server
+        .client(&Who::Person("security@acme.test", &["security-reviewer"]))
         .await;
-    let signer = server
-        .client(&Who::Person("signer@acme.test", &["authorized-signatory"]))
+    let publisher = server
+        .client(&Who::Person("policy-owner@acme.test", &["policy-owner"]))
         .await;
 
     let started = start(
-        &owner,
-        "contract-review",
-        json!({ "contractId": "K-9", "document": "DMS-9", "owner": "owner@acme.test" }),
+        &author,
+        "policy-update",
+        json!({ "policyId": "POL-9", "draftDocument": "DMS-9", "author": "author@acme.test" }),
     )
     .await;
     let run = run_id(&started);
-    let first = person_item(&owner, &run, "prepare").await;
+    let first = person_item(&author, &run, "write_draft").await;
     assert_eq!(
         first["workItem"]["assignedTo"],
-        json!({ "person": "owner@acme.test" })
+        json!({ "person": "author@acme.test" })
     );
     assert_eq!(first["workItem"]["handoff"], Value::Null);
 
-    let revision_1 = upload(&owner, "k9-rev1.pdf").await;
-    let prepared = decide(
-        &owner,
+    let version_1 = upload(&author, "pol9-v1.pdf").await;
+    let drafted = decide(
+        &author,
         &run,
-        "prepare",
+        "write_draft",
         json!({ "decision": "completed",
-                "output": { "revision": "DMS-9@1", "summary": "EUR, liability cap 1x fees" },
-                "evidence": [{ "kind": "file", "ref": revision_1 }] }),
+                "output": { "version": "DMS-9@1", "changeSummary": "MFA for every administrator" },
+                "evidence": [{ "kind": "file", "ref": version_1 }] }),
     )
     .await;
-    let evidence = &prepared["data"]["steps"]["prepare"]["evidence"][0];
-    assert_eq!(evidence["ref"], revision_1.as_str());
+    let evidence = &drafted["data"]["steps"]["write_draft"]["evidence"][0];
+    assert_eq!(evidence["ref"], version_1.as_str());
     assert!(evidence["sha256"].is_string(), "{evidence}");
 
-    decide(&legal, &run, "legal_review", json!({ "decision": "approved" })).await;
+    decide(
+        &compliance,
+        &run,
+        "compliance_review",
+        json!({ "decision": "approved" }),
+    )
+    .await;
     // Rejecting needs a note.
     let refused = decide_call(
-        &finance,
+        &security,
         &run,
-        "finance_review",
+        "security_review",
         json!({ "decision": "rejected" }),
     )
     .await;
     assert_eq!(refused["ok"], false);
     let rejected = decide(
-        &finance,
+        &security,
         &run,
-        "finance_review",
-        json!({ "decision": "rejected", "note": "Payment terms must be net 30" }),
+        "security_review",
+        json!({ "decision": "rejected", "note": "Keys must be rotated every 90 days" }),
     )
     .await;
     assert_eq!(rejected["run"]["state"], "waiting");
-    assert_eq!(step_state(&rejected, "prepare"), "waiting");
-    assert_eq!(step_state(&rejected, "legal_review"), Value::Null);
+    assert_eq!(step_state(&rejected, "write_draft"), "waiting");
+    assert_eq!(step_state(&rejected, "compliance_review"), Value::Null);
     let steps = &rejected["data"]["steps"];
     // The returned-to step keeps its record until it completes again; the steps after it move
     // into history.
-    assert_eq!(steps["prepare"]["output"]["revision"], "DMS-9@1");
-    assert_eq!(steps["prepare"]["history"], json!([]));
-    assert!(steps["legal_review"].get("decision").is_none(), "{steps}");
-    assert_eq!(steps["legal_review"]["history"][0]["decision"], "approved");
-    assert_eq!(steps["legal_review"]["history"][0]["by"], "legal@acme.test");
-    assert_eq!(steps["finance_review"]["decision"], "rejected");
-    assert_eq!(steps["finance_review"]["note"], "Payment terms must be net 30");
-    assert_eq!(steps["finance_review"]["by"], "finance@acme.test");
-    assert_eq!(steps["finance_review"]["history"], json!([]));
+    assert_eq!(steps["write_draft"]["output"]["version"], "DMS-9@1");
+    assert_eq!(steps["write_draft"]["history"], json!([]));
+    assert!(steps["compliance_review"].get("decision").is_none(), "{steps}");
+    assert_eq!(steps["compliance_review"]["history"][0]["decision"], "approved");
+    assert_eq!(
+        steps["compliance_review"]["history"][0]["by"],
+        "compliance@acme.test"
+    );
+    assert_eq!(steps["security_review"]["decision"], "rejected");
+    assert_eq!(
+        steps["security_review"]["note"],
+        "Keys must be rotated every 90 days"
+    );
+    assert_eq!(steps["security_review"]["by"], "security@acme.test");
+    assert_eq!(steps["security_review"]["history"], json!([]));
 
-    // The owner gets the preparation again: a new work item, the note in run data.
-    let again = person_item(&owner, &run, "prepare").await;
+    // The author gets the draft again: a new work item, the note in run data.
+    let again = person_item(&author, &run, "write_draft").await;
     assert_ne!(again["workItem"]["id"], first["workItem"]["id"]);
     assert_eq!(again["workItem"]["handoff"], Value::Null);
-    assert!(find_work_item(&legal, &run, "legal_review").await.is_none());
+    assert!(
+        find_work_item(&compliance, &run, "compliance_review")
+            .await
+            .is_none()
+    );
 
-    let revision_2 = upload(&owner, "k9-rev2.pdf").await;
+    let version_2 = upload(&author, "pol9-v2.pdf").await;
     decide(
-        &owner,
+        &author,
         &run,
-        "prepare",
+        "write_draft",
         json!({ "decision": "completed",
-                "output": { "revision": "DMS-9@2", "summary": "EUR, net 30, liability cap 1x fees" },
-                "evidence": [{ "kind": "file", "ref": revision_2 }] }),
+                "output": { "version": "DMS-9@2", "changeSummary": "MFA for every administrator, keys rotated every 90 days" },
+                "evidence": [{ "kind": "file", "ref": version_2 }] }),
     )
     .await;
-    decide(&legal, &run, "legal_review", json!({ "decision": "approved" })).await;
     decide(
-        &finance,
+        &compliance,
         &run,
-        "finance_review",
+        "compliance_review",
         json!({ "decision": "approved" }),
     )
     .await;
-    let executed = upload(&signer, "k9-signed.pdf").await;
-    let signed = decide(
-        &signer,
+    decide(
+        &security,
         &run,
-        "sign",
-        json!({ "decision": "completed",
-                "output": { "signedRevision": "DMS-9@2", "signedAt": "2026-12-01T10:00:00Z" },
-                "evidence": [{ "kind": "file", "ref": executed }] }),
+        "security_review",
+        json!({ "decision": "approved" }),
     )
     .await;
-    assert_finished(&signed, "signed");
-    let steps = &signed["data"]["steps"];
-    assert_eq!(steps["prepare"]["output"]["revision"], "DMS-9@2");
-    assert_eq!(steps["prepare"]["history"][0]["output"]["revision"], "DMS-9@1");
-    assert_eq!(steps["prepare"]["history"][0]["by"], "owner@acme.test");
-    assert_eq!(steps["legal_review"]["decision"], "approved");
-    assert_eq!(steps["legal_review"]["history"].as_array().unwrap().len(), 1);
-    assert_eq!(steps["finance_review"]["decision"], "approved");
-    assert!(steps["finance_review"].get("note").is_none(), "{steps}");
-    assert_eq!(steps["finance_review"]["history"][0]["decision"], "rejected");
+    let published_file = upload(&publisher, "pol9-published.pdf").await;
+    let published = decide(
+        &publisher,
+        &run,
+        "publish_policy",
+        json!({ "decision": "completed",
+                "output": { "publishedVersion": "DMS-9@2", "effectiveAt": "2026-12-01T10:00:00Z" },
+                "evidence": [{ "kind": "file", "ref": published_file }] }),
+    )
+    .await;
+    assert_finished(&published, "published");
+    let steps = &published["data"]["steps"];
+    assert_eq!(steps["write_draft"]["output"]["version"], "DMS-9@2");
+    assert_eq!(steps["write_draft"]["history"][0]["output"]["version"], "DMS-9@1");
+    assert_eq!(steps["write_draft"]["history"][0]["by"], "author@acme.test");
+    assert_eq!(steps["compliance_review"]["decision"], "approved");
+    assert_eq!(steps["compliance_review"]["history"].as_array().unwrap().len(), 1);
+    assert_eq!(steps["security_review"]["decision"], "approved");
+    assert!(steps["security_review"].get("note").is_none(), "{steps}");
+    assert_eq!(steps["security_review"]["history"][0]["decision"], "rejected");
     assert_eq!(
-        steps["finance_review"]["history"][0]["note"],
-        "Payment terms must be net 30"
+        steps["security_review"]["history"][0]["note"],
+        "Keys must be rotated every 90 days"
     );
-    for client in [owner, legal, finance, signer] {
+    for client in [author, compliance, security, publisher] {
         client.close().await;
     }
 }
@@ -472,20 +495,20 @@ pub async fn contract_review_rejection_rewinds_both_reviews_into_history_then_si
 /// id with other arguments is a `conflict`. tools.md `start_run`: a process with an `initiator`
 /// step cannot be started by an agent. tools.md `list_runs` filters, and `get_run` of a finished
 /// run.
-pub async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filter(server: &impl Deployment) {
-    server.publish_fixture("expense-reimbursement");
+pub async fn training_request_replays_lost_responses_and_lists_runs_by_filter(server: &impl Deployment) {
+    server.publish_example("training-request");
     let employee = server.client(&Who::Person("emp@acme.test", &["staff"])).await;
-    let manager = server.client(&Who::Person("mgr@acme.test", &["staff"])).await;
-    let payables = server
-        .client(&Who::Person("ap@acme.test", &["accounts-payable"]))
+    let supervisor = server.client(&Who::Person("sup@acme.test", &["staff"])).await;
+    let learning = server
+        .client(&Who::Person("learning@acme.test", &["learning-team"]))
         .await;
-    let agent = server.client(&Who::Agent("a_expenses")).await;
+    let agent = server.client(&Who::Agent("a_training")).await;
 
     let refused = agent
         .refused(
             "start_run",
-            json!({ "process": "expense-reimbursement", "requestId": request_id(),
-                    "inputs": { "claimId": "C-0", "manager": "mgr@acme.test" } }),
+            json!({ "process": "training-request", "requestId": request_id(),
+                    "inputs": { "requestRef": "C-0", "supervisor": "sup@acme.test" } }),
             "invalid",
         )
         .await;
@@ -493,8 +516,8 @@ pub async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filt
 
     // start_run: the same request twice is one run; other arguments under that id conflict.
     let start_id = request_id();
-    let start_args = json!({ "process": "expense-reimbursement", "requestId": start_id,
-                             "inputs": { "claimId": "C-1", "manager": "mgr@acme.test" } });
+    let start_args = json!({ "process": "training-request", "requestId": start_id,
+                             "inputs": { "requestRef": "C-1", "supervisor": "sup@acme.test" } });
     let started = employee.ok("start_run", start_args.clone()).await;
     let replayed = employee.ok("start_run", start_args).await;
     assert_eq!(replayed, started);
@@ -502,40 +525,40 @@ pub async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filt
     employee
         .refused(
             "start_run",
-            json!({ "process": "expense-reimbursement", "requestId": start_id,
-                    "inputs": { "claimId": "C-2", "manager": "mgr@acme.test" } }),
+            json!({ "process": "training-request", "requestId": start_id,
+                    "inputs": { "requestRef": "C-2", "supervisor": "sup@acme.test" } }),
             "conflict",
         )
         .await;
     let other = start(
         &employee,
-        "expense-reimbursement",
-        json!({ "claimId": "C-2", "manager": "mgr@acme.test" }),
+        "training-request",
+        json!({ "requestRef": "C-2", "supervisor": "sup@acme.test" }),
     )
     .await;
     let other_run = run_id(&other);
     assert_ne!(other_run, run);
 
-    let receipt = upload(&employee, "taxi.pdf").await;
+    let offer = upload(&employee, "offer.pdf").await;
     decide(
         &employee,
         &run,
-        "receipts",
+        "course_details",
         json!({ "decision": "completed",
-                "output": { "purpose": "Client visit", "totalUsd": 42.5,
-                            "lines": [{ "merchant": "Taxi Co", "date": "2026-11-20", "amountUsd": 42.5 }] },
-                "evidence": [{ "kind": "file", "ref": receipt }] }),
+                "output": { "goal": "Learn Rust for the sync service", "costUsd": 42.5,
+                            "items": [{ "item": "Course fee", "date": "2026-11-20", "amountUsd": 42.5 }] },
+                "evidence": [{ "kind": "file", "ref": offer }] }),
     )
     .await;
 
     // claim: the replay returns the same token; the id reused for another step conflicts.
-    let claim_args = json!({ "runId": run, "stepId": "check", "requestId": request_id() });
+    let claim_args = json!({ "runId": run, "stepId": "policy_check", "requestId": request_id() });
     let claimed = agent.ok("claim", claim_args.clone()).await;
     assert_eq!(agent.ok("claim", claim_args.clone()).await, claimed);
     agent
         .refused(
             "claim",
-            with(claim_args, json!({ "stepId": "receipts" })),
+            with(claim_args, json!({ "stepId": "course_details" })),
             "conflict",
         )
         .await;
@@ -543,12 +566,12 @@ pub async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filt
     // submit: the replay returns the original run view; other arguments conflict.
     let submit_args = json!({
         "token": claimed["token"], "requestId": request_id(),
-        "output": { "checkedTotalUsd": 42.5, "checks": "One receipt, one line, within policy" },
-        "evidence": [{ "kind": "link", "ref": "https://expenses.test/C-1/checks" }],
-        "summary": "Matched the taxi receipt to its line; no duplicates found.",
+        "output": { "verifiedCostUsd": 42.5, "notes": "One fee line, matches the offer, within policy" },
+        "evidence": [{ "kind": "link", "ref": "https://training.test/C-1/checks" }],
+        "summary": "Matched the fee to the offer; no other request for the course.",
     });
     let submitted = agent.ok("submit", submit_args.clone()).await;
-    assert_eq!(step_state(&submitted, "manager_review"), "waiting");
+    assert_eq!(step_state(&submitted, "supervisor_approval"), "waiting");
     assert_eq!(agent.ok("submit", submit_args.clone()).await, submitted);
     let conflict = agent
         .refused(
@@ -560,15 +583,18 @@ pub async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filt
     assert!(conflict["message"].as_str().is_some());
 
     // decide: the same.
-    let item = person_item(&manager, &run, "manager_review").await;
+    let item = person_item(&supervisor, &run, "supervisor_approval").await;
     let decide_args = with(
         item["workItem"]["decide"]["arguments"].clone(),
         json!({ "requestId": request_id(), "decision": "approved" }),
     );
-    let approved = manager.ok("decide", decide_args.clone()).await;
-    assert_eq!(approved["data"]["steps"]["manager_review"]["by"], "mgr@acme.test");
-    assert_eq!(manager.ok("decide", decide_args.clone()).await, approved);
-    manager
+    let approved = supervisor.ok("decide", decide_args.clone()).await;
+    assert_eq!(
+        approved["data"]["steps"]["supervisor_approval"]["by"],
+        "sup@acme.test"
+    );
+    assert_eq!(supervisor.ok("decide", decide_args.clone()).await, approved);
+    supervisor
         .refused(
             "decide",
             with(decide_args, json!({ "decision": "rejected", "note": "No" })),
@@ -576,26 +602,34 @@ pub async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filt
         )
         .await;
 
-    let paid = decide(
-        &payables,
+    let booked = decide(
+        &learning,
         &run,
-        "reimburse",
+        "book_course",
         json!({ "decision": "completed",
-                "output": { "paymentReference": "PAY-1", "paidUsd": 42.5 },
-                "evidence": [{ "kind": "link", "ref": "https://erp.test/pay/1" }] }),
+                "output": { "bookingRef": "BK-1", "chargedUsd": 42.5 },
+                "evidence": [{ "kind": "link", "ref": "https://lms.test/bookings/1" }] }),
     )
     .await;
-    assert_finished(&paid, "reimbursed");
+    assert_finished(&booked, "booked");
 
     // get_run of the finished run: everything done, the record complete, nothing open.
-    let finished = get_run(&payables, &run).await;
-    assert_eq!(finished["run"], paid["run"]);
-    assert_eq!(finished["data"], paid["data"]);
-    for step in ["receipts", "check", "manager_review", "reimburse"] {
+    let finished = get_run(&learning, &run).await;
+    assert_eq!(finished["run"], booked["run"]);
+    assert_eq!(finished["data"], booked["data"]);
+    for step in [
+        "course_details",
+        "policy_check",
+        "supervisor_approval",
+        "book_course",
+    ] {
         assert_eq!(step_state(&finished, step), "done", "{step}");
     }
-    assert_eq!(finished["data"]["steps"]["check"]["by"], "a_expenses");
-    assert_eq!(finished["data"]["steps"]["reimburse"]["output"]["paidUsd"], 42.5);
+    assert_eq!(finished["data"]["steps"]["policy_check"]["by"], "a_training");
+    assert_eq!(
+        finished["data"]["steps"]["book_course"]["output"]["chargedUsd"],
+        42.5
+    );
 
     // list_runs: by process, state and inputs.
     let ids = |listed: &Value| -> Vec<String> {
@@ -611,39 +645,37 @@ pub async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filt
     let mut both = vec![run.clone(), other_run.clone()];
     both.sort();
     let all = agent
-        .ok("list_runs", json!({ "process": "expense-reimbursement" }))
+        .ok("list_runs", json!({ "process": "training-request" }))
         .await;
     assert_eq!(ids(&all), both);
     let ended = agent
         .ok(
             "list_runs",
-            json!({ "process": "expense-reimbursement", "state": "ended" }),
+            json!({ "process": "training-request", "state": "ended" }),
         )
         .await;
     assert_eq!(ids(&ended), [run.as_str()]);
-    assert_eq!(ended["items"][0]["outcome"], "reimbursed");
+    assert_eq!(ended["items"][0]["outcome"], "booked");
     assert_eq!(
         ended["items"][0]["inputs"],
-        json!({ "claimId": "C-1", "manager": "mgr@acme.test" })
+        json!({ "requestRef": "C-1", "supervisor": "sup@acme.test" })
     );
     let waiting = agent.ok("list_runs", json!({ "state": "waiting" })).await;
     assert_eq!(ids(&waiting), [other_run.as_str()]);
     let by_input = agent
-        .ok("list_runs", json!({ "inputs": { "claimId": "C-2" } }))
+        .ok("list_runs", json!({ "inputs": { "requestRef": "C-2" } }))
         .await;
     assert_eq!(ids(&by_input), [other_run.as_str()]);
     let none = agent
         .ok(
             "list_runs",
-            json!({ "inputs": { "claimId": "C-2", "manager": "someone@acme.test" } }),
+            json!({ "inputs": { "requestRef": "C-2", "supervisor": "someone@acme.test" } }),
         )
         .await;
     assert_eq!(none["items"], json!([]));
-    let other_process = agent
-        .ok("list_runs", json!({ "process": "contract-review" }))
-        .await;
+    let other_process = agent.ok("list_runs", json!({ "process": "policy-update" })).await;
     assert_eq!(other_process["items"], json!([]));
-    for client in [employee, manager, payables, agent] {
+    for client in [employee, supervisor, learning, agent] {
         client.close().await;
     }
 }
@@ -652,31 +684,31 @@ pub async fn expense_reimbursement_replays_lost_responses_and_lists_runs_by_filt
 /// once with `handoff.progress`, and its token is `stale`; §3.3 test mode: every run view,
 /// work item, `get_work` item and claim of a test run says `mode: "test"`; §3.1 a rejection
 /// rewinds the later steps into `history` and the reclaimed agent step starts a fresh attempt.
-pub async fn employee_onboarding_in_test_mode_hands_progress_over_an_expired_lease_and_reworks_a_rejection(
+pub async fn contractor_setup_in_test_mode_hands_progress_over_an_expired_lease_and_reworks_a_rejection(
     server: &impl Deployment,
 ) {
-    server.publish_fixture("employee-onboarding");
-    let hr = server
-        .client(&Who::Person("hr@acme.test", &["hr-operations"]))
+    server.publish_example("contractor-setup");
+    let procurement = server
+        .client(&Who::Person("procurement@acme.test", &["procurement-ops"]))
         .await;
-    let manager = server.client(&Who::Person("mgr@acme.test", &["staff"])).await;
-    let it = server
-        .client(&Who::Person("it@acme.test", &["it-operations"]))
+    let sponsor = server.client(&Who::Person("sponsor@acme.test", &["staff"])).await;
+    let desk = server
+        .client(&Who::Person("desk@acme.test", &["service-desk"]))
         .await;
-    let agent = server.client(&Who::Agent("a_onboard")).await;
-    let other_agent = server.client(&Who::Agent("a_onboard_2")).await;
+    let agent = server.client(&Who::Agent("a_setup")).await;
+    let other_agent = server.client(&Who::Agent("a_setup_2")).await;
     let lease = agent.ok("describe", json!({})).await["leaseSeconds"]
         .as_u64()
         .unwrap();
 
-    let inputs = json!({ "employeeId": "E-7", "employeeName": "Ada", "startDate": "2027-01-04",
-                         "hiringManager": "mgr@acme.test" });
-    let live = start(&hr, "employee-onboarding", inputs.clone()).await;
+    let inputs = json!({ "contractorId": "CT-7", "contractorName": "Ada", "firstDay": "2027-01-04",
+                         "sponsor": "sponsor@acme.test" });
+    let live = start(&procurement, "contractor-setup", inputs.clone()).await;
     assert_eq!(live["run"]["mode"], "live");
-    let test = hr
+    let test = procurement
         .ok(
             "start_run",
-            json!({ "process": "employee-onboarding", "inputs": inputs, "mode": "test",
+            json!({ "process": "contractor-setup", "inputs": inputs, "mode": "test",
                     "requestId": request_id() }),
         )
         .await;
@@ -684,72 +716,75 @@ pub async fn employee_onboarding_in_test_mode_hands_progress_over_an_expired_lea
     assert_eq!(test["run"]["mode"], "test");
     assert_eq!(test["workItems"][0]["mode"], "test", "{test}");
     assert_ne!(live["workItems"][0]["mode"], "test", "{live}");
-    let hr_item = person_item(&hr, &run, "hr_setup").await;
-    assert_eq!(hr_item["mode"], "test");
-    assert_eq!(hr_item["workItem"]["mode"], "test");
-    assert_eq!(person_item(&hr, &run_id(&live), "hr_setup").await["mode"], "live");
+    let procurement_item = person_item(&procurement, &run, "vendor_record").await;
+    assert_eq!(procurement_item["mode"], "test");
+    assert_eq!(procurement_item["workItem"]["mode"], "test");
+    assert_eq!(
+        person_item(&procurement, &run_id(&live), "vendor_record").await["mode"],
+        "live"
+    );
 
     decide(
-        &hr,
+        &procurement,
         &run,
-        "hr_setup",
+        "vendor_record",
         json!({ "decision": "completed",
-                "output": { "hrisRecord": "HR-7", "location": "Berlin", "jobTitle": "Engineer" },
-                "evidence": [{ "kind": "link", "ref": "https://hris.test/HR-7" }] }),
+                "output": { "vendorRecord": "V-7", "site": "Berlin", "engagementTitle": "Data engineer" },
+                "evidence": [{ "kind": "link", "ref": "https://vendors.test/V-7" }] }),
     )
     .await;
-    let access_plan = json!({ "decision": "completed",
-        "output": { "accessRequests": ["github", "jira"], "equipment": "Laptop", "buddy": "bo@acme.test" } });
-    decide(&manager, &run, "access_plan", access_plan.clone()).await;
-    let it_setup = json!({ "decision": "completed",
-        "output": { "assetTag": "LT-1", "accounts": ["ada@github"], "handoverPlan": "Desk 4, day one" },
-        "evidence": [{ "kind": "link", "ref": "https://it.test/TICKET-1" }] });
-    decide(&it, &run, "it_setup", it_setup.clone()).await;
+    let access_needs = json!({ "decision": "completed",
+        "output": { "systems": ["github", "jira"], "hardware": "Laptop and badge", "mentor": "bo@acme.test" } });
+    decide(&sponsor, &run, "access_needs", access_needs.clone()).await;
+    let provision = json!({ "decision": "completed",
+        "output": { "laptopTag": "LT-1", "logins": ["ada@github"], "pickupPlan": "Front desk, day one" },
+        "evidence": [{ "kind": "link", "ref": "https://desk.test/TICKET-1" }] });
+    decide(&desk, &run, "provision", provision.clone()).await;
 
-    // The welcome step: claimed, renewed with progress, then the lease runs out.
-    let item = agent_item(&agent, &run, "welcome").await;
+    // The orientation step: claimed, renewed with progress, then the lease runs out.
+    let item = agent_item(&agent, &run, "orientation").await;
     assert_eq!(item["mode"], "test");
     assert_eq!(item["handoff"], Value::Null);
-    let first_claim = json!({ "runId": run, "stepId": "welcome", "requestId": request_id() });
+    let first_claim = json!({ "runId": run, "stepId": "orientation", "requestId": request_id() });
     let claimed = agent.ok("claim", first_claim.clone()).await;
     assert_eq!(claimed["mode"], "test");
     assert_eq!(claimed["handoff"], Value::Null);
     let renewed = agent
         .ok(
             "renew",
-            json!({ "token": claimed["token"], "progress": "Checklist drafted; manager mail not sent",
+            json!({ "token": claimed["token"], "progress": "Agenda drafted; sponsor mail not sent",
                     "requestId": request_id() }),
         )
         .await;
     assert_ne!(renewed["token"], claimed["token"]);
-    let checklist = json!({ "output": { "checklist": "Day 1: laptop, accounts, buddy lunch" },
-                            "evidence": [{ "kind": "link", "ref": "https://docs.test/checklist/E-7" }],
-                            "summary": "Created the checklist and mailed the manager." });
+    let agenda = json!({ "output": { "agenda": "Day 1: laptop pickup, logins, mentor lunch" },
+                            "evidence": [{ "kind": "link", "ref": "https://docs.test/agenda/CT-7" }],
+                            "summary": "Wrote the agenda and mailed the sponsor its pickup plan." });
     agent
         .refused(
             "submit",
             with(
                 json!({ "token": claimed["token"], "requestId": request_id() }),
-                checklist.clone(),
+                agenda.clone(),
             ),
             "stale",
         )
         .await;
-    assert!(find_agent_item(&other_agent, &run, "welcome").await.is_none());
+    assert!(find_agent_item(&other_agent, &run, "orientation").await.is_none());
 
     server.advance(lease + 1).await;
-    view_when(&agent, &run, "welcome", "state", json!("ready")).await;
-    let ready = agent_item(&other_agent, &run, "welcome").await;
+    view_when(&agent, &run, "orientation", "state", json!("ready")).await;
+    let ready = agent_item(&other_agent, &run, "orientation").await;
     assert_eq!(
         ready["handoff"],
-        json!({ "progress": "Checklist drafted; manager mail not sent" })
+        json!({ "progress": "Agenda drafted; sponsor mail not sent" })
     );
     agent
         .refused(
             "submit",
             with(
                 json!({ "token": renewed["token"], "requestId": request_id() }),
-                checklist.clone(),
+                agenda.clone(),
             ),
             "stale",
         )
@@ -763,165 +798,176 @@ pub async fn employee_onboarding_in_test_mode_hands_progress_over_an_expired_lea
         .await;
     // §3.3: a lost claim response retried after the lease ended returns the original result.
     assert_eq!(agent.ok("claim", first_claim).await, claimed);
-    let reclaimed = claim(&other_agent, &run, "welcome").await;
+    let reclaimed = claim(&other_agent, &run, "orientation").await;
     assert_eq!(
         reclaimed["handoff"],
-        json!({ "progress": "Checklist drafted; manager mail not sent" })
+        json!({ "progress": "Agenda drafted; sponsor mail not sent" })
     );
-    let welcomed = submit(&other_agent, &reclaimed["token"], checklist.clone()).await;
-    assert_eq!(welcomed["data"]["steps"]["welcome"]["by"], "a_onboard_2");
-    assert_eq!(welcomed["workItems"][0]["mode"], "test");
+    let oriented = submit(&other_agent, &reclaimed["token"], agenda.clone()).await;
+    assert_eq!(oriented["data"]["steps"]["orientation"]["by"], "a_setup_2");
+    assert_eq!(oriented["workItems"][0]["mode"], "test");
 
-    // The manager rejects: access plan, IT setup and checklist are redone.
+    // The sponsor rejects: access needs, provisioning and agenda are redone.
     let rejected = decide(
-        &manager,
+        &sponsor,
         &run,
-        "confirm_ready",
-        json!({ "decision": "rejected", "note": "Buddy is on leave; use Cy" }),
+        "sponsor_signoff",
+        json!({ "decision": "rejected", "note": "Mentor is on leave; use Cy" }),
     )
     .await;
-    assert_eq!(step_state(&rejected, "access_plan"), "waiting");
-    for step in ["it_setup", "welcome", "confirm_ready"] {
+    assert_eq!(step_state(&rejected, "access_needs"), "waiting");
+    for step in ["provision", "orientation", "sponsor_signoff"] {
         assert_eq!(step_state(&rejected, step), Value::Null, "{step}");
     }
     let steps = &rejected["data"]["steps"];
-    assert_eq!(steps["hr_setup"]["history"], json!([]));
-    assert_eq!(steps["hr_setup"]["by"], "hr@acme.test");
-    assert_eq!(steps["access_plan"]["output"]["buddy"], "bo@acme.test");
-    assert_eq!(steps["access_plan"]["history"], json!([]));
-    for step in ["it_setup", "welcome"] {
+    assert_eq!(steps["vendor_record"]["history"], json!([]));
+    assert_eq!(steps["vendor_record"]["by"], "procurement@acme.test");
+    assert_eq!(steps["access_needs"]["output"]["mentor"], "bo@acme.test");
+    assert_eq!(steps["access_needs"]["history"], json!([]));
+    for step in ["provision", "orientation"] {
         assert!(steps[step].get("output").is_none(), "{step}: {steps}");
         assert_eq!(steps[step]["history"].as_array().unwrap().len(), 1, "{step}");
     }
-    assert_eq!(steps["welcome"]["history"][0]["by"], "a_onboard_2");
-    assert_eq!(steps["confirm_ready"]["note"], "Buddy is on leave; use Cy");
+    assert_eq!(steps["orientation"]["history"][0]["by"], "a_setup_2");
+    assert_eq!(steps["sponsor_signoff"]["note"], "Mentor is on leave; use Cy");
 
-    decide(&manager, &run, "access_plan", access_plan).await;
-    decide(&it, &run, "it_setup", it_setup).await;
-    let item = agent_item(&agent, &run, "welcome").await;
+    decide(&sponsor, &run, "access_needs", access_needs).await;
+    decide(&desk, &run, "provision", provision).await;
+    let item = agent_item(&agent, &run, "orientation").await;
     assert_eq!(item["handoff"], Value::Null, "a rework is a fresh attempt");
-    let claimed = claim(&agent, &run, "welcome").await;
+    let claimed = claim(&agent, &run, "orientation").await;
     assert_eq!(claimed["mode"], "test");
     assert_eq!(claimed["handoff"], Value::Null);
     assert_eq!(
-        claimed["data"]["steps"]["confirm_ready"]["note"],
-        "Buddy is on leave; use Cy"
+        claimed["data"]["steps"]["sponsor_signoff"]["note"],
+        "Mentor is on leave; use Cy"
     );
     assert_eq!(
-        claimed["data"]["steps"]["welcome"]["history"][0]["output"]["checklist"],
-        "Day 1: laptop, accounts, buddy lunch"
+        claimed["data"]["steps"]["orientation"]["history"][0]["output"]["agenda"],
+        "Day 1: laptop pickup, logins, mentor lunch"
     );
-    submit(&agent, &claimed["token"], checklist).await;
-    let ready = decide(&manager, &run, "confirm_ready", json!({ "decision": "approved" })).await;
-    assert_finished(&ready, "ready");
-    assert_eq!(ready["run"]["mode"], "test");
-    assert_eq!(ready["data"]["steps"]["welcome"]["by"], "a_onboard");
+    submit(&agent, &claimed["token"], agenda).await;
+    let prepared = decide(
+        &sponsor,
+        &run,
+        "sponsor_signoff",
+        json!({ "decision": "approved" }),
+    )
+    .await;
+    assert_finished(&prepared, "prepared");
+    assert_eq!(prepared["run"]["mode"], "test");
+    assert_eq!(prepared["data"]["steps"]["orientation"]["by"], "a_setup");
     assert_eq!(
-        ready["data"]["steps"]["welcome"]["history"]
+        prepared["data"]["steps"]["orientation"]["history"]
             .as_array()
             .unwrap()
             .len(),
         1
     );
-    for client in [hr, manager, it, agent, other_agent] {
+    for client in [procurement, sponsor, desk, agent, other_agent] {
         client.close().await;
     }
 }
 
 /// §3.4: an escalated agent step `returned` by a person is ready again with `handoff.returned`;
-/// §3.1 an editor's rejection sends the draft back to the agent with the note in run data;
-/// §2.2 `wait_until` holds the run until `publishAt`.
-pub async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_and_gets_an_escalation_returned(
+/// §3.1 a product manager's rejection sends the draft back to the agent with the note in run data;
+/// §2.2 `wait_until` holds the run until `releaseAt`.
+pub async fn release_notes_reworks_a_rejected_draft_waits_for_release_time_and_gets_an_escalation_returned(
     server: &impl Deployment,
 ) {
-    server.publish_fixture("blog-publication");
+    server.publish_example("release-notes");
     let agent = server.client(&Who::Agent("a_writer")).await;
-    let editor = server.client(&Who::Person("ed@acme.test", &["editor"])).await;
+    let product = server
+        .client(&Who::Person("pm@acme.test", &["product-manager"]))
+        .await;
     let ops = server.client(&OPS).await;
 
-    let publish_at = clock_plus(server, 2 * 86_400).await;
+    let release_at = clock_plus(server, 2 * 86_400).await;
     let started = start(
         &agent,
-        "blog-publication",
-        json!({ "brief": "Launch post", "slug": "launch", "publishAt": publish_at }),
+        "release-notes",
+        json!({ "changes": "Faster sync, CSV export", "version": "2.4.0", "releaseAt": release_at }),
     )
     .await;
     let run = run_id(&started);
 
-    let claimed = claim(&agent, &run, "draft").await;
-    let draft = |revision: &str| {
-        json!({ "output": { "revision": revision, "title": "We launched", "summary": "What is new" },
-                "evidence": [{ "kind": "link", "ref": format!("https://cms.test/preview/{revision}") }],
-                "summary": format!("Drafted {revision} from the brief.") })
+    let claimed = claim(&agent, &run, "write_notes").await;
+    let notes = |revision: &str| {
+        json!({ "output": { "draftRef": revision, "headline": "2.4: faster sync", "highlights": "Sync is twice as fast; export to CSV" },
+                "evidence": [{ "kind": "link", "ref": format!("https://docs.test/preview/{revision}") }],
+                "summary": format!("Wrote {revision} from the change list.") })
     };
-    submit(&agent, &claimed["token"], draft("rev-1")).await;
-    let item = person_item(&editor, &run, "editor_review").await;
+    submit(&agent, &claimed["token"], notes("rev-1")).await;
+    let item = person_item(&product, &run, "product_review").await;
     assert_eq!(
         item["workItem"]["decide"]["decisions"],
         json!(["approved", "rejected", "failed"])
     );
     let rejected = decide(
-        &editor,
+        &product,
         &run,
-        "editor_review",
+        "product_review",
         json!({ "decision": "rejected", "note": "Cite the benchmark source" }),
     )
     .await;
     assert_eq!(rejected["run"]["state"], "active");
-    assert_eq!(step_state(&rejected, "draft"), "ready");
-    assert_eq!(step_state(&rejected, "editor_review"), Value::Null);
+    assert_eq!(step_state(&rejected, "write_notes"), "ready");
+    assert_eq!(step_state(&rejected, "product_review"), Value::Null);
 
-    let item = agent_item(&agent, &run, "draft").await;
+    let item = agent_item(&agent, &run, "write_notes").await;
     assert_eq!(item["handoff"], Value::Null);
-    let reclaimed = claim(&agent, &run, "draft").await;
+    let reclaimed = claim(&agent, &run, "write_notes").await;
     let steps = &reclaimed["data"]["steps"];
-    assert_eq!(steps["editor_review"]["note"], "Cite the benchmark source");
-    assert_eq!(steps["editor_review"]["decision"], "rejected");
-    assert_eq!(steps["draft"]["output"]["revision"], "rev-1");
-    assert_eq!(steps["draft"]["history"], json!([]));
-    let redrafted = submit(&agent, &reclaimed["token"], draft("rev-2")).await;
-    let draft_record = &redrafted["data"]["steps"]["draft"];
-    assert_eq!(draft_record["output"]["revision"], "rev-2");
-    assert_eq!(draft_record["history"][0]["output"]["revision"], "rev-1");
-    assert_eq!(draft_record["history"][0]["by"], "a_writer");
+    assert_eq!(steps["product_review"]["note"], "Cite the benchmark source");
+    assert_eq!(steps["product_review"]["decision"], "rejected");
+    assert_eq!(steps["write_notes"]["output"]["draftRef"], "rev-1");
+    assert_eq!(steps["write_notes"]["history"], json!([]));
+    let redrafted = submit(&agent, &reclaimed["token"], notes("rev-2")).await;
+    let notes_record = &redrafted["data"]["steps"]["write_notes"];
+    assert_eq!(notes_record["output"]["draftRef"], "rev-2");
+    assert_eq!(notes_record["history"][0]["output"]["draftRef"], "rev-1");
+    assert_eq!(notes_record["history"][0]["by"], "a_writer");
     // The rejection stays current until the approval completes again.
     assert_eq!(
-        redrafted["data"]["steps"]["editor_review"]["decision"],
+        redrafted["data"]["steps"]["product_review"]["decision"],
         "rejected"
     );
-    let approved = decide(&editor, &run, "editor_review", json!({ "decision": "approved" })).await;
-    let review = &approved["data"]["steps"]["editor_review"];
+    let approved = decide(
+        &product,
+        &run,
+        "product_review",
+        json!({ "decision": "approved" }),
+    )
+    .await;
+    let review = &approved["data"]["steps"]["product_review"];
     assert_eq!(review["decision"], "approved");
     assert_eq!(review["history"][0]["decision"], "rejected");
     assert_eq!(review["history"][0]["note"], "Cite the benchmark source");
     assert_eq!(approved["run"]["state"], "waiting");
-    assert_eq!(step_state(&approved, "publication_time"), "waiting");
-    assert!(find_agent_item(&agent, &run, "publish").await.is_none());
+    assert_eq!(step_state(&approved, "release_time"), "waiting");
+    assert!(find_agent_item(&agent, &run, "post_notes").await.is_none());
 
     server.advance(2 * 86_400 + 60).await;
-    let published_time = view_when(&agent, &run, "publication_time", "state", json!("done")).await;
-    assert_eq!(step_state(&published_time, "publish"), "ready");
-    assert_eq!(
-        published_time["data"]["steps"]["publication_time"]["by"],
-        "server"
-    );
+    let release_time = view_when(&agent, &run, "release_time", "state", json!("done")).await;
+    assert_eq!(step_state(&release_time, "post_notes"), "ready");
+    assert_eq!(release_time["data"]["steps"]["release_time"]["by"], "server");
 
     // The agent escalates; an operator returns it with a note.
-    let claimed = claim(&agent, &run, "publish").await;
+    let claimed = claim(&agent, &run, "post_notes").await;
     let escalated = agent
         .ok(
             "escalate",
-            json!({ "token": claimed["token"], "note": "CMS shows rev-3, not the approved rev-2",
+            json!({ "token": claimed["token"], "note": "The docs system shows rev-3, not the approved rev-2",
                     "requestId": request_id() }),
         )
         .await;
-    assert_eq!(step_state(&escalated, "publish"), "waiting");
+    assert_eq!(step_state(&escalated, "post_notes"), "waiting");
     let work_item = &escalated["workItems"][0];
-    assert_eq!(work_item["stepId"], "publish");
+    assert_eq!(work_item["stepId"], "post_notes");
     assert_eq!(work_item["assignedTo"], json!({ "group": "operators" }));
     assert_eq!(
         work_item["escalation"]["note"],
-        "CMS shows rev-3, not the approved rev-2"
+        "The docs system shows rev-3, not the approved rev-2"
     );
     assert_eq!(work_item["escalation"]["by"], "a_writer");
     assert_eq!(
@@ -933,43 +979,43 @@ pub async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_an
             "submit",
             with(
                 json!({ "token": claimed["token"], "requestId": request_id() }),
-                json!({ "output": { "url": "https://blog.test/launch", "publishedRevision": "rev-2" },
-                        "evidence": [{ "kind": "link", "ref": "https://blog.test/launch" }],
-                        "summary": "Published." }),
+                json!({ "output": { "pageUrl": "https://docs.test/releases/2.4.0", "postedRef": "rev-2" },
+                        "evidence": [{ "kind": "link", "ref": "https://docs.test/releases/2.4.0" }],
+                        "summary": "Posted." }),
             ),
             "stale",
         )
         .await;
-    assert!(find_agent_item(&agent, &run, "publish").await.is_none());
+    assert!(find_agent_item(&agent, &run, "post_notes").await.is_none());
     let returned = decide(
         &ops,
         &run,
-        "publish",
-        json!({ "decision": "returned", "note": "rev-3 is a cache artifact; publish rev-2" }),
+        "post_notes",
+        json!({ "decision": "returned", "note": "rev-3 is a cache artifact; post rev-2" }),
     )
     .await;
-    assert_eq!(step_state(&returned, "publish"), "ready");
+    assert_eq!(step_state(&returned, "post_notes"), "ready");
     assert_eq!(returned["workItems"], json!([]));
-    let item = agent_item(&agent, &run, "publish").await;
+    let item = agent_item(&agent, &run, "post_notes").await;
     let handoff_returned = &item["handoff"]["returned"];
-    assert_eq!(
-        handoff_returned["note"],
-        "rev-3 is a cache artifact; publish rev-2"
-    );
+    assert_eq!(handoff_returned["note"], "rev-3 is a cache artifact; post rev-2");
     assert_eq!(handoff_returned["by"], "ops@acme.test");
-    let claimed = claim(&agent, &run, "publish").await;
+    let claimed = claim(&agent, &run, "post_notes").await;
     assert_eq!(claimed["handoff"], item["handoff"]);
     let finished = submit(
         &agent,
         &claimed["token"],
-        json!({ "output": { "url": "https://blog.test/launch", "publishedRevision": "rev-2" },
-                "evidence": [{ "kind": "link", "ref": "https://blog.test/launch" }],
-                "summary": "Published rev-2 and checked the public URL." }),
+        json!({ "output": { "pageUrl": "https://docs.test/releases/2.4.0", "postedRef": "rev-2" },
+                "evidence": [{ "kind": "link", "ref": "https://docs.test/releases/2.4.0" }],
+                "summary": "Posted rev-2 and checked that the page loads." }),
     )
     .await;
-    assert_finished(&finished, "published");
-    assert_eq!(finished["data"]["steps"]["publish"]["by"], "a_writer");
-    assert_eq!(finished["data"]["steps"]["draft"]["output"]["revision"], "rev-2");
+    assert_finished(&finished, "released");
+    assert_eq!(finished["data"]["steps"]["post_notes"]["by"], "a_writer");
+    assert_eq!(
+        finished["data"]["steps"]["write_notes"]["output"]["draftRef"],
+        "rev-2"
+    );
     // The run's history keeps the escalation's note and the return's, which the run view no
     // longer shows: served by whichever gateway is asked, from the run's actor.
     let base = server.mcp_url().trim_end_matches("/mcp").to_owned();
@@ -985,7 +1031,7 @@ pub async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_an
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["step"] == "publish" && e.get("note").is_some())
+        .filter(|e| e["step"] == "post_notes" && e.get("note").is_some())
         .map(|e| {
             let field = |name: &str| e[name].as_str().unwrap();
             (field("type"), field("by"), field("note"))
@@ -994,15 +1040,19 @@ pub async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_an
     assert_eq!(
         noted,
         [
-            ("escalated", "a_writer", "CMS shows rev-3, not the approved rev-2"),
+            (
+                "escalated",
+                "a_writer",
+                "The docs system shows rev-3, not the approved rev-2"
+            ),
             (
                 "returned",
                 "ops@acme.test",
-                "rev-3 is a cache artifact; publish rev-2"
+                "rev-3 is a cache artifact; post rev-2"
             ),
         ]
     );
-    for client in [agent, editor, ops] {
+    for client in [agent, product, ops] {
         client.close().await;
     }
 }
@@ -1011,32 +1061,36 @@ pub async fn blog_publication_reworks_a_rejected_draft_waits_for_publish_time_an
 /// which ends the run `failed`; §3.5: an operator cancels a run (a non-operator cannot), its
 /// open work disappears and every later write is `conflict` with `run_ended`; §3.6 an event
 /// satisfies a `wait_for`.
-pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_cancels(
-    server: &impl Deployment,
-) {
-    server.publish_fixture("customer-offboarding");
-    let owner = server
-        .client(&Who::Person("owner@acme.test", &["account-owner"]))
+pub async fn account_closure_escalations_complete_and_fail_and_an_operator_cancels(server: &impl Deployment) {
+    server.publish_example("account-closure");
+    let manager = server
+        .client(&Who::Person("am@acme.test", &["account-manager"]))
         .await;
-    let steward = server
-        .client(&Who::Person("steward@acme.test", &["data-steward"]))
+    let privacy = server
+        .client(&Who::Person("privacy@acme.test", &["privacy-officer"]))
         .await;
-    let agent = server.client(&Who::Agent("a_offboard")).await;
+    let agent = server.client(&Who::Agent("a_closure")).await;
     let ops = server.client(&OPS).await;
 
-    // The happy path, with the service cancellation escalated and completed by an operator.
+    // The happy path, with stopping billing escalated and completed by an operator.
     let started = start(
-        &owner,
-        "customer-offboarding",
-        json!({ "customerId": "CU-1", "effectiveAt": clock_plus(server, 86_400).await }),
+        &manager,
+        "account-closure",
+        json!({ "accountId": "AC-1", "closeAt": clock_plus(server, 86_400).await }),
     )
     .await;
     let run = run_id(&started);
-    let authorized = decide(&owner, &run, "authorize", json!({ "decision": "approved" })).await;
-    assert_eq!(step_state(&authorized, "effective_time"), "waiting");
+    let confirmed = decide(
+        &manager,
+        &run,
+        "confirm_request",
+        json!({ "decision": "approved" }),
+    )
+    .await;
+    assert_eq!(step_state(&confirmed, "closing_time"), "waiting");
     server.advance(86_400 + 60).await;
-    view_when(&agent, &run, "cancel_services", "state", json!("ready")).await;
-    let claimed = claim(&agent, &run, "cancel_services").await;
+    view_when(&agent, &run, "stop_billing", "state", json!("ready")).await;
+    let claimed = claim(&agent, &run, "stop_billing").await;
     let escalated = agent
         .ok(
             "escalate",
@@ -1048,110 +1102,113 @@ pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_
     let completed = decide(
         &ops,
         &run,
-        "cancel_services",
-        json!({ "decision": "completed", "output": { "cancellationIds": ["CX-1", "CX-2"] },
-                "evidence": [{ "kind": "link", "ref": "https://billing.test/CU-1" }],
-                "summary": "Confirmed the export by phone and cancelled both services." }),
+        "stop_billing",
+        json!({ "decision": "completed", "output": { "stoppedItems": ["SUB-1", "SUB-2"] },
+                "evidence": [{ "kind": "link", "ref": "https://billing.test/AC-1" }],
+                "summary": "Confirmed the export by phone and stopped both items." }),
     )
     .await;
-    let cancel_services = &completed["data"]["steps"]["cancel_services"];
-    assert_eq!(cancel_services["by"], "ops@acme.test");
-    assert_eq!(
-        cancel_services["output"]["cancellationIds"],
-        json!(["CX-1", "CX-2"])
-    );
-    assert_eq!(step_state(&completed, "final_invoice"), "ready");
+    let stop_billing = &completed["data"]["steps"]["stop_billing"];
+    assert_eq!(stop_billing["by"], "ops@acme.test");
+    assert_eq!(stop_billing["output"]["stoppedItems"], json!(["SUB-1", "SUB-2"]));
+    assert_eq!(step_state(&completed, "final_statement"), "ready");
 
-    let claimed = claim(&agent, &run, "final_invoice").await;
-    let invoiced = submit(
+    let claimed = claim(&agent, &run, "final_statement").await;
+    let stated = submit(
         &agent,
         &claimed["token"],
-        json!({ "output": { "invoiceId": "INV-9", "balance": 120.25, "currency": "EUR" },
-                "evidence": [{ "kind": "link", "ref": "https://billing.test/INV-9" }],
-                "summary": "Final invoice created with an open balance.",
-                "next": "settlement_event", "reason": "120.25 EUR is still open" }),
+        json!({ "output": { "statementId": "ST-9", "amountDue": 120.25, "currency": "EUR" },
+                "evidence": [{ "kind": "link", "ref": "https://billing.test/ST-9" }],
+                "summary": "Final statement created with an amount due.",
+                "next": "payment_event", "reason": "120.25 EUR is still open" }),
     )
     .await;
-    assert_eq!(step_state(&invoiced, "settlement_event"), "waiting");
+    assert_eq!(step_state(&stated, "payment_event"), "waiting");
     let consumed = agent
         .ok(
             "send_event",
-            json!({ "runId": run, "name": "final-invoice-settled", "data": { "payment": "PAY-9" },
+            json!({ "runId": run, "name": "statement-paid", "data": { "payment": "PAY-9" },
                     "requestId": request_id() }),
         )
         .await;
-    assert_eq!(consumed, json!({ "consumedBy": "settlement_event" }));
-    let claimed = claim(&agent, &run, "verify_settlement").await;
+    assert_eq!(consumed, json!({ "consumedBy": "payment_event" }));
+    let claimed = claim(&agent, &run, "check_payment").await;
     assert_eq!(
-        claimed["data"]["steps"]["settlement_event"]["output"],
+        claimed["data"]["steps"]["payment_event"]["output"],
         json!({ "payment": "PAY-9" })
     );
-    assert_eq!(claimed["data"]["steps"]["settlement_event"]["by"], "a_offboard");
+    assert_eq!(claimed["data"]["steps"]["payment_event"]["by"], "a_closure");
     submit(
         &agent,
         &claimed["token"],
-        json!({ "output": { "ledgerSummary": "INV-9 settled by PAY-9" },
-                "evidence": [{ "kind": "link", "ref": "https://ledger.test/INV-9" }],
-                "summary": "The ledger shows INV-9 settled.",
-                "next": "deletion_clearance", "reason": "Ledger shows a zero balance" }),
+        json!({ "output": { "ledgerNote": "ST-9 paid by PAY-9" },
+                "evidence": [{ "kind": "link", "ref": "https://ledger.test/ST-9" }],
+                "summary": "The ledger shows ST-9 paid.",
+                "next": "data_review", "reason": "Ledger shows a zero balance" }),
     )
     .await;
     decide(
-        &steward,
+        &privacy,
         &run,
-        "deletion_clearance",
+        "data_review",
         json!({ "decision": "completed",
-                "output": { "deletionScope": "All CRM and billing data", "retentionExceptions": "Invoices, 10y" },
-                "evidence": [{ "kind": "link", "ref": "https://inventory.test/CU-1" }] }),
+                "output": { "erasureScope": "All CRM and billing data", "keptRecords": "Statements, 10y" },
+                "evidence": [{ "kind": "link", "ref": "https://inventory.test/AC-1" }] }),
     )
     .await;
-    let claimed = claim(&agent, &run, "delete_data").await;
+    let claimed = claim(&agent, &run, "erase_data").await;
     submit(
         &agent,
         &claimed["token"],
-        json!({ "output": { "deletionReceipts": ["crm:DEL-1", "billing:DEL-2"] },
-                "evidence": [{ "kind": "link", "ref": "https://inventory.test/CU-1/jobs" }],
-                "summary": "Deleted CRM and billing data in scope." }),
+        json!({ "output": { "erasureReceipts": ["crm:ER-1", "billing:ER-2"] },
+                "evidence": [{ "kind": "link", "ref": "https://inventory.test/AC-1/jobs" }],
+                "summary": "Erased CRM and billing data in scope." }),
     )
     .await;
-    let offboarded = decide(
-        &steward,
+    let closed = decide(
+        &privacy,
         &run,
-        "verify_deletion",
-        json!({ "decision": "completed", "output": { "completionStatement": "All data in scope deleted" },
-                "evidence": [{ "kind": "link", "ref": "https://inventory.test/CU-1/done" }] }),
+        "confirm_erasure",
+        json!({ "decision": "completed", "output": { "closingStatement": "All data in scope erased" },
+                "evidence": [{ "kind": "link", "ref": "https://inventory.test/AC-1/done" }] }),
     )
     .await;
-    assert_finished(&offboarded, "offboarded");
-    assert_eq!(step_state(&offboarded, "finance_followup"), Value::Null);
+    assert_finished(&closed, "closed");
+    assert_eq!(step_state(&closed, "collections"), Value::Null);
 
     // An escalation decided `failed`: the run ends failed with the note.
     let started = start(
-        &owner,
-        "customer-offboarding",
-        json!({ "customerId": "CU-2", "effectiveAt": "2020-01-01T00:00:00Z" }),
+        &manager,
+        "account-closure",
+        json!({ "accountId": "AC-2", "closeAt": "2020-01-01T00:00:00Z" }),
     )
     .await;
     let failing = run_id(&started);
-    let authorized = decide(&owner, &failing, "authorize", json!({ "decision": "approved" })).await;
+    let confirmed = decide(
+        &manager,
+        &failing,
+        "confirm_request",
+        json!({ "decision": "approved" }),
+    )
+    .await;
     assert_eq!(
-        step_state(&authorized, "effective_time"),
+        step_state(&confirmed, "closing_time"),
         "done",
         "a past time goes on at once"
     );
-    let claimed = claim(&agent, &failing, "cancel_services").await;
+    let claimed = claim(&agent, &failing, "stop_billing").await;
     agent
         .ok(
             "escalate",
-            json!({ "token": claimed["token"], "note": "Service S-3 cannot be cancelled",
+            json!({ "token": claimed["token"], "note": "Item S-3 cannot be stopped",
                     "requestId": request_id() }),
         )
         .await;
     let failed = decide(
         &ops,
         &failing,
-        "cancel_services",
-        json!({ "decision": "failed", "note": "Contract forbids cancelling S-3 this year" }),
+        "stop_billing",
+        json!({ "decision": "failed", "note": "Contract forbids stopping S-3 this year" }),
     )
     .await;
     assert_eq!(failed["run"]["state"], "ended");
@@ -1159,26 +1216,26 @@ pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_
     assert_eq!(failed["run"]["ended"]["by"], "ops@acme.test");
     assert_eq!(
         failed["run"]["ended"]["note"],
-        "Contract forbids cancelling S-3 this year"
+        "Contract forbids stopping S-3 this year"
     );
-    assert_eq!(step_state(&failed, "cancel_services"), "failed");
-    assert_eq!(step_state(&failed, "final_invoice"), Value::Null);
-    let record = &failed["data"]["steps"]["cancel_services"];
+    assert_eq!(step_state(&failed, "stop_billing"), "failed");
+    assert_eq!(step_state(&failed, "final_statement"), Value::Null);
+    let record = &failed["data"]["steps"]["stop_billing"];
     assert_eq!(record["decision"], "failed");
-    assert_eq!(record["note"], "Contract forbids cancelling S-3 this year");
+    assert_eq!(record["note"], "Contract forbids stopping S-3 this year");
     assert_eq!(record["by"], "ops@acme.test");
     assert_eq!(failed["workItems"], json!([]));
 
     // Cancellation: only an operator; then the run's open work is gone and writes are refused.
     let started = start(
-        &owner,
-        "customer-offboarding",
-        json!({ "customerId": "CU-3", "effectiveAt": "2020-01-01T00:00:00Z" }),
+        &manager,
+        "account-closure",
+        json!({ "accountId": "AC-3", "closeAt": "2020-01-01T00:00:00Z" }),
     )
     .await;
     let cancelled_run = run_id(&started);
-    let stale_item = person_item(&owner, &cancelled_run, "authorize").await;
-    for not_operator in [&owner, &agent] {
+    let stale_item = person_item(&manager, &cancelled_run, "confirm_request").await;
+    for not_operator in [&manager, &agent] {
         not_operator
             .refused(
                 "cancel",
@@ -1187,7 +1244,7 @@ pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_
             )
             .await;
     }
-    assert_eq!(get_run(&owner, &cancelled_run).await["run"]["state"], "waiting");
+    assert_eq!(get_run(&manager, &cancelled_run).await["run"]["state"], "waiting");
     let cancelled = ops
         .ok(
             "cancel",
@@ -1198,13 +1255,13 @@ pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_
     assert_eq!(cancelled["run"]["ended"]["by"], "ops@acme.test");
     assert_eq!(cancelled["run"]["ended"]["note"], "Customer renewed instead");
     assert_eq!(cancelled["workItems"], json!([]));
-    assert_eq!(step_state(&cancelled, "authorize"), "cancelled");
+    assert_eq!(step_state(&cancelled, "confirm_request"), "cancelled");
     assert!(
-        find_work_item(&owner, &cancelled_run, "authorize")
+        find_work_item(&manager, &cancelled_run, "confirm_request")
             .await
             .is_none()
     );
-    assert_eq!(get_run(&owner, &cancelled_run).await, cancelled);
+    assert_eq!(get_run(&manager, &cancelled_run).await, cancelled);
 
     let mut decide_args = stale_item["workItem"]["decide"]["arguments"].clone();
     decide_args = with(
@@ -1212,11 +1269,11 @@ pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_
         json!({ "requestId": request_id(), "decision": "approved" }),
     );
     let refusals = [
-        owner.refused("decide", decide_args, "conflict").await,
+        manager.refused("decide", decide_args, "conflict").await,
         agent
             .refused(
                 "send_event",
-                json!({ "runId": cancelled_run, "name": "final-invoice-settled", "requestId": request_id() }),
+                json!({ "runId": cancelled_run, "name": "statement-paid", "requestId": request_id() }),
                 "conflict",
             )
             .await,
@@ -1230,25 +1287,25 @@ pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_
     for refusal in refusals {
         assert_eq!(refusal["issues"], json!(["run_ended"]), "{refusal}");
     }
-    assert_eq!(get_run(&owner, &cancelled_run).await, cancelled);
+    assert_eq!(get_run(&manager, &cancelled_run).await, cancelled);
 
     // A claimed step of a cancelled run: its token stops working, a replay still answers.
     let started = start(
-        &owner,
-        "customer-offboarding",
-        json!({ "customerId": "CU-4", "effectiveAt": "2020-01-01T00:00:00Z" }),
+        &manager,
+        "account-closure",
+        json!({ "accountId": "AC-4", "closeAt": "2020-01-01T00:00:00Z" }),
     )
     .await;
     let claimed_run = run_id(&started);
     decide(
-        &owner,
+        &manager,
         &claimed_run,
-        "authorize",
+        "confirm_request",
         json!({ "decision": "approved" }),
     )
     .await;
-    agent_item(&agent, &claimed_run, "cancel_services").await;
-    let claim_args = json!({ "runId": claimed_run, "stepId": "cancel_services", "requestId": request_id() });
+    agent_item(&agent, &claimed_run, "stop_billing").await;
+    let claim_args = json!({ "runId": claimed_run, "stepId": "stop_billing", "requestId": request_id() });
     let claimed = agent.ok("claim", claim_args.clone()).await;
     let cancelled = ops
         .ok(
@@ -1256,15 +1313,15 @@ pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_
             json!({ "runId": claimed_run, "reason": "Duplicate request", "requestId": request_id() }),
         )
         .await;
-    assert_eq!(step_state(&cancelled, "cancel_services"), "cancelled");
+    assert_eq!(step_state(&cancelled, "stop_billing"), "cancelled");
     let refusals = [
         agent
             .refused(
                 "submit",
                 json!({ "token": claimed["token"], "requestId": request_id(),
-                        "output": { "cancellationIds": ["CX-4"] },
-                        "evidence": [{ "kind": "link", "ref": "https://billing.test/CU-4" }],
-                        "summary": "Cancelled." }),
+                        "output": { "stoppedItems": ["SUB-4"] },
+                        "evidence": [{ "kind": "link", "ref": "https://billing.test/AC-4" }],
+                        "summary": "Stopped." }),
                 "conflict",
             )
             .await,
@@ -1294,8 +1351,8 @@ pub async fn customer_offboarding_escalations_complete_and_fail_and_an_operator_
         assert_eq!(refusal["issues"], json!(["run_ended"]), "{refusal}");
     }
     assert_eq!(agent.ok("claim", claim_args).await, claimed);
-    assert_eq!(get_run(&owner, &claimed_run).await, cancelled);
-    for client in [owner, steward, agent, ops] {
+    assert_eq!(get_run(&manager, &claimed_run).await, cancelled);
+    for client in [manager, privacy, agent, ops] {
         client.close().await;
     }
 }

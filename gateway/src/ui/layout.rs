@@ -94,7 +94,7 @@ impl Page<'_> {
     }
 }
 
-/// Text safe as one segment of a path: ids and names are plain (`r_…`, `invoice-approval`);
+/// Text safe as one segment of a path: ids and names are plain (`r_…`, `purchase-request`);
 /// anything else is percent-encoded.
 pub fn path_segment(text: &str) -> String {
     text.bytes()

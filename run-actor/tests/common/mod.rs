@@ -20,7 +20,7 @@ use std::collections::HashMap;
 // ---------------------------------------------------------------- schemas
 
 #[allow(unused_imports)]
-pub use agentprocess_testkit::{assert_matches_schema, fixtures_dir, schemas_dir};
+pub use agentprocess_testkit::{assert_matches_schema, schemas_dir};
 
 // ---------------------------------------------------------------- processes
 
@@ -617,10 +617,12 @@ pub fn error_object(refusal: &Refusal) -> Value {
     json!({ "code": refusal.code, "message": refusal.message, "issues": refusal.issues })
 }
 
-// ---------------------------------------------------------------- fixtures
+// ---------------------------------------------------------------- examples
 
-pub fn fixture(name: &str) -> PinnedProcess {
-    let path = fixtures_dir().join(name).join("PROCESS.md");
+/// Our example process `name` (`examples/NAME`), pinned at version 1 with every role bound to
+/// the group `g_ROLE`.
+pub fn example(name: &str) -> PinnedProcess {
+    let path = agentprocess_testkit::example(name);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let loaded = load(&bytes, &Offer::EVERYTHING).unwrap_or_else(|issues| panic!("{name}: {issues:?}"));
     let roles: IndexMap<String, String> = loaded

@@ -1,5 +1,5 @@
 //! Shared helpers of the runtime tests: a runtime over an embedded store in a temporary
-//! directory, processes published from the conformance fixtures, callers.
+//! directory, processes published from our example processes, callers.
 
 #![allow(dead_code)]
 
@@ -61,15 +61,12 @@ pub async fn fresh_with_blobs(dir: &Path, blobs: Arc<dyn BlobStore>) -> Runtime 
     Runtime::new(store, blobs, RuntimeConfig::default(), Clock::starting_at(START))
 }
 
-/// Publishes a conformance fixture in `org`, each role bound to `g_<role>`.
-pub async fn publish_fixture(runtime: &Runtime, org: &str, name: &str) {
-    let (_, path) = agentprocess_testkit::fixtures()
-        .into_iter()
-        .find(|(fixture, _)| fixture == name)
-        .unwrap_or_else(|| panic!("no fixture {name}"));
-    let source = std::fs::read(&path).expect("fixture reads");
+/// Publishes our example process `name` (`examples/NAME`) in `org`, each role bound to `g_<role>`.
+pub async fn publish_example(runtime: &Runtime, org: &str, name: &str) {
+    let path = agentprocess_testkit::example(name);
+    let source = std::fs::read(&path).expect("example reads");
     let loaded =
-        agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).expect("fixture loads");
+        agentprocess_process::load(&source, &agentprocess_process::Offer::EVERYTHING).expect("example loads");
     let roles: IndexMap<String, String> = loaded
         .process
         .role_names()
@@ -154,18 +151,16 @@ pub fn object(value: Value) -> Map<String, Value> {
     }
 }
 
-/// A `diagnose` submission for the support-escalation fixture that routes to `confirm`.
-pub fn diagnosis() -> Submission {
+/// A `triage` submission for the defect-triage example that routes to `verify_fix`.
+pub fn triage_findings() -> Submission {
     Submission {
-        output: Some(object(
-            json!({ "diagnosis": "cache", "attemptedFixes": "flushed it" }),
-        )),
+        output: Some(object(json!({ "findings": "cache", "workaround": "flushed it" }))),
         evidence: vec![agentprocess_run_actor::runtime::EvidenceItem {
             kind: "link".into(),
             reference: "https://tickets.example/1".into(),
         }],
-        summary: Some("Flushed the cache; the error is gone.".into()),
-        next: Some("confirm".into()),
-        reason: Some("Fixed at tier 1.".into()),
+        summary: Some("Flushed the cache; the defect is gone.".into()),
+        next: Some("verify_fix".into()),
+        reason: Some("Fixed at triage.".into()),
     }
 }

@@ -62,7 +62,7 @@ mod tests {
 
     #[test]
     fn names_are_escaped_in_paths() {
-        assert_eq!(process_path("invoice-approval"), "/ui/processes/invoice-approval");
+        assert_eq!(process_path("purchase-request"), "/ui/processes/purchase-request");
         assert_eq!(process_path("a b/c"), "/ui/processes/a%20b%2Fc");
     }
 

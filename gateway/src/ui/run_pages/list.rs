@@ -276,7 +276,7 @@ fn run_row(row: &Row) -> Markup {
 fn filter_form(filters: &Filters, errors: &FilterErrors) -> Markup {
     html! {
         form method="get" action="/ui/runs" class="filters" novalidate {
-            (text_input("process", "Process", "The process name, like invoice-approval.", &filters.process, errors.of("process")))
+            (text_input("process", "Process", "The process name, like purchase-request.", &filters.process, errors.of("process")))
             div class="field" {
                 label for="state" { "State" }
                 @if let Some(message) = errors.of("state") { span class="error" id="state-error" { (message) } }
@@ -347,16 +347,16 @@ mod tests {
     #[test]
     fn filters_become_list_runs_arguments() {
         let filters = Filters {
-            process: " invoice-approval ".into(),
+            process: " purchase-request ".into(),
             state: "waiting".into(),
-            inputs: "manager=mira@acme.test".into(),
+            inputs: "approver=mira@acme.test".into(),
             limit: "5".into(),
             cursor: "00ff".into(),
             ..Filters::default()
         };
         assert_eq!(
             list_arguments(&filters).unwrap(),
-            json!({ "process": "invoice-approval", "state": "waiting", "inputs": { "manager": "mira@acme.test" },
+            json!({ "process": "purchase-request", "state": "waiting", "inputs": { "approver": "mira@acme.test" },
                     "limit": 5, "cursor": "00ff" })
         );
         assert_eq!(

@@ -1,5 +1,5 @@
-//! Every conformance fixture's process map (and every accepted document of the process crate's
-//! corpus), drawn as SVG, parsed back with an XML parser and compared with what the DOCUMENT
+//! Every example process's map (and every accepted document of the process crate's corpus, and
+//! the protocol's published fixtures when `AGENTPROCESS_OFFICIAL` names them), drawn as SVG, parsed back with an XML parser and compared with what the DOCUMENT
 //! declares (authoring guide, "Process maps", "How each part is drawn"). The expectations are
 //! read from the parsed frontmatter here, not from the layout, so a layout that loses or
 //! invents a lane, card or line fails.
@@ -22,9 +22,16 @@ const KINDS: [&str; 8] = [
     "parallel",
 ];
 
-/// The fixtures, then the accepted corpus beside the process crate's tests.
+/// Our examples, the published fixtures when present, then the accepted corpus beside the
+/// process crate's tests.
 fn documents() -> Vec<(String, PathBuf)> {
-    let mut documents = agentprocess_testkit::fixtures();
+    let mut documents = agentprocess_testkit::examples();
+    let official = agentprocess_testkit::official_fixtures_or_skip("example_maps").unwrap_or_default();
+    documents.extend(
+        official
+            .into_iter()
+            .map(|(name, path)| (format!("official/{name}"), path)),
+    );
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../process/tests/corpus/accepted");
     let mut accepted: Vec<(String, PathBuf)> = std::fs::read_dir(&corpus)
         .unwrap_or_else(|e| panic!("{}: {e}", corpus.display()))
@@ -643,7 +650,7 @@ fn check_map(name: &str, bytes: &[u8]) {
 }
 
 #[test]
-fn every_fixture_map_has_the_documents_lanes_cards_and_lines() {
+fn every_example_map_has_the_documents_lanes_cards_and_lines() {
     let documents = documents();
     assert!(documents.len() >= 12);
     for (name, path) in documents {

@@ -1,4 +1,4 @@
-//! Walks of the conformance fixtures through their main paths: happy paths, routes, rejection
+//! Walks of our example processes through their main paths: happy paths, routes, rejection
 //! with `on_reject` and history, escalation, lease expiry with handoff, cancel, held events and
 //! `wait_for` timeouts. Every rendered result is checked against the core-2 schemas on the way.
 
@@ -130,7 +130,7 @@ fn walk(world: &mut World, script: &mut dyn FnMut(&World, &str) -> Option<Act>) 
 }
 
 fn start(name: &str, inputs: &[(&str, Value)]) -> World {
-    let process = fixture(name);
+    let process = example(name);
     let mut values = sample_map(&process.process.inputs);
     for (key, value) in inputs {
         values.insert(key.to_string(), value.clone());
@@ -147,11 +147,16 @@ fn outcome(world: &World) -> Value {
 }
 
 #[test]
-fn every_fixture_walks_its_main_path_to_a_finish() {
+fn every_example_walks_its_main_path_to_a_finish() {
+    let examples = agentprocess_testkit::examples();
+    assert!(
+        examples.len() >= 12,
+        "at least twelve examples, found {}",
+        examples.len()
+    );
     let mut walked = 0;
-    for entry in std::fs::read_dir(fixtures_dir()).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().to_string();
-        let process = fixture(&name);
+    for (name, _) in &examples {
+        let process = example(name);
         let finishes: Vec<Value> = process
             .process
             .steps
@@ -161,7 +166,7 @@ fn every_fixture_walks_its_main_path_to_a_finish() {
                 _ => None,
             })
             .collect();
-        let mut world = start(&name, &[]);
+        let mut world = start(name, &[]);
         world.evaluator = Some(passing_evaluator());
         walk(&mut world, &mut |_, _| None);
         assert!(
@@ -172,31 +177,31 @@ fn every_fixture_walks_its_main_path_to_a_finish() {
         assert!(world.run().work_items.is_empty());
         walked += 1;
     }
-    assert_eq!(walked, 12, "walked {walked} fixtures");
+    assert_eq!(walked, examples.len(), "walked {walked} examples");
 }
 
 #[test]
-fn expense_reimbursement_rejection_returns_to_the_receipts_with_history() {
-    let mut world = start("expense-reimbursement", &[]);
+fn training_request_rejection_returns_to_the_course_details_with_history() {
+    let mut world = start("training-request", &[]);
     assert_eq!(
         world.view()["workItems"][0]["assignedTo"],
         json!({ "person": "mira@acme.example" })
     );
     let mut rejected = false;
     walk(&mut world, &mut |world, step| match step {
-        "manager_review" if !rejected => {
+        "supervisor_approval" if !rejected => {
             rejected = true;
-            Some(Act::Reject("Receipt 3 is missing."))
+            Some(Act::Reject("The travel cost line is missing."))
         }
-        "receipts" if rejected => {
+        "course_details" if rejected => {
             let view = world.view();
             assert_eq!(
-                view["data"]["steps"]["manager_review"]["note"],
-                "Receipt 3 is missing."
+                view["data"]["steps"]["supervisor_approval"]["note"],
+                "The travel cost line is missing."
             );
-            assert_eq!(view["steps"][1]["state"], Value::Null, "check was rewound");
+            assert_eq!(view["steps"][1]["state"], Value::Null, "policy_check was rewound");
             assert_eq!(
-                view["data"]["steps"]["check"]["history"]
+                view["data"]["steps"]["policy_check"]["history"]
                     .as_array()
                     .unwrap()
                     .len(),
@@ -206,160 +211,154 @@ fn expense_reimbursement_rejection_returns_to_the_receipts_with_history() {
         }
         _ => None,
     });
-    assert_eq!(outcome(&world), "reimbursed");
+    assert_eq!(outcome(&world), "booked");
     let data = &world.view()["data"]["steps"];
-    assert_eq!(data["receipts"]["history"].as_array().unwrap().len(), 1);
-    assert_eq!(data["check"]["history"].as_array().unwrap().len(), 1);
-    assert_eq!(data["manager_review"]["decision"], "approved");
-    assert_eq!(data["manager_review"]["history"][0]["decision"], "rejected");
+    assert_eq!(data["course_details"]["history"].as_array().unwrap().len(), 1);
+    assert_eq!(data["policy_check"]["history"].as_array().unwrap().len(), 1);
+    assert_eq!(data["supervisor_approval"]["decision"], "approved");
+    assert_eq!(data["supervisor_approval"]["history"][0]["decision"], "rejected");
 }
 
 #[test]
-fn support_escalation_routes_and_escalations() {
-    // Route to the tier 1 handoff; the closing agent escalates, is returned, then completes.
-    let mut world = start("support-escalation", &[]);
+fn defect_triage_routes_and_escalations() {
+    // Route to QA reproduction; the closing agent escalates, is returned, then completes.
+    let mut world = start("defect-triage", &[]);
     let mut escalated = 0;
     walk(&mut world, &mut |world, step| match step {
-        "diagnose" => Some(Act::Submit(Some("tier1_handoff"))),
-        "close_ticket" if escalated == 0 && world.step_state("close_ticket") == "ready" => {
+        "triage" => Some(Act::Submit(Some("qa_reproduce"))),
+        "close_report" if escalated == 0 && world.step_state("close_report") == "ready" => {
             escalated += 1;
-            Some(Act::Escalate("The ticket system refuses the close."))
+            Some(Act::Escalate("The defect tracker refuses the close."))
         }
-        "close_ticket" if escalated == 1 && world.step_state("close_ticket") == "waiting" => {
+        "close_report" if escalated == 1 && world.step_state("close_report") == "waiting" => {
             escalated += 1;
-            Some(Act::Return("Retry, the ticket system is back."))
+            Some(Act::Return("Retry, the defect tracker is back."))
         }
         _ => None,
     });
-    assert_eq!(outcome(&world), "resolved");
+    assert_eq!(outcome(&world), "fixed");
     assert_eq!(escalated, 2);
-    assert_eq!(world.view()["data"]["steps"]["diagnose"]["next"], "tier1_handoff");
+    assert_eq!(world.view()["data"]["steps"]["triage"]["next"], "qa_reproduce");
 
     // An escalation completed by the operator in the agent's place.
-    let mut world = start("support-escalation", &[]);
+    let mut world = start("defect-triage", &[]);
     walk(&mut world, &mut |world, step| match step {
-        "diagnose" if world.step_state("diagnose") == "ready" => Some(Act::Escalate("Cannot reproduce.")),
-        "diagnose" => Some(Act::Complete(Some("confirm"))),
+        "triage" if world.step_state("triage") == "ready" => Some(Act::Escalate("Cannot reproduce.")),
+        "triage" => Some(Act::Complete(Some("verify_fix"))),
         _ => None,
     });
-    assert_eq!(outcome(&world), "resolved");
+    assert_eq!(outcome(&world), "fixed");
     assert_eq!(
-        world.view()["data"]["steps"]["diagnose"]["by"],
+        world.view()["data"]["steps"]["triage"]["by"],
         "member@acme.example"
     );
 
     // An escalation failed by the operator ends the run.
-    let mut world = start("support-escalation", &[]);
+    let mut world = start("defect-triage", &[]);
     walk(&mut world, &mut |world, step| match step {
-        "diagnose" if world.step_state("diagnose") == "ready" => Some(Act::Escalate("Customer unreachable.")),
-        "diagnose" => Some(Act::Fail("Customer closed the account.")),
+        "triage" if world.step_state("triage") == "ready" => Some(Act::Escalate("Reporter unreachable.")),
+        "triage" => Some(Act::Fail("Reporter withdrew the report.")),
         _ => None,
     });
     assert_eq!(outcome(&world), "failed");
-    assert_eq!(world.step_state("diagnose"), "failed");
+    assert_eq!(world.step_state("triage"), "failed");
 }
 
 #[test]
-fn customer_offboarding_waits_for_settlement_with_held_events_and_timeouts() {
-    // The settlement arrives while the wait is waiting; then, in a second run, before it is.
-    let mut world = start("customer-offboarding", &[]);
+fn account_closure_waits_for_payment_with_held_events_and_timeouts() {
+    // The payment arrives while the wait is waiting; then, in a second run, before it is.
+    let mut world = start("account-closure", &[]);
     walk(&mut world, &mut |_, step| match step {
-        "final_invoice" => Some(Act::Submit(Some("settlement_event"))),
-        "verify_settlement" => Some(Act::Submit(Some("deletion_clearance"))),
+        "final_statement" => Some(Act::Submit(Some("payment_event"))),
+        "check_payment" => Some(Act::Submit(Some("data_review"))),
         _ => None,
     });
-    assert_eq!(outcome(&world), "offboarded");
-    assert_eq!(
-        world.view()["data"]["steps"]["settlement_event"]["by"],
-        "a_system"
-    );
+    assert_eq!(outcome(&world), "closed");
+    assert_eq!(world.view()["data"]["steps"]["payment_event"]["by"], "a_system");
 
-    let mut world = start("customer-offboarding", &[]);
+    let mut world = start("account-closure", &[]);
     world
         .apply(Command::SendEvent {
             caller: agent("a_billing"),
-            name: "final-invoice-settled".into(),
+            name: "statement-paid".into(),
             data: Some(obj(json!({ "paid": true }))),
         })
         .unwrap();
     walk(&mut world, &mut |_, step| match step {
-        "final_invoice" => Some(Act::Submit(Some("settlement_event"))),
-        "verify_settlement" => Some(Act::Submit(Some("deletion_clearance"))),
-        "settlement_event" => panic!("the held event is consumed when the wait becomes ready"),
+        "final_statement" => Some(Act::Submit(Some("payment_event"))),
+        "check_payment" => Some(Act::Submit(Some("data_review"))),
+        "payment_event" => panic!("the held event is consumed when the wait becomes ready"),
         _ => None,
     });
     assert_eq!(
-        world.view()["data"]["steps"]["settlement_event"]["output"],
+        world.view()["data"]["steps"]["payment_event"]["output"],
         json!({ "paid": true })
     );
 
-    // No settlement within 30 days: on_timeout sends it to finance follow-up.
-    let mut world = start("customer-offboarding", &[]);
+    // No payment within 30 days: on_timeout sends it to collections.
+    let mut world = start("account-closure", &[]);
     walk(&mut world, &mut |_, step| match step {
-        "final_invoice" => Some(Act::Submit(Some("settlement_event"))),
-        "settlement_event" => Some(Act::Timers),
+        "final_statement" => Some(Act::Submit(Some("payment_event"))),
+        "payment_event" => Some(Act::Timers),
         _ => None,
     });
-    assert_eq!(outcome(&world), "offboarded");
+    assert_eq!(outcome(&world), "closed");
     let data = &world.view()["data"]["steps"];
-    assert_eq!(data["settlement_event"]["by"], "server");
-    assert!(data.get("verify_settlement").is_none());
-    assert_eq!(data["finance_followup"]["by"], "member@acme.example");
+    assert_eq!(data["payment_event"]["by"], "server");
+    assert!(data.get("check_payment").is_none());
+    assert_eq!(data["collections"]["by"], "member@acme.example");
 }
 
 #[test]
-fn blog_publication_waits_until_publish_time_and_survives_a_lost_lease() {
-    let mut world = start(
-        "blog-publication",
-        &[("publishAt", json!("2026-10-20T08:00:00Z"))],
-    );
-    // The first drafter renews with a note and disappears; the lease ends.
-    let token = world.claim_token(agent("a_drafter"), "draft");
+fn release_notes_wait_until_release_time_and_survive_a_lost_lease() {
+    let mut world = start("release-notes", &[("releaseAt", json!("2026-10-20T08:00:00Z"))]);
+    // The first writer renews with a note and disappears; the lease ends.
+    let token = world.claim_token(agent("a_writer"), "write_notes");
     world
         .apply(Command::Renew {
-            caller: agent("a_drafter"),
+            caller: agent("a_writer"),
             token,
             progress: Some("Outline done.".into()),
         })
         .unwrap();
     world.advance(601);
-    let claim = world.claim(agent("a_second"), "draft").unwrap();
+    let claim = world.claim(agent("a_second"), "write_notes").unwrap();
     assert_eq!(
         claim.reply.data()["handoff"],
         json!({ "progress": "Outline done." })
     );
     let token = claim.reply.data()["token"].as_str().unwrap().to_string();
-    let submission = good_submission(&world, "draft", None);
+    let submission = good_submission(&world, "write_notes", None);
     world.submit(agent("a_second"), &token, submission).unwrap();
-    let item = world.work_item_on("editor_review");
+    let item = world.work_item_on("product_review");
     world
         .decide(
-            person("ed@acme.example", &["g_editor"]),
+            person("pm@acme.example", &["g_product-manager"]),
             &item,
             Decision::Approved,
         )
         .send()
         .unwrap();
-    assert_eq!(world.step_state("publication_time"), "waiting");
+    assert_eq!(world.step_state("release_time"), "waiting");
     world.advance(86_400);
     world.fire_due_timers();
-    assert_eq!(world.step_state("publication_time"), "waiting", "not yet");
+    assert_eq!(world.step_state("release_time"), "waiting", "not yet");
     walk(&mut world, &mut |_, _| None);
-    assert_eq!(outcome(&world), "published");
+    assert_eq!(outcome(&world), "released");
     assert_eq!(
-        world.view()["data"]["steps"]["publication_time"]["at"],
+        world.view()["data"]["steps"]["release_time"]["at"],
         "2026-10-20T08:00:00Z"
     );
 }
 
 #[test]
-fn supplier_rfp_is_cancelled_by_an_operator_while_people_work() {
-    let mut world = start("supplier-rfp", &[]);
+fn venue_booking_is_cancelled_by_an_operator_while_people_work() {
+    let mut world = start("venue-booking", &[]);
     assert_eq!(world.run_state(), "waiting");
     world
         .apply(Command::Cancel {
             caller: operator(),
-            reason: "RFP withdrawn.".into(),
+            reason: "Event called off.".into(),
         })
         .unwrap();
     let view = world.view();
@@ -369,7 +368,7 @@ fn supplier_rfp_is_cancelled_by_an_operator_while_people_work() {
     let (code, issues) = refused(
         world
             .decide(
-                person("b@acme.example", &["g_procurement-buyer"]),
+                person("b@acme.example", &["g_event-planner"]),
                 "w_1",
                 Decision::Failed,
             )

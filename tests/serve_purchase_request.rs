@@ -1,4 +1,4 @@
-//! `agentprocess serve` end to end over MCP: the invoice-approval fixture imported with the CLI,
+//! `agentprocess serve` end to end over MCP: our purchase-request example imported with the CLI,
 //! then an agent routing by reason, a person approving, and the run finishing (spec §3, §4).
 
 mod common;
@@ -12,7 +12,7 @@ const MANAGER: Who = Who::Person("manager@acme.test", &["staff"]);
 /// The item of `run_id` in an agent's `get_work`, with its exact claim call.
 async fn agent_item(client: &common::Mcp, run_id: &str) -> Value {
     let work = client
-        .ok("get_work", json!({ "process": "invoice-approval" }))
+        .ok("get_work", json!({ "process": "purchase-request" }))
         .await;
     work["items"]
         .as_array()
@@ -24,25 +24,25 @@ async fn agent_item(client: &common::Mcp, run_id: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_invoice_routes_by_reason_is_approved_and_finishes() {
+async fn a_purchase_request_routes_by_reason_is_approved_and_finishes() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), &[]);
-    server.publish_fixture("invoice-approval");
+    server.publish_example("purchase-request");
 
     let agent = server.client(&AGENT).await;
     let processes = agent.ok("list_processes", json!({})).await;
-    assert_eq!(processes["items"][0]["name"], "invoice-approval");
+    assert_eq!(processes["items"][0]["name"], "purchase-request");
     assert_eq!(processes["items"][0]["version"], 1);
 
-    let started = agent.start_invoice("INV-1").await;
+    let started = agent.start_purchase_request("PR-1").await;
     let run_id = started["run"]["id"].as_str().unwrap().to_owned();
 
     let item = agent_item(&agent, &run_id).await;
-    assert_eq!(item["stepId"], "validate");
+    assert_eq!(item["stepId"], "assess");
     let claim = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "validate", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "assess", "requestId": request_id() }),
         )
         .await;
     let token = claim["token"].as_str().unwrap().to_owned();
@@ -53,9 +53,9 @@ async fn an_invoice_routes_by_reason_is_approved_and_finishes() {
             "submit",
             json!({
                 "token": token, "requestId": request_id(),
-                "output": { "totalUsd": 4200.5, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
+                "output": { "amountUsd": 4200.5, "vendor": "Acme Supplies", "justification": "Quote matches the request" },
                 "evidence": [{ "kind": "link", "ref": "https://erp.test/match/1" }],
-                "summary": "Matched", "next": "done", "reason": "small",
+                "summary": "Assessed", "next": "done", "reason": "small",
             }),
             "not_accepted",
         )
@@ -67,9 +67,9 @@ async fn an_invoice_routes_by_reason_is_approved_and_finishes() {
             "submit",
             json!({
                 "token": token, "requestId": request_id(),
-                "output": { "totalUsd": 4200.5, "supplier": "Acme Supplies", "matchSummary": "PO and GR match" },
+                "output": { "amountUsd": 4200.5, "vendor": "Acme Supplies", "justification": "Quote matches the request" },
                 "evidence": [{ "kind": "link", "ref": "https://erp.test/match/1" }],
-                "summary": "Matched", "next": "manager_review", "reason": "4200.50 USD is under 10000",
+                "summary": "Assessed", "next": "team_lead_approval", "reason": "4200.50 USD is under 5000",
             }),
         )
         .await;
@@ -83,7 +83,7 @@ async fn an_invoice_routes_by_reason_is_approved_and_finishes() {
         .iter()
         .find(|item| item["runId"] == run_id.as_str())
         .cloned()
-        .unwrap_or_else(|| panic!("the manager has no item: {work}"));
+        .unwrap_or_else(|| panic!("the approver has no item: {work}"));
     let work_item = &item["workItem"];
     manager
         .ok(
@@ -96,11 +96,11 @@ async fn an_invoice_routes_by_reason_is_approved_and_finishes() {
         .await;
 
     let item = agent_item(&agent, &run_id).await;
-    assert_eq!(item["stepId"], "record");
+    assert_eq!(item["stepId"], "place_order");
     let claim = agent
         .ok(
             "claim",
-            json!({ "runId": run_id, "stepId": "record", "requestId": request_id() }),
+            json!({ "runId": run_id, "stepId": "place_order", "requestId": request_id() }),
         )
         .await;
     agent
@@ -108,17 +108,17 @@ async fn an_invoice_routes_by_reason_is_approved_and_finishes() {
             "submit",
             json!({
                 "token": claim["token"], "requestId": request_id(),
-                "output": { "approvalRecord": "APR-1" },
-                "evidence": [{ "kind": "link", "ref": "https://erp.test/apr/1" }],
-                "summary": "Recorded",
+                "output": { "orderNumber": "PO-1" },
+                "evidence": [{ "kind": "link", "ref": "https://erp.test/po/1" }],
+                "summary": "Ordered",
             }),
         )
         .await;
     let run = agent.ok("get_run", json!({ "runId": run_id })).await;
     assert_eq!(run["run"]["state"], "ended", "{run}");
     assert_eq!(
-        run["data"]["steps"]["validate"]["reason"],
-        "4200.50 USD is under 10000"
+        run["data"]["steps"]["assess"]["reason"],
+        "4200.50 USD is under 5000"
     );
     agent.close().await;
     manager.close().await;
