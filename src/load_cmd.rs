@@ -42,6 +42,10 @@ pub struct LoadArgs {
     /// The server's URL (without /mcp).
     #[arg(long, value_name = "URL", env = "AGENTPROCESS_URL", default_value = DEFAULT_PUBLIC_URL)]
     server: String,
+    /// The MCP revision the callers speak: 2025-11-25, or 2026-07-28 (each request with its own
+    /// `_meta` and the standard headers).
+    #[arg(long, value_name = "REVISION", value_enum, default_value = "2025-11-25")]
+    mcp_revision: crate::conformance::client::Revision,
     /// The server's public URL, which minted tokens name as issuer and audience. Default: --server.
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
@@ -320,7 +324,7 @@ async fn drive(args: &LoadArgs, settings: &Settings, tokens: Tokens) -> anyhow::
     // reqwest is built without a bundled TLS crypto provider, as the gateway is; an https server
     // URL needs one installed. Another caller may have installed one first.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = McpClient::new(&args.server).context("building the HTTP client")?;
+    let client = McpClient::new(&args.server, args.mcp_revision).context("building the HTTP client")?;
 
     match client
         .call(&tokens.agents[0], ToolName::Describe.as_str(), &json!({}))

@@ -83,10 +83,11 @@ pub fn tool_result(result: ToolResult) -> CallToolResult {
 }
 
 /// The JSON-RPC response to a `tools/call` answered without the MCP library, byte for byte what
-/// the library writes for [`tool_result`] to a client of a protocol revision before 2026-07-28
-/// (no `resultType`): the envelope is rendered ONCE, and those bytes are the text content (as a
-/// JSON string) and `structuredContent` (as they are).
-pub fn tool_call_response(id: &RequestId, result: ToolResult) -> Vec<u8> {
+/// the library writes for [`tool_result`]: with `resultType: "complete"` for a client of
+/// 2026-07-28 (`with_result_type`), without it for one of an earlier revision. The envelope is
+/// rendered ONCE, and those bytes are the text content (as a JSON string) and
+/// `structuredContent` (as they are).
+pub fn tool_call_response(id: &RequestId, result: ToolResult, with_result_type: bool) -> Vec<u8> {
     let refused = result.is_err();
     let envelope = envelope_json(result);
     // Sized once: a page of work items renders to tens of kilobytes, and growing the buffer would
@@ -94,7 +95,11 @@ pub fn tool_call_response(id: &RequestId, result: ToolResult) -> Vec<u8> {
     let mut body = Vec::with_capacity(escaped_len(&envelope) + envelope.len() + 128);
     body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     write_json(&mut body, id);
-    body.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
+    body.extend_from_slice(if with_result_type {
+        br#","result":{"resultType":"complete","content":[{"type":"text","text":"#
+    } else {
+        br#","result":{"content":[{"type":"text","text":"#
+    });
     write_json(&mut body, &envelope);
     body.extend_from_slice(br#"}],"structuredContent":"#);
     body.extend_from_slice(envelope.as_bytes());
@@ -289,11 +294,13 @@ mod tests {
         );
     }
 
-    /// What the MCP library writes for a `tools/call` answered with [`tool_result`] to a client of
-    /// a revision before 2026-07-28: its handler drops `resultType: "complete"` for those.
-    fn written_by_the_library(id: RequestId, result: ToolResult) -> Vec<u8> {
+    /// What the MCP library writes for a `tools/call` answered with [`tool_result`]: to a client
+    /// of a revision before 2026-07-28 its handler drops `resultType: "complete"`.
+    fn written_by_the_library(id: RequestId, result: ToolResult, legacy_peer: bool) -> Vec<u8> {
         let mut result = ServerResult::CallToolResult(tool_result(result));
-        result.strip_result_type_for_legacy_peer();
+        if legacy_peer {
+            result.strip_result_type_for_legacy_peer();
+        }
         serde_json::to_vec(&ServerJsonRpcMessage::response(result, id)).unwrap()
     }
 
@@ -333,12 +340,14 @@ mod tests {
                 Err(refusal.clone()),
                 Err(ToolError::new(ErrorCode::NotFound, "no such run")),
             ] {
-                let spliced = tool_call_response(&id, result.clone());
-                let library = written_by_the_library(id.clone(), result);
-                assert_eq!(
-                    String::from_utf8(spliced).unwrap(),
-                    String::from_utf8(library).unwrap()
-                );
+                for with_result_type in [false, true] {
+                    let spliced = tool_call_response(&id, result.clone(), with_result_type);
+                    let library = written_by_the_library(id.clone(), result.clone(), !with_result_type);
+                    assert_eq!(
+                        String::from_utf8(spliced).unwrap(),
+                        String::from_utf8(library).unwrap()
+                    );
+                }
             }
         }
     }

@@ -8,9 +8,8 @@ use serde_json::{Value, json};
 use std::fmt;
 use std::time::Duration;
 
-/// The MCP protocol revision the client names in `MCP-Protocol-Version`. The gateway is stateless,
-/// so no `initialize` handshake precedes the calls.
-pub const PROTOCOL_VERSION: &str = "2025-06-18";
+use crate::conformance::client::Revision;
+
 /// How long one call may take before it counts as failed.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -109,11 +108,14 @@ impl fmt::Display for Refusal {
 pub struct McpClient {
     http: reqwest::Client,
     endpoint: String,
+    /// The revision every call names; the gateway is stateless, so no `initialize` handshake
+    /// precedes the calls on either.
+    revision: Revision,
 }
 
 impl McpClient {
-    /// A client of the MCP endpoint at `{server}/mcp`.
-    pub fn new(server: &str) -> Result<McpClient, reqwest::Error> {
+    /// A client of the MCP endpoint at `{server}/mcp`, speaking `revision`.
+    pub fn new(server: &str, revision: Revision) -> Result<McpClient, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(CALL_TIMEOUT)
             .tcp_nodelay(true)
@@ -122,19 +124,26 @@ impl McpClient {
         Ok(McpClient {
             http,
             endpoint: format!("{}/mcp", server.trim_end_matches('/')),
+            revision,
         })
     }
 
     /// Calls `tool` with `arguments` as the holder of `token`.
     pub async fn call(&self, token: &str, tool: &str, arguments: &Value) -> CallOutcome {
-        let response = self
+        let mut request = self
             .http
             .post(&self.endpoint)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", PROTOCOL_VERSION)
-            .bearer_auth(token)
-            .body(tools_call_body(1, tool, arguments))
+            .header("MCP-Protocol-Version", self.revision.as_str())
+            .bearer_auth(token);
+        if self.revision == Revision::Y2026 {
+            request = request
+                .header("Mcp-Method", "tools/call")
+                .header("Mcp-Name", tool);
+        }
+        let response = request
+            .body(tools_call_body(1, tool, arguments, self.revision))
             .send()
             .await;
         let response = match response {
@@ -153,15 +162,17 @@ impl McpClient {
     }
 }
 
-/// The JSON-RPC request body of a `tools/call`.
-pub fn tools_call_body(id: u64, tool: &str, arguments: &Value) -> String {
-    json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "tools/call",
-        "params": { "name": tool, "arguments": arguments },
-    })
-    .to_string()
+/// The JSON-RPC request body of a `tools/call`; on 2026-07-28 with the client's context in
+/// `_meta`, as every request of that revision carries it.
+pub fn tools_call_body(id: u64, tool: &str, arguments: &Value, revision: Revision) -> String {
+    let mut params = json!({ "name": tool, "arguments": arguments });
+    if revision == Revision::Y2026 {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": revision.as_str(),
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+    }
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }).to_string()
 }
 
 /// A JSON-RPC answer, read only as far as the load generator needs it: the result's
@@ -269,12 +280,29 @@ mod tests {
 
     #[test]
     fn a_tools_call_body_is_a_json_rpc_request_naming_the_tool() {
-        let body: Value =
-            serde_json::from_str(&tools_call_body(7, "claim", &json!({ "runId": "r_1" }))).unwrap();
+        let body: Value = serde_json::from_str(&tools_call_body(
+            7,
+            "claim",
+            &json!({ "runId": "r_1" }),
+            Revision::Y2025,
+        ))
+        .unwrap();
         assert_eq!(
             body,
             json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
                     "params": { "name": "claim", "arguments": { "runId": "r_1" } } })
+        );
+        let body: Value = serde_json::from_str(&tools_call_body(
+            7,
+            "claim",
+            &json!({ "runId": "r_1" }),
+            Revision::Y2026,
+        ))
+        .unwrap();
+        assert_eq!(
+            body["params"]["_meta"],
+            json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {} })
         );
     }
 

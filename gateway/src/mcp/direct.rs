@@ -11,8 +11,9 @@
 //! The rule that keeps every transport rule and every error rmcp's: this path takes a request
 //! only when it is CLEARLY one rmcp would answer with a tool result. Anything else, doubtful or
 //! not (a batch, a notification, another method, an unknown tool, a `_meta` other than a
-//! progress token, the 2026-07-28 revision with its per-request metadata and standard headers, a
-//! quoted or weighted `Accept`, a `Host` not plainly allowed), goes to rmcp unchanged.
+//! progress token, a 2026-07-28 request whose per-request metadata or standard headers are not
+//! plainly what that revision asks for, a quoted or weighted `Accept`, a `Host` not plainly
+//! allowed), goes to rmcp unchanged.
 
 use super::backend::ToolBackend;
 use super::server::ProtocolServer;
@@ -37,11 +38,24 @@ const JSON_MEDIA_TYPE: &str = "application/json";
 const EVENT_STREAM_MEDIA_TYPE: &str = "text/event-stream";
 /// The header a Streamable HTTP client names its protocol revision in.
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
-/// The revisions this path answers: those rmcp serves with its stateless handler without
-/// per-request metadata or standard headers (from 2026-07-28 on, rmcp checks both).
+/// The revisions this path answers without per-request metadata or standard headers.
 const DIRECT_PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-/// The one `_meta` key this path takes: a progress token, which a tool call never reports on.
+/// The revision whose requests carry their client's context in `_meta` and name their method
+/// and tool in standard headers, and whose results say `resultType: "complete"`.
+const SELF_CONTAINED_REVISION: &str = "2026-07-28";
+/// The one `_meta` key this path takes before 2026-07-28: a progress token, which a tool call
+/// never reports on.
 const PROGRESS_TOKEN: &str = "progressToken";
+/// The `_meta` keys of a 2026-07-28 request: the two it must carry, and the client's name.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// A caller's W3C trace context, which a 2026-07-28 request may carry in `_meta`.
+const META_TRACEPARENT: &str = "traceparent";
+/// The standard headers of a 2026-07-28 request (SEP-2243).
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+const PARAM_HEADER_PREFIX: &str = "mcp-param-";
 
 /// Answers the stateless `tools/call`s it can answer exactly as rmcp would.
 #[derive(Debug)]
@@ -62,22 +76,31 @@ impl<B: ToolBackend> DirectCalls<B> {
     /// The answer to a POST with these parts and this body, when it is a call this path takes;
     /// `None` hands the request to rmcp.
     pub(crate) async fn answer(&self, parts: &Parts, body: &[u8]) -> Option<Response> {
-        if !self.headers_are_plainly_accepted(&parts.headers) {
+        let revision = self.plainly_accepted_revision(&parts.headers)?;
+        let identity = parts.extensions.get::<Identity>()?;
+        let call = ToolsCall::parse(body, revision)?;
+        if revision == Revision::SelfContained && !standard_headers_name(&parts.headers, call.tool) {
             return None;
         }
-        let identity = parts.extensions.get::<Identity>()?;
-        let call = ToolsCall::parse(body)?;
         let server = self.server.clone();
         let identity = identity.clone();
-        let ToolsCall { id, tool, arguments } = call;
+        let ToolsCall {
+            id,
+            tool,
+            arguments,
+            traceparent,
+        } = call;
         // Like rmcp, which runs each handler in a task of its own: a call, once started, runs to
         // its end (and is counted) even if the client goes away.
-        let trace = super::server::trace_of_call(&parts.headers, None);
+        let trace = super::server::trace_of_call(&parts.headers, traceparent.as_ref());
         let call = tokio::spawn(
             async move { server.answer(&identity, tool, arguments, trace).await }.in_current_span(),
         );
         let response = match call.await {
-            Ok(result) => json_response(StatusCode::OK, respond::tool_call_response(&id, result)),
+            Ok(result) => json_response(
+                StatusCode::OK,
+                respond::tool_call_response(&id, result, revision == Revision::SelfContained),
+            ),
             Err(failure) => {
                 tracing::error!(%failure, tool = tool.as_str(), "a tool call ended without an answer");
                 Response::builder()
@@ -91,16 +114,28 @@ impl<B: ToolBackend> DirectCalls<B> {
         Some(response)
     }
 
-    /// Whether rmcp's stateless JSON mode would take these headers as they are: the `Host`
-    /// check, an `Accept` of both JSON and event streams, a JSON `Content-Type`, and a protocol
-    /// revision (or none, which rmcp reads as 2025-03-26) it serves without further checks. The
+    /// The revision of a request whose headers rmcp's stateless JSON mode would take as they
+    /// are: the `Host` check, an `Accept` of both JSON and event streams, a JSON `Content-Type`,
+    /// and a protocol revision (or none, which rmcp reads as 2025-03-26) this path answers. The
     /// transport is configured without an `Origin` allow-list, so rmcp checks no `Origin`.
-    fn headers_are_plainly_accepted(&self, headers: &HeaderMap) -> bool {
-        self.hosts.allow(headers)
+    fn plainly_accepted_revision(&self, headers: &HeaderMap) -> Option<Revision> {
+        if !(self.hosts.allow(headers)
             && accepts_json_and_event_stream(headers)
-            && content_type_is_json(headers)
-            && protocol_version_is_direct(headers)
+            && content_type_is_json(headers))
+        {
+            return None;
+        }
+        protocol_revision(headers)
     }
+}
+
+/// How a request this path answers is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Revision {
+    /// Before 2026-07-28: no per-request metadata but a progress token; no `resultType`.
+    Session,
+    /// 2026-07-28: the client's context in `_meta`, standard headers, `resultType` in the result.
+    SelfContained,
 }
 
 /// A `tools/call` request this path answers.
@@ -109,6 +144,8 @@ struct ToolsCall {
     id: RequestId,
     tool: ToolName,
     arguments: Option<Map<String, Value>>,
+    /// The `_meta` that may carry a caller's `traceparent` (2026-07-28).
+    traceparent: Option<Map<String, Value>>,
 }
 
 /// The body of a `tools/call`, as this path reads it: no member it does not know.
@@ -136,21 +173,58 @@ struct ToolsCallParams<'a> {
 
 impl ToolsCall {
     /// Parses `body` once: ONE JSON-RPC 2.0 request of `tools/call` of one of the fourteen tools,
-    /// with an integer or string id, and no `_meta` but a progress token. `None` for anything else.
-    fn parse(body: &[u8]) -> Option<ToolsCall> {
+    /// with an integer or string id, and the `_meta` of its revision: none but a progress token
+    /// before 2026-07-28; on 2026-07-28 the revision and the client's capabilities, and maybe its
+    /// name and a trace context. `None` for anything else.
+    fn parse(body: &[u8], revision: Revision) -> Option<ToolsCall> {
         let body: ToolsCallBody = serde_json::from_slice(body).ok()?;
         if body.jsonrpc != "2.0" || body.method != "tools/call" {
             return None;
         }
-        if !body.params.meta.as_ref().is_none_or(is_only_a_progress_token) {
-            return None;
-        }
+        let traceparent = match revision {
+            Revision::Session if body.params.meta.as_ref().is_none_or(is_only_a_progress_token) => None,
+            Revision::SelfContained if body.params.meta.as_ref().is_some_and(is_plain_client_context) => {
+                body.params.meta
+            }
+            _ => return None,
+        };
         Some(ToolsCall {
             id: request_id(&body.id)?,
             tool: body.params.name.parse().ok()?,
             arguments: body.params.arguments,
+            traceparent,
         })
     }
+}
+
+/// Whether a 2026-07-28 `_meta` is plainly valid: this revision named, the client's capabilities
+/// an object, and nothing else but the client's name and version and a trace context.
+fn is_plain_client_context(meta: &Map<String, Value>) -> bool {
+    let client_info_is_plain = |info: &Value| {
+        info.as_object().is_some_and(|info| {
+            info.len() == 2
+                && info.get("name").is_some_and(Value::is_string)
+                && info.get("version").is_some_and(Value::is_string)
+        })
+    };
+    meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str) == Some(SELF_CONTAINED_REVISION)
+        && meta.get(META_CLIENT_CAPABILITIES).is_some_and(Value::is_object)
+        && meta.iter().all(|(key, value)| match key.as_str() {
+            META_PROTOCOL_VERSION | META_CLIENT_CAPABILITIES => true,
+            META_CLIENT_INFO => client_info_is_plain(value),
+            META_TRACEPARENT => value.is_string(),
+            _ => false,
+        })
+}
+
+/// Whether a 2026-07-28 request's standard headers plainly name a `tools/call` of `tool`: each
+/// once, as plain text, and no parameter headers (our tools declare none).
+fn standard_headers_name(headers: &HeaderMap, tool: ToolName) -> bool {
+    only_value(headers, METHOD_HEADER) == Some("tools/call")
+        && only_value(headers, NAME_HEADER) == Some(tool.as_str())
+        && !headers
+            .keys()
+            .any(|name| name.as_str().starts_with(PARAM_HEADER_PREFIX))
 }
 
 /// A JSON-RPC id as rmcp reads and writes it: a string, or an integer written as one.
@@ -274,15 +348,18 @@ fn content_type_is_json(headers: &HeaderMap) -> bool {
     })
 }
 
-/// Whether the request names no protocol revision, or once one this path answers.
-fn protocol_version_is_direct(headers: &HeaderMap) -> bool {
+/// The revision of a request naming none (rmcp reads 2025-03-26), or naming once one this path
+/// answers; `None` for any other.
+fn protocol_revision(headers: &HeaderMap) -> Option<Revision> {
     let mut values = headers.get_all(PROTOCOL_VERSION_HEADER).iter();
     match (values.next(), values.next()) {
-        (None, _) => true,
-        (Some(version), None) => version
-            .to_str()
-            .is_ok_and(|version| DIRECT_PROTOCOL_VERSIONS.contains(&version)),
-        (Some(_), Some(_)) => false,
+        (None, _) => Some(Revision::Session),
+        (Some(version), None) => match version.to_str().ok()? {
+            SELF_CONTAINED_REVISION => Some(Revision::SelfContained),
+            version if DIRECT_PROTOCOL_VERSIONS.contains(&version) => Some(Revision::Session),
+            _ => None,
+        },
+        (Some(_), Some(_)) => None,
     }
 }
 

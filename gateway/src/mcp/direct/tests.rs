@@ -107,6 +107,23 @@ fn tools_call(id: Value, tool: &str, arguments: Value) -> String {
     .to_string()
 }
 
+/// A 2026-07-28 `tools/call` with `meta` as its `_meta`.
+fn self_contained_call(id: Value, tool: &str, arguments: Value, meta: Value) -> String {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": tool, "arguments": arguments, "_meta": meta } })
+    .to_string()
+}
+
+/// The `_meta` a 2026-07-28 request must carry.
+fn meta() -> Value {
+    json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} })
+}
+
+fn with(mut object: Value, key: &str, value: Value) -> Value {
+    object[key] = value;
+    object
+}
+
 /// Arguments each tool's schema accepts.
 fn valid_arguments(tool: ToolName) -> Value {
     match tool {
@@ -166,6 +183,29 @@ fn cases() -> Vec<Case> {
         }
     };
     let describe = || direct("describe", tools_call(json!(1), "describe", json!({})));
+    // A 2026-07-28 request: the revision in its header and `_meta`, its method and tool in the
+    // standard headers (the tool's name read from the body).
+    let self_contained = |what, body: String, direct: bool| {
+        let tool = serde_json::from_str::<Value>(&body).unwrap()["params"]["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let mut headers: Vec<_> = plain_headers()
+            .into_iter()
+            .filter(|(name, _)| *name != "MCP-Protocol-Version")
+            .collect();
+        headers.extend([
+            ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+            ("Mcp-Method", "tools/call".to_owned()),
+            ("Mcp-Name", tool),
+        ]);
+        Case {
+            what,
+            headers,
+            body,
+            direct,
+        }
+    };
 
     let mut cases: Vec<Case> = ToolName::ALL
         .into_iter()
@@ -217,6 +257,29 @@ fn cases() -> Vec<Case> {
         with_header(describe(), "MCP-Protocol-Version", Some("2025-03-26"), true),
         with_header(describe(), "MCP-Protocol-Version", Some("2024-11-05"), true),
         with_header(describe(), "MCP-Protocol-Version", Some("2026-07-28"), false),
+        self_contained("a 2026-07-28 call", self_contained_call(json!(40), "get_run", json!({ "runId": "r_1" }), meta()), true),
+        self_contained("a 2026-07-28 refusal", self_contained_call(json!(41), "submit",
+            json!({ "token": "t", "output": {}, "summary": "s", "requestId": REFUSED_REQUEST }), meta()), true),
+        self_contained("a 2026-07-28 call with the client's name", self_contained_call(json!("c-42"), "describe", json!({}),
+            with(meta(), "io.modelcontextprotocol/clientInfo", json!({ "name": "c", "version": "1" }))), true),
+        self_contained("a 2026-07-28 call with a trace context", self_contained_call(json!(43), "get_work", json!({ "limit": 3 }),
+            with(meta(), "traceparent", json!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))), true),
+        self_contained("a 2026-07-28 call of invalid arguments", self_contained_call(json!(44), "get_work", json!({ "limit": "ten" }), meta()), true),
+        self_contained("2026-07-28 without client capabilities", self_contained_call(json!(45), "describe", json!({}),
+            json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28" })), false),
+        self_contained("2026-07-28 naming another revision in _meta", self_contained_call(json!(46), "describe", json!({}),
+            with(meta(), "io.modelcontextprotocol/protocolVersion", json!("2025-11-25"))), false),
+        self_contained("2026-07-28 with a log level", self_contained_call(json!(47), "describe", json!({}),
+            with(meta(), "io.modelcontextprotocol/logLevel", json!("debug"))), false),
+        self_contained("2026-07-28 with a progress token", self_contained_call(json!(48), "describe", json!({}),
+            with(meta(), "progressToken", json!(1))), false),
+        self_contained("2026-07-28 without _meta", tools_call(json!(49), "describe", json!({})), false),
+        with_header(self_contained("2026-07-28 without Mcp-Method", self_contained_call(json!(50), "describe", json!({}), meta()), false),
+            "Mcp-Method", None, false),
+        with_header(self_contained("2026-07-28 naming another tool", self_contained_call(json!(51), "describe", json!({}), meta()), false),
+            "Mcp-Name", Some("get_run"), false),
+        with_header(self_contained("2026-07-28 with a parameter header", self_contained_call(json!(52), "describe", json!({}), meta()), false),
+            "Mcp-Param-Region", Some("eu"), false),
         with_header(describe(), "MCP-Protocol-Version", Some("1999-01-01"), false),
         with_header(describe(), "Accept", Some("application/json"), false),
         with_header(describe(), "Accept", Some("text/event-stream"), false),
@@ -402,15 +465,19 @@ async fn the_direct_path_answers_byte_for_byte_what_rmcp_answers() {
 
 #[test]
 fn only_a_plain_tools_call_is_parsed_for_the_direct_path() {
-    use super::ToolsCall;
+    use super::{Revision, ToolsCall};
     use rmcp::model::RequestId;
-    let call = ToolsCall::parse(tools_call(json!(3), "claim", json!({ "runId": "r" })).as_bytes());
+    let call = ToolsCall::parse(
+        tools_call(json!(3), "claim", json!({ "runId": "r" })).as_bytes(),
+        Revision::Session,
+    );
     assert_eq!(
         call,
         Some(ToolsCall {
             id: RequestId::Number(3),
             tool: ToolName::Claim,
             arguments: json!({ "runId": "r" }).as_object().cloned(),
+            traceparent: None,
         })
     );
     for body in [
@@ -426,6 +493,6 @@ fn only_a_plain_tools_call_is_parsed_for_the_direct_path() {
         .to_string(),
         r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"claim"}}"#.to_owned(),
     ] {
-        assert_eq!(ToolsCall::parse(body.as_bytes()), None, "{body}");
+        assert_eq!(ToolsCall::parse(body.as_bytes(), Revision::Session), None, "{body}");
     }
 }
