@@ -89,6 +89,11 @@ pub async fn run_all(ctx: &mut Context) -> Vec<CheckResult> {
         every_route(ctx)
     );
     check!(
+        "every route of every process leads to a finish, each on_reject rework kept in history",
+        "spec §3.1, §3.2, §3.4",
+        every_route_walked(ctx)
+    );
+    check!(
         "a rejection without on_reject ends the run rejected",
         "spec §3.4, §3.5",
         rejection_ends_run(ctx)
@@ -781,6 +786,48 @@ async fn every_route(ctx: &Context) -> Checked {
         )?;
     }
     Ok(())
+}
+
+async fn every_route_walked(ctx: &Context) -> Checked {
+    let mut not_run = Vec::new();
+    let mut walked = 0;
+    for (route, process) in super::walk::every_route() {
+        let name = route.process;
+        if !ctx.published.contains(name) {
+            // A process needing a profile the server does not offer is not expected of it.
+            let expected = (!process.uses_parallel() || ctx.offers("parallel-1"))
+                && (!process.uses_check() || ctx.offers("check-1"));
+            if expected {
+                not_run.push(format!("{name} (not published)"));
+            }
+            continue;
+        }
+        if super::walk::needs_clock(&process) && ctx.clock.is_none() {
+            not_run.push(format!("{name} (a wait needs the clock)"));
+            continue;
+        }
+        match super::walk::walk(ctx, &route, &process).await {
+            Ok(()) => walked += 1,
+            Err(Stop::NotRun(why)) => not_run.push(format!("{name}: {why}")),
+            Err(Stop::Failed(why)) => {
+                let at = if route.step.is_empty() {
+                    String::new()
+                } else {
+                    format!(" taking {} -> {}", route.step, route.to)
+                };
+                return Err(Stop::Failed(format!("walking {name}{at}: {why}")));
+            }
+        }
+    }
+    not_run.dedup();
+    if not_run.is_empty() {
+        Ok(())
+    } else {
+        Err(Stop::NotRun(format!(
+            "{walked} walks passed; not walked: {}",
+            not_run.join(", ")
+        )))
+    }
 }
 
 async fn rejection_ends_run(ctx: &Context) -> Checked {

@@ -5,6 +5,7 @@ pub mod checks;
 pub mod client;
 pub mod processes;
 pub mod report;
+pub mod walk;
 
 use client::{CallFailure, Client, Revision, Shared};
 use serde_json::{Value, json};
