@@ -52,7 +52,7 @@ fn assert_all_valid(folders: &[String]) {
 #[test]
 fn every_example_passes_check_when_both_profiles_are_offered() {
     let folders: Vec<String> = examples().iter().map(|(name, _)| example_folder(name)).collect();
-    assert_eq!(folders.len(), 13, "the thirteen example processes");
+    assert_eq!(folders.len(), 14, "the fourteen example processes");
     assert_all_valid(&folders);
 }
 

@@ -195,6 +195,11 @@ pub async fn run_all(ctx: &mut Context) -> Vec<CheckResult> {
         parallel(ctx)
     );
     check!(
+        "a rejection inside a branch reworks that branch alone",
+        "parallel-1",
+        rework_inside_a_branch(ctx)
+    );
+    check!(
         "a checked step's submission gets a verdict",
         "check-1",
         checked_step(ctx)
@@ -1931,6 +1936,87 @@ async fn parallel(ctx: &Context) -> Checked {
             view["data"]["steps"]["support_ready"]
         )
     })
+}
+
+async fn rework_inside_a_branch(ctx: &Context) -> Checked {
+    if !ctx.offers("parallel-1") {
+        return Err(Stop::NotRun("describe does not offer parallel-1".to_owned()));
+    }
+    ctx.needs("office-opening")?;
+    let rule = "parallel-1: on_reject inside a branch returns within that branch; the other branch stays done and the join waits";
+    let run = start(
+        ctx,
+        &ctx.agent,
+        "office-opening",
+        json!({ "officeId": format!("OF-{}", ctx.tag), "officeManager": ctx.person_email }),
+    )
+    .await?;
+    do_agent_step(
+        &ctx.agent,
+        &run,
+        "plan",
+        json!({ "output": { "planRef": "https://plans.test/office" } }),
+    )
+    .await?;
+    let completed = |field: &str, text: &str| json!({ "output": { field: text }, "evidence": link("https://office.test/report") });
+    decide(
+        &ctx.person,
+        &run,
+        "network_setup",
+        "completed",
+        completed("networkReport", "First install."),
+    )
+    .await?;
+    let view = decide(
+        &ctx.person,
+        &run,
+        "furniture",
+        "completed",
+        completed("deliveryNote", "All delivered."),
+    )
+    .await?;
+    ensure(
+        step_state(&view, "network_signoff") == "waiting" && step_state(&view, "open_office").is_null(),
+        rule,
+        || format!("{}", view["steps"]),
+    )?;
+    let view = decide(
+        &ctx.person,
+        &run,
+        "network_signoff",
+        "rejected",
+        json!({ "note": "The scan failed on the guest network." }),
+    )
+    .await?;
+    ensure(
+        step_state(&view, "network_setup") == "waiting"
+            && step_state(&view, "furniture") == "done"
+            && step_state(&view, "open_office").is_null(),
+        rule,
+        || format!("after the rejection: {}", view["steps"]),
+    )?;
+    decide(
+        &ctx.person,
+        &run,
+        "network_setup",
+        "completed",
+        completed("networkReport", "Guest network fixed."),
+    )
+    .await?;
+    let view = decide(&ctx.person, &run, "network_signoff", "approved", json!({})).await?;
+    ensure(step_state(&view, "open_office") == "waiting", rule, || {
+        format!("the join: {}", view["steps"])
+    })?;
+    let view = decide(&ctx.person, &run, "open_office", "approved", json!({})).await?;
+    ended_with(&view, "opened", rule)?;
+    let steps = &view["data"]["steps"];
+    ensure(
+        steps["network_setup"]["output"]["networkReport"] == "Guest network fixed."
+            && steps["network_setup"]["history"].as_array().map(Vec::len) == Some(1)
+            && steps["furniture"]["history"].as_array().is_none_or(Vec::is_empty),
+        "spec §3.1: the reworked branch step keeps its first completion in history; the other branch has none",
+        || format!("{steps}"),
+    )
 }
 
 async fn checked_step(ctx: &Context) -> Checked {

@@ -17,6 +17,7 @@ pub const PROCESSES: &[(&str, &str)] = examples![
     "audit-remediation",
     "contractor-setup",
     "defect-triage",
+    "office-opening",
     "partner-screening",
     "policy-update",
     "product-launch",
