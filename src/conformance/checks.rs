@@ -3,7 +3,7 @@
 
 use super::client::Client;
 use super::processes;
-use super::{CheckResult, Checked, Context, Stop, request_id, run_check};
+use super::{CheckResult, Checked, Context, Stop, fail, merge, ok, request_id, run_check};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -228,28 +228,11 @@ pub async fn run_all(ctx: &mut Context) -> Vec<CheckResult> {
 
 // ------------------------------------------------------------------ helpers
 
-fn fail(rule: &str, what: impl std::fmt::Display) -> Stop {
-    Stop::Failed(format!("{rule}\n{what}"))
-}
-
 fn ensure(condition: bool, rule: &str, what: impl FnOnce() -> String) -> Checked {
     if condition {
         Ok(())
     } else {
         Err(fail(rule, what()))
-    }
-}
-
-/// Calls `tool` and returns its `data`; a failure naming the rule when it was refused.
-async fn ok(client: &Client, tool: &str, arguments: Value) -> Checked<Value> {
-    let answer = client.call(tool, arguments.clone()).await?;
-    if answer["ok"] == true {
-        Ok(answer["data"].clone())
-    } else {
-        Err(fail(
-            &format!("{tool} must succeed here"),
-            format!("call: {} {tool} {arguments}\nanswer: {answer}", client.who),
-        ))
     }
 }
 
@@ -379,12 +362,6 @@ async fn submit(client: &Client, token: &Value, body: Value) -> Checked<Value> {
         json!({ "token": token, "requestId": request_id(), "summary": "Done as the step asks." });
     merge(&mut arguments, body);
     ok(client, "submit", arguments).await
-}
-
-fn merge(into: &mut Value, from: Value) {
-    if let (Some(into), Value::Object(from)) = (into.as_object_mut(), from) {
-        into.extend(from);
-    }
 }
 
 /// Claims `step` and submits `body` (output, evidence, next...); the run view after.
@@ -1067,42 +1044,21 @@ async fn claim_conflicts(ctx: &Context) -> Checked {
         "tools.md get_work: a claimed step is not listed",
         || format!("assess of {run} is still listed"),
     )?;
-    refused(
-        &ctx.second_agent,
-        "claim",
-        json!({ "runId": run, "stepId": "assess", "requestId": request_id() }),
-        "conflict",
-        Some(&["claimed_by_other"]),
-        rule,
-    )
-    .await?;
-    refused(
-        &ctx.agent,
-        "claim",
-        json!({ "runId": run, "stepId": "assess", "requestId": request_id() }),
-        "conflict",
-        Some(&["claimed_by_you"]),
-        rule,
-    )
-    .await?;
-    refused(
-        &ctx.agent,
-        "claim",
-        json!({ "runId": run, "stepId": "place_order", "requestId": request_id() }),
-        "conflict",
-        Some(&["not_ready"]),
-        rule,
-    )
-    .await?;
-    refused(
-        &ctx.agent,
-        "claim",
-        json!({ "runId": run, "stepId": "budget_approval", "requestId": request_id() }),
-        "forbidden",
-        None,
-        rule,
-    )
-    .await?;
+    let refusals: [(&Client, &str, &str, Option<&[&str]>); 4] = [
+        (
+            &ctx.second_agent,
+            "assess",
+            "conflict",
+            Some(&["claimed_by_other"]),
+        ),
+        (&ctx.agent, "assess", "conflict", Some(&["claimed_by_you"])),
+        (&ctx.agent, "place_order", "conflict", Some(&["not_ready"])),
+        (&ctx.agent, "budget_approval", "forbidden", None),
+    ];
+    for (client, step, code, issues) in refusals {
+        let arguments = json!({ "runId": run, "stepId": step, "requestId": request_id() });
+        refused(client, "claim", arguments, code, issues, rule).await?;
+    }
     Ok(())
 }
 

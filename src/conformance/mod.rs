@@ -197,6 +197,32 @@ impl Context {
     }
 }
 
+/// A failure of `rule`, with what was seen.
+pub fn fail(rule: &str, what: impl std::fmt::Display) -> Stop {
+    Stop::Failed(format!("{rule}\n{what}"))
+}
+
+/// Calls `tool` and returns its `data`; a failure naming the call and the answer when it was
+/// refused.
+pub async fn ok(client: &Client, tool: &str, arguments: Value) -> Checked<Value> {
+    let answer = client.call(tool, arguments.clone()).await?;
+    if answer["ok"] == true {
+        Ok(answer["data"].clone())
+    } else {
+        Err(fail(
+            &format!("{tool} must succeed here"),
+            format!("call: {} {tool} {arguments}\nanswer: {answer}", client.who),
+        ))
+    }
+}
+
+/// Adds `from`'s members to the object `into`.
+pub fn merge(into: &mut Value, from: Value) {
+    if let (Some(into), Value::Object(from)) = (into.as_object_mut(), from) {
+        into.extend(from);
+    }
+}
+
 /// A fresh request id.
 pub fn request_id() -> String {
     uuid::Uuid::new_v4().to_string()

@@ -3,7 +3,7 @@
 
 use super::client::Client;
 use super::processes;
-use super::{Checked, Context, Stop, request_id};
+use super::{Checked, Context, fail, merge, ok, request_id};
 use agentprocess_process::{FieldMap, FieldSpec, FieldType, Next, Process, Step, StepKind};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
@@ -410,28 +410,6 @@ fn is_parallel(process: &Process, id: &str) -> bool {
         .steps
         .iter()
         .any(|s| s.id.as_str() == id && matches!(s.kind, StepKind::Parallel { .. }))
-}
-
-fn merge(into: &mut Value, from: Value) {
-    if let (Some(into), Value::Object(from)) = (into.as_object_mut(), from) {
-        into.extend(from);
-    }
-}
-
-fn fail(rule: &str, what: impl std::fmt::Display) -> Stop {
-    Stop::Failed(format!("{rule}\n{what}"))
-}
-
-async fn ok(client: &Client, tool: &str, arguments: Value) -> Checked<Value> {
-    let answer = client.call(tool, arguments.clone()).await?;
-    if answer["ok"] == true {
-        Ok(answer["data"].clone())
-    } else {
-        Err(fail(
-            &format!("{tool} must succeed here"),
-            format!("call: {} {tool} {arguments}\nanswer: {answer}", client.who),
-        ))
-    }
 }
 
 #[cfg(test)]
