@@ -3,7 +3,7 @@
 
 use crate::conformance::client::Revision;
 use crate::conformance::{self, Clock, Context, Identities, processes, report};
-use crate::process_admin::{AdminClient, Failure};
+use crate::process_admin::{AdminClient, PublishStop, publish_with_bindings};
 use agentprocess_gateway::auth::dev::{DevKey, DevTokenRequest, recorded_server_url};
 use agentprocess_gateway::{IdentityKind, resource_uri};
 use anyhow::{Context as _, anyhow, bail};
@@ -343,49 +343,17 @@ fn minter(args: &RunArgs, url: &str) -> anyhow::Result<Option<(DevKey, String)>>
 }
 
 /// Imports, binds and publishes every process of the runner; content the server already has
-/// published (409) is fine.
+/// published is fine, and a process the server refuses to import (one needing a profile it does
+/// not offer) is left out, the checks that need it then reported "not run".
 fn publish_all(server: &str, operator: &str) -> anyhow::Result<()> {
     let client = AdminClient::connect(server, Some(operator)).map_err(|f| anyhow!("{f}"))?;
-    let already_held = |failure: &Failure| {
-        matches!(
-            failure,
-            Failure::Refused {
-                status: Some(409),
-                ..
-            }
-        )
-    };
     for (name, text) in processes::PROCESSES {
-        match client.call(
-            reqwest::Method::POST,
-            "/admin/v1/processes",
-            text.as_bytes().to_vec(),
-        ) {
-            Err(failure) if !already_held(&failure) => {
-                // A server without a profile refuses a process that needs it; the checks then say so.
-                eprintln!("agentprocess conformance: {name} not imported: {failure}");
-                continue;
-            }
-            _ => {}
-        }
-        let bindings = serde_json::json!({ "bindings": processes::bindings(name) });
-        if !processes::bindings(name).is_empty() {
-            client
-                .call(
-                    reqwest::Method::PUT,
-                    &format!("/admin/v1/processes/{name}/bindings"),
-                    bindings.to_string().into_bytes(),
-                )
-                .map_err(|failure| anyhow!("binding the roles of {name}: {failure}"))?;
-        }
-        match client.call(
-            reqwest::Method::POST,
-            &format!("/admin/v1/processes/{name}/publish"),
-            Vec::new(),
-        ) {
+        match publish_with_bindings(&client, name, text, &processes::bindings(name)) {
             Ok(_) => {}
-            Err(failure) if already_held(&failure) => {}
-            Err(failure) => return Err(anyhow!("publishing {name}: {failure}")),
+            Err(PublishStop::Import(failure)) => {
+                eprintln!("agentprocess conformance: {name} not imported: {failure}");
+            }
+            Err(stop) => return Err(anyhow!("{name}: {stop}")),
         }
     }
     Ok(())

@@ -257,6 +257,78 @@ impl AdminClient {
     }
 }
 
+/// Where [`publish_with_bindings`] stopped.
+#[derive(Debug)]
+pub(crate) enum PublishStop {
+    Import(Failure),
+    Bind(Failure),
+    Publish(Failure),
+    /// The publication answered without a version number.
+    NoVersion(Value),
+}
+
+impl std::fmt::Display for PublishStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PublishStop::Import(failure) => write!(f, "importing: {failure}"),
+            PublishStop::Bind(failure) => write!(f, "binding the roles: {failure}"),
+            PublishStop::Publish(failure) => write!(f, "publishing: {failure}"),
+            PublishStop::NoVersion(body) => write!(f, "publishing: the answer has no version: {body}"),
+        }
+    }
+}
+
+/// Imports the process `name` (its `PROCESS.md` text), binds `bindings` (role to group) when
+/// there are any, and publishes it, as one operator through the admin API (blocking). Content the
+/// server already holds, imported or published (`409 Conflict`), is not an error: the version
+/// published, or `None` when it was already.
+pub(crate) fn publish_with_bindings(
+    client: &AdminClient,
+    name: &str,
+    text: &str,
+    bindings: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<u64>, PublishStop> {
+    let already_held = |failure: &Failure| {
+        matches!(
+            failure,
+            Failure::Refused {
+                status: Some(409),
+                ..
+            }
+        )
+    };
+    match client.call(
+        reqwest::Method::POST,
+        "/admin/v1/processes",
+        text.as_bytes().to_vec(),
+    ) {
+        Err(failure) if !already_held(&failure) => return Err(PublishStop::Import(failure)),
+        _ => {}
+    }
+    if !bindings.is_empty() {
+        let body = json!({ "bindings": bindings }).to_string().into_bytes();
+        client
+            .call(
+                reqwest::Method::PUT,
+                &format!("/admin/v1/processes/{name}/bindings"),
+                body,
+            )
+            .map_err(PublishStop::Bind)?;
+    }
+    match client.call(
+        reqwest::Method::POST,
+        &format!("/admin/v1/processes/{name}/publish"),
+        Vec::new(),
+    ) {
+        Ok(body) => body["version"]
+            .as_u64()
+            .map(Some)
+            .ok_or(PublishStop::NoVersion(body)),
+        Err(failure) if already_held(&failure) => Ok(None),
+        Err(failure) => Err(PublishStop::Publish(failure)),
+    }
+}
+
 /// The `--bind` flags that would bind `roles`, with `GROUP` for the group to choose.
 fn missing_bind_flags(roles: &[String]) -> String {
     roles

@@ -7,7 +7,7 @@
 
 mod common;
 
-use agentprocess_process::{FieldSpec, FieldType, Offer, PersonRef, StepKind, load};
+use agentprocess_process::{Offer, PersonRef, StepKind, load};
 use agentprocess_testkit::fake_evaluator::FakeEvaluator;
 use common::{Mcp, Server, Who, request_id};
 use serde_json::{Value, json};
@@ -15,28 +15,12 @@ use serde_json::{Value, json};
 /// The person every `person` input and output names.
 const PERSON: &str = "someone@acme.test";
 
-/// A value of `spec`'s type: its first `one_of` option when it has them.
-fn value_of(spec: &FieldSpec) -> Value {
-    if let Some(options) = &spec.one_of {
-        return options[0].clone();
-    }
-    match spec.field_type {
-        FieldType::String => json!("text"),
-        FieldType::Number => json!(42),
-        FieldType::Boolean => json!(true),
-        FieldType::Date => json!("2031-03-14"),
-        FieldType::Datetime => json!("2031-03-14T09:00:00Z"),
-        FieldType::List => json!([]),
-        FieldType::Object => json!({}),
-        FieldType::Person => json!(PERSON),
-    }
-}
-
 fn values_of(fields: &agentprocess_process::FieldMap) -> Value {
-    fields
-        .iter()
-        .map(|(name, spec)| (name.clone(), value_of(spec)))
-        .collect()
+    Value::Object(agentprocess_process::sample_values(
+        fields,
+        PERSON,
+        "2031-03-14T09:00:00Z",
+    ))
 }
 
 /// A person identity in `group`, or [`PERSON`] for a step that names a person by data.

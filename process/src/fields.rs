@@ -84,7 +84,34 @@ impl FieldSpec {
             items: None,
         }
     }
+
+    /// A value this declaration accepts, for filling in generated runs: its first `one_of`
+    /// option, else a plain value of its type, with `person` and `datetime` as the caller needs
+    /// them (a `datetime` in the past makes a `wait_until` on it continue at once).
+    pub fn sample(&self, person: &str, datetime: &str) -> Value {
+        if let Some(first) = self.one_of.as_ref().and_then(|values| values.first()) {
+            return first.clone();
+        }
+        match self.field_type {
+            FieldType::String => Value::from("fixture"),
+            FieldType::Number => Value::from(1),
+            FieldType::Boolean => Value::Bool(true),
+            FieldType::Date => Value::from("2030-01-01"),
+            FieldType::Datetime => Value::from(datetime),
+            FieldType::List => Value::Array(Vec::new()),
+            FieldType::Object => Value::Object(serde_json::Map::new()),
+            FieldType::Person => Value::from(person),
+        }
+    }
 }
 
 /// Field name to declaration, in the order the document declares them.
 pub type FieldMap = IndexMap<String, FieldSpec>;
+
+/// A sample value of every field of `fields` ([`FieldSpec::sample`]), optional ones too.
+pub fn sample_values(fields: &FieldMap, person: &str, datetime: &str) -> serde_json::Map<String, Value> {
+    fields
+        .iter()
+        .map(|(name, spec)| (name.clone(), spec.sample(person, datetime)))
+        .collect()
+}

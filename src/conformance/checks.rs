@@ -319,25 +319,28 @@ async fn start_test(ctx: &Context, client: &Client, process: &str, inputs: Value
     .await
 }
 
-/// Every item of `get_work` for `client` (all pages).
-async fn all_work(client: &Client, process: Option<&str>) -> Checked<Vec<Value>> {
+/// Every item of a paged read (`get_work`, `list_processes`): `tool` with `arguments`, then with
+/// each `nextCursor` until there is none.
+async fn all_items(client: &Client, tool: &str, arguments: Value) -> Checked<Vec<Value>> {
     let mut items = Vec::new();
-    let mut cursor = Value::Null;
+    let mut arguments = arguments;
     loop {
-        let mut arguments = json!({ "limit": 100 });
-        if let Some(process) = process {
-            arguments["process"] = json!(process);
-        }
-        if !cursor.is_null() {
-            arguments["cursor"] = cursor.clone();
-        }
-        let page = ok(client, "get_work", arguments).await?;
+        let page = ok(client, tool, arguments.clone()).await?;
         items.extend(page["items"].as_array().cloned().unwrap_or_default());
-        cursor = page["nextCursor"].clone();
-        if cursor.is_null() || items.len() > 10_000 {
+        if page["nextCursor"].is_null() || items.len() > 10_000 {
             return Ok(items);
         }
+        arguments["cursor"] = page["nextCursor"].clone();
     }
+}
+
+/// Every item of `get_work` for `client`, of `process` when given.
+async fn all_work(client: &Client, process: Option<&str>) -> Checked<Vec<Value>> {
+    let mut arguments = json!({ "limit": 100 });
+    if let Some(process) = process {
+        arguments["process"] = json!(process);
+    }
+    all_items(client, "get_work", arguments).await
 }
 
 /// The agent's `get_work` item for `step` of `run`, if listed.
@@ -494,26 +497,8 @@ async fn tools_listed(ctx: &Context) -> Checked {
     Ok(())
 }
 
-/// Every item of `list_processes` (all pages).
-async fn all_processes(client: &Client) -> Checked<Vec<Value>> {
-    let mut cursor = Value::Null;
-    let mut items = Vec::new();
-    loop {
-        let mut arguments = json!({});
-        if !cursor.is_null() {
-            arguments["cursor"] = cursor.clone();
-        }
-        let page = ok(client, "list_processes", arguments).await?;
-        items.extend(page["items"].as_array().cloned().unwrap_or_default());
-        cursor = page["nextCursor"].clone();
-        if cursor.is_null() || items.len() > 10_000 {
-            return Ok(items);
-        }
-    }
-}
-
 async fn published(ctx: &mut Context) -> Checked {
-    let names: BTreeSet<String> = all_processes(&ctx.agent)
+    let names: BTreeSet<String> = all_items(&ctx.agent, "list_processes", json!({}))
         .await?
         .iter()
         .filter_map(|item| item["name"].as_str().map(str::to_owned))
@@ -545,7 +530,7 @@ async fn published(ctx: &mut Context) -> Checked {
 async fn list_processes_shapes(ctx: &Context) -> Checked {
     ctx.needs("purchase-request")?;
     let rule = "tools.md list_processes: each item has name, description, version, inputs, and requires when the process declares it";
-    let items = all_processes(&ctx.agent).await?;
+    let items = all_items(&ctx.agent, "list_processes", json!({})).await?;
     let item = |name: &str| {
         items
             .iter()

@@ -29,6 +29,37 @@ impl Revision {
             Revision::Y2026 => "2026-07-28",
         }
     }
+
+    /// The `_meta` every request of 2026-07-28 carries (the revision and the client's
+    /// capabilities); `None` before it.
+    pub fn request_meta(self) -> Option<Value> {
+        (self == Revision::Y2026).then(|| {
+            json!({
+                "io.modelcontextprotocol/protocolVersion": self.as_str(),
+                "io.modelcontextprotocol/clientCapabilities": {},
+            })
+        })
+    }
+
+    /// `request` with the headers this revision asks of a request of `method` (naming `name`):
+    /// `MCP-Protocol-Version`, and from 2026-07-28 the standard `Mcp-Method` and `Mcp-Name`
+    /// that let a middle box route without reading the body.
+    pub fn with_headers(
+        self,
+        request: reqwest::RequestBuilder,
+        method: &str,
+        name: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let request = request.header("MCP-Protocol-Version", self.as_str());
+        if self != Revision::Y2026 {
+            return request;
+        }
+        let request = request.header("Mcp-Method", method);
+        match name {
+            Some(name) => request.header("Mcp-Name", name),
+            None => request,
+        }
+    }
 }
 
 /// How long one call may take before it counts as failed.
@@ -161,22 +192,15 @@ impl Client {
             .post(&self.shared.endpoint)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", self.shared.revision.as_str())
             .bearer_auth(&self.token)
             .body(body.to_string());
         if let Some(session) = &self.session {
             request = request.header("Mcp-Session-Id", session);
         }
-        if self.shared.revision == Revision::Y2026
-            && let Some(method) = body["method"].as_str()
-        {
-            // The standard headers that let a middle box route without reading the body.
-            request = request.header("Mcp-Method", method);
-            if let Some(name) = body["params"]["name"].as_str() {
-                request = request.header("Mcp-Name", name);
-            }
-        }
-        request
+        let method = body["method"].as_str().unwrap_or_default();
+        self.shared
+            .revision
+            .with_headers(request, method, body["params"]["name"].as_str())
     }
 
     async fn notify(&self, method: &str) -> Result<(), String> {
@@ -198,13 +222,10 @@ impl Client {
     async fn rpc(&self, method: &str, params: Value) -> Result<(Value, Option<String>), String> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let mut params = params;
-        if self.shared.revision == Revision::Y2026 {
+        if let Some(mut meta) = self.shared.revision.request_meta() {
             // Every request carries the client's context itself: there is no session.
-            params["_meta"] = json!({
-                "io.modelcontextprotocol/protocolVersion": Revision::Y2026.as_str(),
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": client_info(),
-            });
+            meta["io.modelcontextprotocol/clientInfo"] = client_info();
+            params["_meta"] = meta;
         }
         let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         let response = self

@@ -4,8 +4,8 @@
 use super::client::Client;
 use super::processes;
 use super::{Checked, Context, fail, merge, ok, request_id};
-use agentprocess_process::{FieldMap, FieldSpec, FieldType, Next, Process, Step, StepKind};
-use serde_json::{Map, Value, json};
+use agentprocess_process::{FieldMap, Next, Process, Step, StepKind, sample_values};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 /// How many reads of a run a walk may take before it counts as stuck.
@@ -65,31 +65,10 @@ pub fn needs_clock(process: &Process) -> bool {
         .any(|s| matches!(s.kind, StepKind::Wait { .. }))
 }
 
-/// A value of `spec`'s type: its first `one_of` option; a datetime in the past, so that a
-/// `wait_until` on it continues at once; `person` the runner's person.
-fn value_of(spec: &FieldSpec, person: &str) -> Value {
-    if let Some(options) = &spec.one_of {
-        return options[0].clone();
-    }
-    match spec.field_type {
-        FieldType::String => json!("Done as asked."),
-        FieldType::Number => json!(120),
-        FieldType::Boolean => json!(true),
-        FieldType::Date => json!("2031-03-14"),
-        FieldType::Datetime => json!("2020-01-01T00:00:00Z"),
-        FieldType::List => json!([]),
-        FieldType::Object => json!({}),
-        FieldType::Person => json!(person),
-    }
-}
-
+/// A value of every field (optional ones too): a `datetime` in the past, so that a `wait_until`
+/// on it continues at once; `person` the runner's person.
 fn values_of(fields: &FieldMap, person: &str) -> Value {
-    Value::Object(
-        fields
-            .iter()
-            .map(|(name, spec)| (name.clone(), value_of(spec, person)))
-            .collect::<Map<String, Value>>(),
-    )
+    Value::Object(sample_values(fields, person, "2020-01-01T00:00:00Z"))
 }
 
 /// Walks one run: starts it, acts on whatever is ready until it ends, then checks the route was
@@ -133,7 +112,7 @@ pub async fn walk(ctx: &Context, route: &Route, process: &Process) -> Checked {
             };
             match (&step.kind, entry["state"].as_str()) {
                 (StepKind::Agent { .. }, Some("ready")) => {
-                    agent_step(ctx, &run, step, route).await?;
+                    agent_step(ctx, &run, process, step, route).await?;
                     acted = true;
                 }
                 (StepKind::Task { .. } | StepKind::Approve { .. }, Some("waiting")) => {
@@ -160,7 +139,7 @@ pub async fn walk(ctx: &Context, route: &Route, process: &Process) -> Checked {
                         }
                         _ => false,
                     };
-                    person_step(ctx, step, &item, route, reject).await?;
+                    person_step(ctx, process, step, &item, route, reject).await?;
                     acted = true;
                 }
                 (StepKind::Wait { duration }, Some("waiting")) if idle_rounds == 0 => {
@@ -280,7 +259,7 @@ async fn evidence(client: &Client, step: &Step) -> Checked<Value> {
     Ok(Value::Array(items))
 }
 
-async fn agent_step(ctx: &Context, run: &str, step: &Step, route: &Route) -> Checked {
+async fn agent_step(ctx: &Context, run: &str, process: &Process, step: &Step, route: &Route) -> Checked {
     let work = step.work().expect("an agent step has work");
     let claimed = ok(
         &ctx.agent,
@@ -292,13 +271,20 @@ async fn agent_step(ctx: &Context, run: &str, step: &Step, route: &Route) -> Che
         "token": claimed["token"], "requestId": request_id(), "summary": "Done as the step asks.",
         "output": values_of(&work.output, &ctx.person_email), "evidence": evidence(&ctx.agent, step).await?,
     });
-    if let Some(choice) = route_choice(&processes::process(route.process), step, route) {
+    if let Some(choice) = route_choice(process, step, route) {
         merge(&mut body, choice);
     }
     ok(&ctx.agent, "submit", body).await.map(drop)
 }
 
-async fn person_step(ctx: &Context, step: &Step, item: &Value, route: &Route, reject: bool) -> Checked {
+async fn person_step(
+    ctx: &Context,
+    process: &Process,
+    step: &Step,
+    item: &Value,
+    route: &Route,
+    reject: bool,
+) -> Checked {
     // Work assigned to a person by a path names the runner's person; a group's, its member.
     let person = &ctx.person;
     let mut arguments = item["decide"]["arguments"].clone();
@@ -317,7 +303,7 @@ async fn person_step(ctx: &Context, step: &Step, item: &Value, route: &Route, re
             arguments["decision"] = json!("completed");
             arguments["output"] = values_of(&work.output, &ctx.person_email);
             arguments["evidence"] = evidence(person, step).await?;
-            if let Some(choice) = route_choice(&processes::process(route.process), step, route) {
+            if let Some(choice) = route_choice(process, step, route) {
                 merge(&mut arguments, choice);
             }
         }

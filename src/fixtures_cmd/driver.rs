@@ -1,14 +1,14 @@
 //! Builds fixture runs with the run machine, one real command at a time: a start, then claims and
 //! submissions of agent steps and decisions of people's work items, with sample values.
 
-use agentprocess_process::{FieldMap, FieldSpec, FieldType, Next, PersonFormat, StepKind};
+use agentprocess_process::{FieldMap, Next, PersonFormat, StepKind};
 use agentprocess_run_actor::fixtures::Answered;
 use agentprocess_run_actor::machine::{
     self, Assignment, Caller, Command, Ctx, Decide, Decision, EvidenceItem, Limits, Mode, NoUploads,
     PinnedProcess, Reply, RunState, StartRun, StepId, Submission, Timestamp, WorkItemKind, render,
 };
 use anyhow::{anyhow, bail};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// The agent that starts fixture runs and does their agent steps.
 pub const AGENT: &str = "fixtures-agent";
@@ -301,22 +301,6 @@ fn samples(fields: &FieldMap) -> Map<String, Value> {
     fields
         .iter()
         .filter(|(_, spec)| !spec.optional)
-        .map(|(name, spec)| (name.clone(), sample(spec)))
+        .map(|(name, spec)| (name.clone(), spec.sample(PERSON, "2030-01-01T00:00:00Z")))
         .collect()
-}
-
-fn sample(spec: &FieldSpec) -> Value {
-    if let Some(first) = spec.one_of.as_ref().and_then(|values| values.first()) {
-        return first.clone();
-    }
-    match spec.field_type {
-        FieldType::String => json!("fixture"),
-        FieldType::Number => json!(1),
-        FieldType::Boolean => json!(true),
-        FieldType::Date => json!("2030-01-01"),
-        FieldType::Datetime => json!("2030-01-01T00:00:00Z"),
-        FieldType::List => json!([]),
-        FieldType::Object => json!({}),
-        FieldType::Person => json!(PERSON),
-    }
 }

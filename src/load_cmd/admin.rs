@@ -1,10 +1,9 @@
 //! Publishing the benchmark processes through the admin API before the load starts.
 
 use super::processes;
-use crate::process_admin::{AdminClient, Failure};
+use crate::process_admin::{AdminClient, publish_with_bindings};
 use anyhow::{Context, anyhow};
-use reqwest::Method;
-use serde_json::json;
+use std::collections::BTreeMap;
 
 /// A process version the server published (or already had).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,43 +22,15 @@ pub struct Published {
 pub fn publish(server: &str, operator_token: &str, name: &str) -> anyhow::Result<Published> {
     let text = processes::text(name).with_context(|| format!("{name} is not a benchmark process"))?;
     let client = AdminClient::connect(server, Some(operator_token)).map_err(|f| anyhow!("{f}"))?;
-    let already_held = |failure: &Failure| {
-        matches!(
-            failure,
-            Failure::Refused {
-                status: Some(409),
-                ..
-            }
-        )
-    };
-
-    match client.call(Method::POST, "/admin/v1/processes", text.as_bytes().to_vec()) {
-        Err(failure) if !already_held(&failure) => return Err(anyhow!("importing {name}: {failure}")),
-        _ => {}
-    }
+    let mut bindings = BTreeMap::new();
     if name == processes::APPROVAL {
-        let bindings = json!({ "bindings": { processes::APPROVER_ROLE: processes::APPROVERS_GROUP } });
-        client
-            .call(
-                Method::PUT,
-                &format!("/admin/v1/processes/{name}/bindings"),
-                bindings.to_string().into_bytes(),
-            )
-            .map_err(|failure| anyhow!("binding the roles of {name}: {failure}"))?;
+        bindings.insert(
+            processes::APPROVER_ROLE.to_owned(),
+            processes::APPROVERS_GROUP.to_owned(),
+        );
     }
-    let version = match client.call(
-        Method::POST,
-        &format!("/admin/v1/processes/{name}/publish"),
-        Vec::new(),
-    ) {
-        Ok(body) => Some(
-            body["version"]
-                .as_u64()
-                .with_context(|| format!("publishing {name}: the answer has no version: {body}"))?,
-        ),
-        Err(failure) if already_held(&failure) => None,
-        Err(failure) => return Err(anyhow!("publishing {name}: {failure}")),
-    };
+    let version =
+        publish_with_bindings(&client, name, text, &bindings).map_err(|stop| anyhow!("{name}: {stop}"))?;
     Ok(Published {
         name: name.to_owned(),
         version,

@@ -130,19 +130,15 @@ impl McpClient {
 
     /// Calls `tool` with `arguments` as the holder of `token`.
     pub async fn call(&self, token: &str, tool: &str, arguments: &Value) -> CallOutcome {
-        let mut request = self
+        let request = self
             .http
             .post(&self.endpoint)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", self.revision.as_str())
             .bearer_auth(token);
-        if self.revision == Revision::Y2026 {
-            request = request
-                .header("Mcp-Method", "tools/call")
-                .header("Mcp-Name", tool);
-        }
-        let response = request
+        let response = self
+            .revision
+            .with_headers(request, "tools/call", Some(tool))
             .body(tools_call_body(1, tool, arguments, self.revision))
             .send()
             .await;
@@ -166,11 +162,8 @@ impl McpClient {
 /// `_meta`, as every request of that revision carries it.
 pub fn tools_call_body(id: u64, tool: &str, arguments: &Value, revision: Revision) -> String {
     let mut params = json!({ "name": tool, "arguments": arguments });
-    if revision == Revision::Y2026 {
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": revision.as_str(),
-            "io.modelcontextprotocol/clientCapabilities": {},
-        });
+    if let Some(meta) = revision.request_meta() {
+        params["_meta"] = meta;
     }
     json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }).to_string()
 }
