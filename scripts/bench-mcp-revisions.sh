@@ -8,7 +8,7 @@
 #   DURATION    measured window (default 30s)
 #   BENCH_BIN   the binary (default target/release/agentprocess)
 #   BEFORE_BIN  a build whose direct path did not answer 2026-07-28 (optional): measured first in
-#               each turn on 2026-07-28, loaded by BENCH_BIN's generator
+#               each turn on both revisions, loaded by BENCH_BIN's generator
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BENCH_BIN:-$root/target/release/agentprocess}
@@ -23,11 +23,13 @@ source "$root/scripts/measure-load.sh"
 
 for turn in $(seq 1 "$turns"); do
     if [ -n "${BEFORE_BIN:-}" ]; then
+        LOAD_EXTRA=(--mcp-revision 2025-11-25)
+        echo "turn $turn, build before, 2025-11-25: $(RUST_LOG=warn measure_binary "$BEFORE_BIN")"
         LOAD_EXTRA=(--mcp-revision 2026-07-28)
         echo "turn $turn, build before, 2026-07-28: $(RUST_LOG=warn measure_binary "$BEFORE_BIN")"
     fi
     LOAD_EXTRA=(--mcp-revision 2025-11-25)
-    echo "turn $turn, 2025-11-25:              $(RUST_LOG=warn measure_binary "$bin")"
+    echo "turn $turn, 2025-11-25:                $(RUST_LOG=warn measure_binary "$bin")"
     LOAD_EXTRA=(--mcp-revision 2026-07-28)
-    echo "turn $turn, 2026-07-28:              $(RUST_LOG=warn measure_binary "$bin")"
+    echo "turn $turn, 2026-07-28:                $(RUST_LOG=warn measure_binary "$bin")"
 done
