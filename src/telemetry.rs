@@ -2,7 +2,7 @@
 //! when the standard `OTEL_*` variables ask for them, and the Prometheus metrics listener.
 //!
 //! ```text
-//! telemetry.rs          Telemetry::start: the subscriber, the tracer and meter providers
+//! telemetry.rs          Telemetry::start: the subscriber, the span exporter, the meter provider
 //! telemetry/json_log.rs one JSON object per log line, with the trace and the run it concerns
 //! telemetry/traces.rs   whether and how traces are exported (OTEL_* variables)
 //! telemetry/metrics.rs  the Prometheus registry, its listener, build info, histogram buckets
@@ -58,7 +58,7 @@ pub struct TelemetryOptions {
 /// still buffered and writes the log lines still queued.
 #[derive(Debug)]
 pub struct Telemetry {
-    tracer: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+    spans: Option<std::sync::Arc<opentelemetry_sdk::trace::BatchSpanProcessor>>,
     metrics: Option<metrics::Metrics>,
     _flush_logs: tracing_appender::non_blocking::WorkerGuard,
 }
@@ -76,7 +76,7 @@ pub fn print_metrics_endpoint(metrics: Option<MetricsEndpoint>) {
 pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn,opentelemetry=warn,opentelemetry_sdk=warn";
 
 impl Telemetry {
-    /// Installs the process's subscriber and, when asked for, the tracer and meter providers.
+    /// Installs the process's subscriber and, when asked for, the span exporter and the meter provider.
     /// Call it once, inside the async runtime (the OTLP gRPC exporter needs one) and before
     /// any instrument is made: instruments bind to the meter provider installed when they are
     /// made.
@@ -102,22 +102,13 @@ impl Telemetry {
                     .boxed()
             }
         };
-        let tracer = traces::tracer_provider(options.role)?;
-        let trace_layer = tracer.as_ref().map(|provider| {
-            use opentelemetry::trace::TracerProvider;
-            // Each span is entered and left at every poll of the future it instruments: no work
-            // there (busy and idle times, activating an OpenTelemetry context; the trace context
-            // travels in our own task-local), and no attributes a trace viewer already shows
-            // (source location, thread, target).
-            tracing_opentelemetry::layer()
-                .with_tracer(provider.tracer("agentprocess"))
-                .with_tracked_inactivity(false)
-                .with_context_activation(false)
-                .with_location(false)
-                .with_threads(false)
-                .with_target(false)
-                .with_filter(tracing_subscriber::filter::filter_fn(traces::exported))
-        });
+        let (trace_layer, spans) = match traces::span_export(options.role)? {
+            Some((layer, processor)) => (
+                Some(layer.with_filter(tracing_subscriber::filter::filter_fn(traces::exported))),
+                Some(processor),
+            ),
+            None => (None, None),
+        };
         tracing_subscriber::registry()
             .with(log_layer)
             .with(trace_layer)
@@ -128,7 +119,7 @@ impl Telemetry {
             .map(|_| metrics::Metrics::install(options.role))
             .transpose()?;
         Ok(Telemetry {
-            tracer,
+            spans,
             metrics,
             _flush_logs: flush_logs,
         })
@@ -149,8 +140,8 @@ impl Telemetry {
     }
 
     fn stop(&mut self) {
-        if let Some(tracer) = self.tracer.take()
-            && let Err(error) = tracer.shutdown()
+        if let Some(spans) = self.spans.take()
+            && let Err(error) = opentelemetry_sdk::trace::SpanProcessor::shutdown(spans.as_ref())
         {
             eprintln!("warning: the last spans were not all exported: {error}");
         }

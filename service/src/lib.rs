@@ -4,15 +4,17 @@
 //! these types, never the machine's, so a change inside the machine stops at the actor host.
 //!
 //! ```text
-//! run.rs     RunService: protocol writes, fired timers, reads, uploads; their arguments and outcomes
-//! hints.rs   Hints: "look sooner" from writers to the scheduler, in memory or from a store watch
-//! trace.rs   the W3C trace context of the call being served, carried between roles
+//! run.rs             RunService: protocol writes, fired timers, reads, uploads; their arguments and outcomes
+//! hints.rs           Hints: "look sooner" from writers to the scheduler, in memory or from a store watch
+//! trace.rs           the W3C trace context of the call being served, carried between roles
+//! exported_spans.rs  the layer that makes exported spans and hands them to OpenTelemetry's SDK
 //! ```
 //!
 //! Two values are the protocol's own vocabulary and come from the machine unchanged: the error
 //! codes ([`ErrorCode`]) and points in time ([`Timestamp`]). The ids ([`OrgId`], [`RunId`],
 //! [`StepId`]) are every layer's, the store's keys included.
 
+pub mod exported_spans;
 mod hints;
 mod run;
 pub mod trace;

@@ -7,6 +7,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tracing_subscriber::registry::{LookupSpan, SpanData};
 
+use crate::exported_spans::ExportedSpan;
+
 tokio::task_local! {
     static CURRENT: TraceParent;
 }
@@ -76,6 +78,23 @@ impl TraceParent {
         }
     }
 
+    /// A context from its parts: the trace, the span passing it on, whether it is sampled.
+    pub(crate) fn from_parts(trace_id: [u8; 16], parent_id: [u8; 8], sampled: bool) -> TraceParent {
+        TraceParent {
+            trace_id,
+            parent_id,
+            sampled,
+        }
+    }
+
+    pub(crate) fn trace_id_bytes(&self) -> [u8; 16] {
+        self.trace_id
+    }
+
+    pub(crate) fn parent_id_bytes(&self) -> [u8; 8] {
+        self.parent_id
+    }
+
     /// The trace id in hex, as log lines carry it.
     pub fn trace_id(&self) -> String {
         hex(&self.trace_id)
@@ -129,27 +148,15 @@ impl TraceParent {
 /// Makes `span` this role's span of a trace, and answers the context to pass on from it.
 ///
 /// `parent` (a caller's `traceparent`, or the context a call arrived in) becomes the span's
-/// parent. When traces are exported (an OpenTelemetry layer is installed), the context passed on
-/// names the exported span, so what this role calls hangs under it; otherwise it is `parent`
-/// with a span id from `random`, or a new trace from `random`, as without an exporter. Either way
-/// the span keeps the trace in its extensions ([`of_span`]) and, unless the log reads it from
-/// there ([`record_trace_in_span_fields`]), in its `traceId` and `spanId` fields when it declares
+/// parent. When traces are exported (the [`SpanExport`](crate::exported_spans::SpanExport)
+/// layer is installed and made the span), the context passed on names the exported span, so
+/// what this role calls hangs under it; otherwise it is `parent` with a span id from `random`,
+/// or a new trace from `random`, as without an exporter. Either way the span keeps the trace in
+/// its extensions ([`of_span`]) and, unless the log reads it from there
+/// ([`record_trace_in_span_fields`]), in its `traceId` and `spanId` fields when it declares
 /// them, so log lines in it carry both. Call it before the span is first entered.
 pub fn join(span: &tracing::Span, parent: Option<TraceParent>, random: [u8; 24]) -> TraceParent {
-    use opentelemetry::trace::TraceContextExt;
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    if let Some(parent) = parent {
-        // Without an OpenTelemetry layer the span has no exported context: nothing to set.
-        let _ = span.set_parent(parent.remote_context());
-    }
-    let exported = span.context().span().span_context().clone();
-    let trace = if exported.is_valid() {
-        TraceParent {
-            trace_id: exported.trace_id().to_bytes(),
-            parent_id: exported.span_id().to_bytes(),
-            sampled: exported.is_sampled(),
-        }
-    } else {
+    let without_exporter = || {
         let mut span_id = [0u8; 8];
         span_id.copy_from_slice(&random[16..]);
         match parent {
@@ -157,14 +164,27 @@ pub fn join(span: &tracing::Span, parent: Option<TraceParent>, random: [u8; 24])
             None => TraceParent::new(random),
         }
     };
+    let mut trace = None;
     span.with_subscriber(|(id, dispatch)| {
         if let Some(data) = dispatch
             .downcast_ref::<tracing_subscriber::Registry>()
             .and_then(|registry| registry.span_data(id))
         {
-            data.extensions_mut().replace(trace);
+            let mut extensions = data.extensions_mut();
+            let joined = match extensions.get_mut::<ExportedSpan>() {
+                Some(exported) => {
+                    if let Some(parent) = parent {
+                        exported.join_remote(parent);
+                    }
+                    exported.trace()
+                }
+                None => without_exporter(),
+            };
+            extensions.replace(joined);
+            trace = Some(joined);
         }
     });
+    let trace = trace.unwrap_or_else(without_exporter);
     if RECORD_FIELDS.load(Ordering::Relaxed) {
         span.record("traceId", trace.trace_id());
         span.record("spanId", trace.span_id());

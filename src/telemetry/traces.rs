@@ -1,9 +1,11 @@
 //! Whether and how traces leave the process: over OTLP when the standard `OTEL_*` variables ask
 //! for it, with their endpoint, headers, protocol, sampler and service name; nothing otherwise.
 
+use agentprocess_service::exported_spans::SpanExport;
 use anyhow::Context;
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{BatchSpanProcessor, SpanProcessor};
+use std::sync::Arc;
 use tracing::Metadata;
 
 /// The variables that ask for traces: an OTLP endpoint, or `OTEL_TRACES_EXPORTER=otlp`.
@@ -32,10 +34,11 @@ pub(crate) fn wanted(variable: impl Fn(&str) -> Option<String>) -> anyhow::Resul
     }
 }
 
-/// The tracer provider exporting over OTLP, when the environment asks for traces. Its service
-/// name is `OTEL_SERVICE_NAME` (or `service.name` in `OTEL_RESOURCE_ATTRIBUTES`), else
-/// `agentprocess-<role>`; its sampler `OTEL_TRACES_SAMPLER` (default: parent-based, always on).
-pub(crate) fn tracer_provider(role: &str) -> anyhow::Result<Option<SdkTracerProvider>> {
+/// Spans exported over OTLP, when the environment asks for traces: the layer that makes them
+/// and the batch processor that sends them. The service name is `OTEL_SERVICE_NAME` (or
+/// `service.name` in `OTEL_RESOURCE_ATTRIBUTES`), else `agentprocess-<role>`; the sampler
+/// `OTEL_TRACES_SAMPLER` (default: parent-based, always on); the batching `OTEL_BSP_*`.
+pub(crate) fn span_export(role: &str) -> anyhow::Result<Option<(SpanExport, Arc<BatchSpanProcessor>)>> {
     let variable = |name: &str| std::env::var(name).ok();
     if !wanted(variable)? {
         return Ok(None);
@@ -50,12 +53,13 @@ pub(crate) fn tracer_provider(role: &str) -> anyhow::Result<Option<SdkTracerProv
     if !named_by_environment {
         resource = resource.with_service_name(format!("agentprocess-{role}"));
     }
-    Ok(Some(
-        SdkTracerProvider::builder()
-            .with_batch_exporter(exporter)
-            .with_resource(resource.build())
-            .build(),
-    ))
+    let mut processor = BatchSpanProcessor::builder(exporter).build();
+    processor.set_resource(&resource.build());
+    let processor = Arc::new(processor);
+    // The SDK's configuration read from the environment, for its sampler alone.
+    let sampler = opentelemetry_sdk::trace::Config::default().sampler;
+    let layer = SpanExport::new(sampler, processor.clone(), "agentprocess");
+    Ok(Some((layer, processor)))
 }
 
 /// What becomes an exported span (or span event): our own spans, and our warnings and errors
