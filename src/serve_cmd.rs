@@ -100,6 +100,7 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
     };
     let clock = Clock::system();
     let runtime = Runtime::new(store.clone(), blobs, runtime_config(&settings)?, clock.clone());
+    crate::roles::file_runs_by_inputs(runtime.clone());
     let transport = Arc::new(HttpTransport::new(Duration::from_secs(
         settings.webhook_timeout_seconds,
     )));

@@ -168,8 +168,8 @@ fn keys_of(report: &Value, name: &str) -> u64 {
         .map_or(0, |row| row["keys"].as_u64().unwrap())
 }
 
-/// `store stats` counts the keys of each family a fixture set implies: a record and a
-/// per-process entry per run, a ready entry per open run, a group work entry per waiting run, a
+/// `store stats` counts the keys of each family a fixture set implies: a record, a per-process
+/// entry and a filing under its one input per run, a ready entry per open run, a group work entry per waiting run, a
 /// timer per timer run and per ended run (its move to the archive), and the three processes'
 /// catalog entries, drafts and versions.
 #[test]
@@ -181,6 +181,11 @@ fn store_stats_counts_the_keys_of_every_family() {
     let runs = RUNS as u64;
     assert_eq!(family("run"), runs, "{report}");
     assert_eq!(family("process-runs"), runs, "{report}");
+    assert_eq!(
+        family("process-inputs"),
+        runs,
+        "each fixture run has one input: {report}"
+    );
     assert_eq!(family("ready"), OPEN as u64, "{report}");
     assert_eq!(family("work"), WAITING as u64, "{report}");
     // A timer per timer run, and the archive timer of each ended run.
@@ -197,7 +202,7 @@ fn store_stats_counts_the_keys_of_every_family() {
     let total = report["total"]["keys"].as_u64().unwrap();
     assert_eq!(
         total,
-        runs * 2 + (OPEN + WAITING + TIMERS + ENDED) as u64 + 9,
+        runs * 3 + (OPEN + WAITING + TIMERS + ENDED) as u64 + 9,
         "{report}"
     );
     let organizations = report["organizations"].as_array().unwrap();

@@ -260,6 +260,35 @@ async fn under_load(cluster: &mut Cluster, agents: usize, disrupt: impl AsyncFnO
         0,
         "acknowledged submissions were lost"
     );
+    // A caller sees its own acknowledged writes after the faults: three runs started through
+    // one gateway with an input no other run has, listed through the other on the first page,
+    // behind every run of the load (tools.md `list_runs`: `inputs` matches on equality).
+    let starter = cluster.client(1, &Who::Agent("starter")).await;
+    let unique = json!({ "n": 1_000_000_007u64 });
+    let mut mine = Vec::new();
+    for _ in 0..3 {
+        let start = json!({ "process": "cluster-step", "inputs": unique, "requestId": request_id() });
+        let view = starter.ok("start_run", start).await;
+        mine.push(view["run"]["id"].clone());
+    }
+    let page = checker
+        .ok(
+            "list_runs",
+            json!({ "process": "cluster-step", "inputs": unique }),
+        )
+        .await;
+    assert_eq!(
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["id"].clone())
+            .collect::<Vec<_>>(),
+        mine,
+        "the first page, behind {} runs: {page}",
+        history.started.len()
+    );
+    assert_eq!(page["nextCursor"], json!(null), "{page}");
     eprintln!(
         "history: {} runs started, {} claims, {} submissions accepted, {} calls answered retry first",
         history.started.len(),

@@ -92,11 +92,19 @@ async fn archived_runs_read_the_same_over_mcp() {
     let done = list_all(&agent, json!({ "state": "ended" }), 100).await;
     assert_eq!((listed.len(), done.len()), (6, 4));
 
+    let item_4 = json!({ "inputs": { "item": "item-4" } });
+    let filtered = list_all(&agent, item_4.clone(), 100).await;
+    assert_eq!(filtered.len(), 1);
     server.advance(61).await;
     wait_for_archived(data.path(), 4).await;
     for (run, view) in runs.iter().zip(&views) {
         assert_eq!(&agent.ok("get_run", json!({ "runId": run })).await, view);
     }
+    assert_eq!(
+        list_all(&agent, item_4, 100).await,
+        filtered,
+        "filtered by input, archived"
+    );
     for page in [1, 4, 100] {
         assert_eq!(list_all(&agent, json!({}), page).await, listed, "pages of {page}");
     }
@@ -167,6 +175,17 @@ async fn kill_9_while_archiving_loses_no_run_and_shows_none_twice() {
     server.advance(61).await;
     wait_for_archived(data.path(), RUNS).await;
     assert_eq!(list_all(&agent, json!({}), 100).await, listed);
+    // Filtered by an input, an archived run is on the first page, behind all the others
+    // (tools.md `list_runs`: `inputs` matches on equality).
+    let last = &listed[RUNS - 1];
+    let page = agent
+        .ok(
+            "list_runs",
+            json!({ "inputs": { "item": last["inputs"]["item"] } }),
+        )
+        .await;
+    assert_eq!(page["items"], json!([last]), "{page}");
+    assert_eq!(page["nextCursor"], json!(null));
     for (run, view) in runs.iter().zip(&views) {
         assert_eq!(&agent.ok("get_run", json!({ "runId": run })).await, view);
     }

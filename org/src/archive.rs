@@ -4,9 +4,11 @@
 //! ```text
 //! archive/<org>/run/<shard>/<runId>                              the run record, zstd-compressed
 //! archive/<org>/index/<process>/<t1>/<t2>/<t3>/<t4>/<startedAt>_<runId>   its list_runs item
+//! archive/<org>/inputs/<process>/<input>/<digest>/<t1>/.../<startedAt>_<runId>
+//!                                                                the same, by an input's value
 //! ```
 //!
-//! Organization, process and run ids are hex-encoded (any id makes a safe path); `<shard>` is
+//! Organization, process, input and run ids are hex-encoded (any id makes a safe path); `<shard>` is
 //! the first byte of the run id's SHA-256, so no folder holds more than a 256th of the runs.
 //! The index path spells the start time (ms, 20 digits) four times coarser first — `t1` =
 //! ms / 10^9, then the hundreds digit pairs of ms / 10^7, ms / 10^5 and ms / 10^3 — so every
@@ -43,6 +45,9 @@ pub struct ArchivedRun {
     pub record: Vec<u8>,
     /// Its `list_runs` item.
     pub summary: Vec<u8>,
+    /// Each input the item is filed under, with the digest of its value (the caller's: equal
+    /// values must have equal digests).
+    pub inputs: Vec<(String, String)>,
 }
 
 /// One entry of a process's archive index.
@@ -81,6 +86,11 @@ impl Archive {
                 index_path(&run.organization, &run.process, run.started_at_ms, &run.run_id),
                 run.summary.clone(),
             ));
+            for (input, digest) in &run.inputs {
+                let root = input_index_root(&run.organization, &run.process, input, digest);
+                let suffix = index_suffix(run.started_at_ms, &run.run_id);
+                objects.push((format!("{root}/{suffix}"), run.summary.clone()));
+            }
         }
         let (done, written) = oneshot::channel();
         self.writer
@@ -117,7 +127,31 @@ impl Archive {
         after: Option<(u64, &RunId)>,
         limit: usize,
     ) -> Result<Vec<ArchiveEntry>, OrgError> {
-        let root = index_root(organization, process);
+        self.entries_after(index_root(organization, process), after, limit)
+            .await
+    }
+
+    /// [`Archive::runs_after`] for the runs of `process` filed under input `input` with a value
+    /// of digest `digest`.
+    pub async fn runs_with_input_after(
+        &self,
+        organization: &OrgId,
+        process: &str,
+        (input, digest): (&str, &str),
+        after: Option<(u64, &RunId)>,
+        limit: usize,
+    ) -> Result<Vec<ArchiveEntry>, OrgError> {
+        let root = input_index_root(organization, process, input, digest);
+        self.entries_after(root, after, limit).await
+    }
+
+    /// Up to `limit` entries of the index under `root`, after the run `after`.
+    async fn entries_after(
+        &self,
+        root: String,
+        after: Option<(u64, &RunId)>,
+        limit: usize,
+    ) -> Result<Vec<ArchiveEntry>, OrgError> {
         let after = after.map(|(at, run_id)| index_suffix(at, run_id));
         let names = walk_after(self.blobs.as_ref(), &root, after.as_deref(), limit)
             .await
@@ -140,6 +174,57 @@ impl Archive {
             });
         }
         Ok(entries)
+    }
+}
+
+impl Archive {
+    /// Files every archived run of every organization under its inputs' values, as
+    /// [`Archive::store`] files the runs it archives: `inputs_of` reads the input (name,
+    /// digest) pairs from a run's `list_runs` item. For runs archived before such filing
+    /// existed; writing a filing again changes nothing. Answers how many runs were read.
+    pub async fn file_every_run_by_inputs(
+        &self,
+        inputs_of: impl Fn(&[u8]) -> Vec<(String, String)>,
+    ) -> Result<usize, OrgError> {
+        const PAGE: usize = 512;
+        let blobs = self.blobs.as_ref();
+        let mut filed = 0;
+        let organizations = blobs.list_folder("archive").await.map_err(OrgError::Blobs)?;
+        for organization in organizations.folders {
+            let index = format!("archive/{organization}/index");
+            let processes = blobs.list_folder(&index).await.map_err(OrgError::Blobs)?;
+            for process in processes.folders {
+                let root = format!("{index}/{process}");
+                let mut after: Option<String> = None;
+                loop {
+                    let names = walk_after(blobs, &root, after.as_deref(), PAGE)
+                        .await
+                        .map_err(OrgError::Blobs)?;
+                    let mut objects = Vec::new();
+                    for relative in &names {
+                        let path = format!("{root}/{relative}");
+                        let Some(summary) = blobs.get(&path).await.map_err(OrgError::Blobs)? else {
+                            continue;
+                        };
+                        for (input, digest) in inputs_of(&summary) {
+                            let filing = format!(
+                                "archive/{organization}/inputs/{process}/{}/{}/{relative}",
+                                hex(input.as_bytes()),
+                                hex(digest.as_bytes())
+                            );
+                            objects.push((filing, summary.clone()));
+                        }
+                        filed += 1;
+                    }
+                    blobs.put_all(objects).await.map_err(OrgError::Blobs)?;
+                    if names.len() < PAGE {
+                        break;
+                    }
+                    after = names.last().cloned();
+                }
+            }
+        }
+        Ok(filed)
     }
 }
 
@@ -182,6 +267,16 @@ fn index_root(organization: &OrgId, process: &str) -> String {
         "archive/{}/index/{}",
         hex(organization.as_str().as_bytes()),
         hex(process.as_bytes())
+    )
+}
+
+fn input_index_root(organization: &OrgId, process: &str, input: &str, digest: &str) -> String {
+    format!(
+        "archive/{}/inputs/{}/{}/{}",
+        hex(organization.as_str().as_bytes()),
+        hex(process.as_bytes()),
+        hex(input.as_bytes()),
+        hex(digest.as_bytes())
     )
 }
 
@@ -293,6 +388,7 @@ mod tests {
             started_at_ms: at,
             record: format!(r#"{{"id":"{id}","pad":"{}"}}"#, "x".repeat(2000)).into_bytes(),
             summary: format!(r#"{{"id":"{id}"}}"#).into_bytes(),
+            inputs: Vec::new(),
         }
     }
 
@@ -364,6 +460,93 @@ mod tests {
             None
         );
         assert_eq!(archive.runs_after(&acme, "none", None, 10).await.unwrap(), vec![]);
+    }
+
+    #[tokio::test]
+    async fn runs_filed_under_an_input_page_by_its_value_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = Archive::new(Arc::new(LocalBlobs::new(dir.path())));
+        let acme = OrgId::from("acme");
+        let filed = |at: u64, id: &str, vendor: &str| ArchivedRun {
+            inputs: vec![("vendor".into(), vendor.into()), ("region".into(), "eu".into())],
+            ..run("acme", "invoice", at, id)
+        };
+        archive
+            .store(&[
+                filed(3, "r_3", "d_acme"),
+                filed(1, "r_1", "d_acme"),
+                filed(2, "r_2", "d_other"),
+                filed(4_000_000_000_000, "r_4", "d_acme"),
+            ])
+            .await
+            .unwrap();
+        let ids = |entries: Vec<ArchiveEntry>| {
+            entries
+                .into_iter()
+                .map(|entry| entry.run_id.to_string())
+                .collect::<Vec<_>>()
+        };
+        let acme_vendor = ("vendor", "d_acme");
+        let all = archive
+            .runs_with_input_after(&acme, "invoice", acme_vendor, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(all[0].summary, br#"{"id":"r_1"}"#);
+        assert_eq!(ids(all), ["r_1", "r_3", "r_4"]);
+        let after = archive
+            .runs_with_input_after(&acme, "invoice", acme_vendor, Some((1, &"r_1".into())), 1)
+            .await
+            .unwrap();
+        assert_eq!(ids(after), ["r_3"]);
+        let other = archive
+            .runs_with_input_after(&acme, "invoice", ("vendor", "d_other"), None, 10)
+            .await
+            .unwrap();
+        assert_eq!(ids(other), ["r_2"]);
+        let region = archive
+            .runs_with_input_after(&acme, "invoice", ("region", "eu"), None, 10)
+            .await
+            .unwrap();
+        assert_eq!(region.len(), 4);
+        // The process's own index is unchanged by them.
+        assert_eq!(
+            ids(archive.runs_after(&acme, "invoice", None, 10).await.unwrap()).len(),
+            4
+        );
+    }
+
+    #[tokio::test]
+    async fn runs_archived_before_filing_are_filed_by_their_items_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = Archive::new(Arc::new(LocalBlobs::new(dir.path())));
+        assert_eq!(archive.file_every_run_by_inputs(|_| Vec::new()).await.unwrap(), 0);
+        let acme = OrgId::from("acme");
+        let unfiled = |org: &str, at: u64, id: &str, vendor: &str| ArchivedRun {
+            summary: format!(r#"{{"id":"{id}","vendor":"{vendor}"}}"#).into_bytes(),
+            ..run(org, "invoice", at, id)
+        };
+        archive
+            .store(&[
+                unfiled("acme", 1, "r_1", "d_acme"),
+                unfiled("acme", 2, "r_2", "d_other"),
+                unfiled("beta", 3, "r_3", "d_acme"),
+            ])
+            .await
+            .unwrap();
+        let vendor_of = |summary: &[u8]| {
+            let item: serde_json::Value = serde_json::from_slice(summary).unwrap();
+            vec![("vendor".to_string(), item["vendor"].as_str().unwrap().to_string())]
+        };
+        let found = || archive.runs_with_input_after(&acme, "invoice", ("vendor", "d_acme"), None, 10);
+        assert!(found().await.unwrap().is_empty(), "not filed yet");
+        assert_eq!(archive.file_every_run_by_inputs(vendor_of).await.unwrap(), 3);
+        let filed = found().await.unwrap();
+        assert_eq!(filed.len(), 1);
+        assert_eq!(filed[0].run_id, RunId::from("r_1"));
+        assert_eq!(filed[0].summary, br#"{"id":"r_1","vendor":"d_acme"}"#);
+        // Again: nothing changes.
+        assert_eq!(archive.file_every_run_by_inputs(vendor_of).await.unwrap(), 3);
+        assert_eq!(found().await.unwrap(), filed);
     }
 
     #[tokio::test]

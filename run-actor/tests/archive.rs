@@ -479,3 +479,119 @@ async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived
         .unwrap();
     assert_eq!(refused(other).code, ErrorCode::Conflict);
 }
+
+/// Runs a store held before runs were filed by input, hot and archived, are filed once by
+/// [`Runtime::file_runs_by_inputs`]; until then `list_runs` filtered by inputs reads runs in
+/// start order (a page skips at most so many), after it the filter finds them on its first page
+/// however many runs came before (tools.md `list_runs`: `inputs` matches on equality).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_from_before_filing_are_filed_once_and_then_found_by_input_on_the_first_page() {
+    use agentprocess_run_actor::runtime::Filing;
+    use agentprocess_store::keys::KeyFamily;
+    use agentprocess_store::{Txn, TxnOp};
+    const OTHERS: usize = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let runtime = archiving_runtime(store.clone(), dir.path());
+    publish_example(&runtime, ORG, "defect-triage").await;
+    let mut started = Vec::new();
+    for i in 0..OTHERS + 2 {
+        let report = if i < OTHERS {
+            format!("T-{i}")
+        } else {
+            "T-sought".to_string()
+        };
+        let view = start(
+            &runtime,
+            &agent("starter"),
+            "defect-triage",
+            json!({ "reportId": report }),
+            &format!("s-{i}"),
+        )
+        .await;
+        started.push(run_id(&view));
+        runtime.clock().advance(Duration::from_millis(1));
+    }
+    let sought = &started[OTHERS..];
+    // Half the others end and are archived, and the first of the two sought.
+    let ending = started[..OTHERS].iter().step_by(2).chain([&sought[0]]);
+    for (i, run) in ending.enumerate() {
+        ok(cancel(&runtime, run, &format!("x-{i}")).await);
+    }
+    runtime.clock().advance(ARCHIVE_AFTER);
+    fire_due_timers(&runtime).await;
+
+    // As a store from before filing: no filing in the hot store or the archive.
+    let all = store
+        .range(RangeRequest::new(agentprocess_store::KeyRange::from(Vec::new())))
+        .await
+        .unwrap();
+    let filings: Vec<TxnOp> = all
+        .kvs
+        .iter()
+        .filter(|kv| {
+            runtime
+                .keys()
+                .family_of(&kv.key)
+                .is_some_and(|owner| owner.family == KeyFamily::ProcessRunInput)
+        })
+        .map(|kv| TxnOp::delete(kv.key.clone()))
+        .collect();
+    assert_eq!(
+        filings.len(),
+        OTHERS / 2 + 1,
+        "the hot runs were filed as written"
+    );
+    for chunk in filings.chunks(100) {
+        store.txn(Txn::new().and_then(chunk.to_vec())).await.unwrap();
+    }
+    let archived_filings = dir.path().join("blobs/archive").join(hex(ORG)).join("inputs");
+    assert!(archived_filings.is_dir(), "archived runs were filed as archived");
+    std::fs::remove_dir_all(&archived_filings).unwrap();
+    let by_input = ListRuns {
+        inputs: Some(object(json!({ "reportId": "T-sought" }))),
+        ..ListRuns::default()
+    };
+
+    // Not filed yet: read in start order, the first page ends before reaching them.
+    let first = ok(runtime
+        .list_runs(&agent("lister"), by_input.clone())
+        .await
+        .unwrap());
+    assert_eq!(first["items"], json!([]), "{first}");
+    assert!(first["nextCursor"].is_string());
+    let every = list_all(&runtime, by_input.clone(), 20).await;
+    let ids = |items: &[Value]| -> Vec<String> {
+        items
+            .iter()
+            .map(|item| item["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let sought: Vec<String> = sought.iter().map(ToString::to_string).collect();
+    assert_eq!(ids(&every), sought);
+
+    let filed = runtime.file_runs_by_inputs().await.unwrap();
+    assert_eq!(
+        filed,
+        Filing::Done {
+            hot: OTHERS / 2 + 1,
+            archived: OTHERS / 2 + 1
+        }
+    );
+    let first = ok(runtime
+        .list_runs(&agent("lister"), by_input.clone())
+        .await
+        .unwrap());
+    assert_eq!(ids(first["items"].as_array().unwrap()), sought, "{first}");
+    assert_eq!(first["nextCursor"], json!(null));
+    assert_eq!(
+        list_all(&runtime, by_input, 1).await,
+        every,
+        "a page at a time, the same"
+    );
+    assert_eq!(runtime.file_runs_by_inputs().await.unwrap(), Filing::AlreadyDone);
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|byte| format!("{byte:02x}")).collect()
+}

@@ -78,6 +78,7 @@ async fn state_keys(runtime: &Runtime) -> BTreeMap<Vec<u8>, Vec<u8>> {
                         | KeyFamily::ReadyStep
                         | KeyFamily::WorkItem
                         | KeyFamily::ProcessRun
+                        | KeyFamily::ProcessRunInput
                         | KeyFamily::Timer
                         | KeyFamily::Claim
                 )
@@ -179,6 +180,7 @@ async fn a_run_written_directly_holds_exactly_what_its_actor_stored() {
         .collect();
     assert!(families.contains(&KeyFamily::WorkItem), "{families:?}");
     assert!(families.contains(&KeyFamily::Timer), "{families:?}");
+    assert!(families.contains(&KeyFamily::ProcessRunInput), "{families:?}");
     assert_eq!(planned, stored);
     assert_eq!(writes.compares.len(), 1, "only: no such run yet");
 }
@@ -235,8 +237,13 @@ async fn a_run_written_directly_is_taken_up_by_its_actor() {
         .collect();
     assert_eq!(
         left,
-        [KeyFamily::ProcessRun, KeyFamily::Run, KeyFamily::Timer],
-        "no index entry outlives the run; its archive timer waits"
+        [
+            KeyFamily::ProcessRunInput,
+            KeyFamily::ProcessRun,
+            KeyFamily::Run,
+            KeyFamily::Timer
+        ],
+        "no index entry outlives the run but its listing; its archive timer waits"
     );
 }
 

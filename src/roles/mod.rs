@@ -132,6 +132,27 @@ async fn connect_etcd(settings: &Settings) -> anyhow::Result<(Arc<dyn Store>, Ke
 }
 
 /// The key layout every role of the cluster writes and reads.
+/// Files the runs the store held before runs were filed by input, in the background, and says
+/// how it went: until it is done `list_runs` filtered by inputs reads runs in start order.
+/// `serve` and every actor host start it; once the store says it is done, it does nothing.
+pub(crate) fn file_runs_by_inputs(runtime: agentprocess_run_actor::runtime::Runtime) {
+    use agentprocess_run_actor::runtime::Filing;
+    tokio::spawn(async move {
+        match runtime.file_runs_by_inputs().await {
+            Ok(Filing::AlreadyDone) => {}
+            Ok(Filing::Done { hot, archived }) => tracing::info!(
+                hot,
+                archived,
+                "runs filed by input: list_runs filtered by inputs reads them where they are filed"
+            ),
+            Err(error) => tracing::warn!(
+                error = %agentprocess_run_actor::error_chain(&error),
+                "runs could not be filed by input; list_runs filtered by inputs reads runs in start order until a restart files them"
+            ),
+        }
+    });
+}
+
 fn cluster_keys() -> Keys {
     Keys::new(&RuntimeConfig::default().cluster)
 }

@@ -8,6 +8,8 @@
 //!   o/<org>/work/group/<group>/<since>/<runId>/<workItemId>    work items by group
 //!   o/<org>/work/person/<person>/<since>/<runId>/<workItemId>  work items by person
 //!   o/<org>/process/<name>/runs/<startedAt>/<runId>        runs of a process, oldest first
+//!   o/<org>/process/<name>/inputs/<input>/<digest>/<startedAt>/<runId>
+//!                                                          the same runs by an input's value
 //!   o/<org>/process/<name>/published/<version>             published process versions
 //!   o/<org>/upload/<uploadId>                              upload metadata
 //!   o/<org>/catalog/<name>                                 latest published version of each process
@@ -19,6 +21,8 @@
 //!   outbox/<createdAt>/<org>/<runId>/<seq>                 notification outbox, oldest first
 //!   idemexpiry/<expiresAt>/<org>/<requestId>               when idempotency records may go; the
 //!                                                          record's payload (the original result)
+//!   meta/runs-filed-by-input                               every run the store held is filed
+//!                                                          under its inputs (written once)
 //!   shard/<shard>                                          shard owner (attached to its lease)
 //!   host/<hostId>                                          live actor hosts (attached to leases)
 //!   leader/scheduler                                       scheduler election
@@ -153,6 +157,8 @@ pub enum KeyFamily {
     ReadyStep,
     WorkItem,
     ProcessRun,
+    /// A run of a process filed under the digest of one of its inputs' values.
+    ProcessRunInput,
     PublishedProcess,
     Upload,
     CatalogEntry,
@@ -163,6 +169,8 @@ pub enum KeyFamily {
     Claim,
     Outbox,
     IdempotencyExpiry,
+    /// What the store says of itself: which one-time filings are done.
+    Meta,
     Shard,
     Host,
     Leader,
@@ -172,12 +180,13 @@ pub enum KeyFamily {
 
 impl KeyFamily {
     /// Every family, in the order the layout above lists them.
-    pub const ALL: [KeyFamily; 19] = [
+    pub const ALL: [KeyFamily; 21] = [
         KeyFamily::Run,
         KeyFamily::Idempotency,
         KeyFamily::ReadyStep,
         KeyFamily::WorkItem,
         KeyFamily::ProcessRun,
+        KeyFamily::ProcessRunInput,
         KeyFamily::PublishedProcess,
         KeyFamily::Upload,
         KeyFamily::CatalogEntry,
@@ -188,14 +197,15 @@ impl KeyFamily {
         KeyFamily::Claim,
         KeyFamily::Outbox,
         KeyFamily::IdempotencyExpiry,
+        KeyFamily::Meta,
         KeyFamily::Shard,
         KeyFamily::Host,
         KeyFamily::Leader,
         KeyFamily::TestClock,
     ];
 
-    /// The family's name: the literal segment its keys are filed under (`process-runs` and
-    /// `published` for the two kinds of keys under `process/<name>/`).
+    /// The family's name: the literal segment its keys are filed under (`process-runs`,
+    /// `process-inputs` and `published` for the three kinds of keys under `process/<name>/`).
     pub fn name(self) -> &'static str {
         match self {
             KeyFamily::Run => "run",
@@ -203,6 +213,7 @@ impl KeyFamily {
             KeyFamily::ReadyStep => "ready",
             KeyFamily::WorkItem => "work",
             KeyFamily::ProcessRun => "process-runs",
+            KeyFamily::ProcessRunInput => "process-inputs",
             KeyFamily::PublishedProcess => "published",
             KeyFamily::Upload => "upload",
             KeyFamily::CatalogEntry => "catalog",
@@ -213,6 +224,7 @@ impl KeyFamily {
             KeyFamily::Claim => "claim",
             KeyFamily::Outbox => "outbox",
             KeyFamily::IdempotencyExpiry => "idemexpiry",
+            KeyFamily::Meta => "meta",
             KeyFamily::Shard => "shard",
             KeyFamily::Host => "host",
             KeyFamily::Leader => "leader",
@@ -396,6 +408,37 @@ impl Keys {
     /// The runs of one process, oldest first.
     pub fn process_runs(&self, org: &OrgId, process: &str) -> KeyRange {
         self.process(org, process).lit("runs").prefix()
+    }
+
+    /// Run `run_id` of `process` filed under input `input`, whose value has the digest `digest`
+    /// (the value itself can be of any size; the digest is the caller's, and equal values must
+    /// have equal digests). Its position below [`Keys::process_runs_with_input`] is its
+    /// [`Keys::process_run_position`], so one cursor walks both.
+    pub fn process_run_input(
+        &self,
+        org: &OrgId,
+        process: &str,
+        input: &str,
+        digest: &str,
+        started_at_ms: u64,
+        run_id: &RunId,
+    ) -> Vec<u8> {
+        self.process(org, process)
+            .lit("inputs")
+            .id(input)
+            .id(digest)
+            .num(started_at_ms)
+            .id(run_id.as_str())
+            .leaf()
+    }
+
+    /// The runs of one process whose input `input` has a value of digest `digest`, oldest first.
+    pub fn process_runs_with_input(&self, org: &OrgId, process: &str, input: &str, digest: &str) -> KeyRange {
+        self.process(org, process)
+            .lit("inputs")
+            .id(input)
+            .id(digest)
+            .prefix()
     }
 
     /// Where run `run_id`, started at `started_at_ms`, sits within [`Keys::process_runs`]: the
@@ -739,6 +782,46 @@ impl Keys {
         self.key().lit("testclock").lit("ack").id(role_id).leaf()
     }
 
+    /// Written once every run the store held was filed under its inputs' values (runs written
+    /// since are filed as they are written): from then on `list_runs` may read by input.
+    pub fn runs_filed_by_input(&self) -> Vec<u8> {
+        self.key().lit("meta").lit("runs-filed-by-input").leaf()
+    }
+
+    /// Where a scan of [`Keys::organizations`] for the runs' `list_runs` entries goes on after
+    /// `key`: just past it when it may be followed by more of them, else past the whole range of
+    /// its kind (an organization's run records, idempotency records, ...; a process's published
+    /// versions or input filings), none of which holds one.
+    pub fn past_kind_of(&self, key: &[u8]) -> Vec<u8> {
+        let just_past = || {
+            let mut next = key.to_vec();
+            next.push(0);
+            next
+        };
+        let Some(rest) = key.strip_prefix(self.root.as_slice()) else {
+            return just_past();
+        };
+        let slashes: Vec<usize> = rest
+            .iter()
+            .enumerate()
+            .filter(|(_, byte)| **byte == b'/')
+            .map(|(at, _)| at)
+            .collect();
+        // o/<org>/<kind>/... and o/<org>/process/<name>/<kind>/...
+        if !rest.starts_with(b"o/") || slashes.len() < 3 {
+            return just_past();
+        }
+        let depth = if &rest[slashes[1] + 1..slashes[2]] == b"process" {
+            if slashes.len() < 5 || &rest[slashes[3] + 1..slashes[4]] == b"runs" {
+                return just_past();
+            }
+            4
+        } else {
+            2
+        };
+        prefix_end(&key[..self.root.len() + slashes[depth] + 1]).unwrap_or_else(just_past)
+    }
+
     /// Every role's acknowledgement of the test clock.
     pub fn test_clock_acks(&self) -> KeyRange {
         self.key().lit("testclock").lit("ack").prefix()
@@ -761,6 +844,7 @@ impl Keys {
                         p.id()?;
                         match p.segment()? {
                             b"runs" => KeyFamily::ProcessRun,
+                            b"inputs" => KeyFamily::ProcessRunInput,
                             b"published" => KeyFamily::PublishedProcess,
                             _ => return None,
                         }
@@ -787,6 +871,7 @@ impl Keys {
                 p.num()?;
                 (KeyFamily::IdempotencyExpiry, Some(OrgId::from(p.id()?)))
             }
+            b"meta" => (KeyFamily::Meta, None),
             b"shard" => (KeyFamily::Shard, None),
             b"host" => (KeyFamily::Host, None),
             b"leader" => (KeyFamily::Leader, None),
@@ -996,6 +1081,56 @@ mod tests {
         assert_eq!(Keys::parse_process_run_position(b"00000000000000000001-r"), None);
         assert_eq!(Keys::parse_process_run_position(b"0000000000000000000x/r"), None);
         assert_eq!(Keys::parse_process_run_position(b"short"), None);
+    }
+
+    #[test]
+    fn a_scan_for_runs_listing_entries_skips_whole_kinds_but_never_one_of_them() {
+        let k = keys();
+        let org = OrgId::from("acme");
+        let run = RunId::from("r_1");
+        let listing = k.process_run(&org, "invoice", 7, &run);
+        let mut past_listing = listing.clone();
+        past_listing.push(0);
+        assert_eq!(k.past_kind_of(&listing), past_listing);
+        // Past every run record of the organization, not past its processes.
+        let record = k.run(&org, &run);
+        let past_records = k.past_kind_of(&record);
+        assert!(past_records > record);
+        assert!(past_records <= k.upload(&org, "u"), "the next kind starts after");
+        assert!(listing < record, "process sorts before run");
+        // Past a process's filings and published versions, onto its runs or the next process.
+        let filed = k.process_run_input(&org, "invoice", "vendor", "ab", 7, &run);
+        let past_filed = k.past_kind_of(&filed);
+        assert!(past_filed > filed && past_filed <= listing);
+        let published = k.published_process(&org, "invoice", 3);
+        let past_published = k.past_kind_of(&published);
+        assert!(past_published > published);
+        assert!(past_published <= k.process_run(&org, "invoice2", 0, &run));
+        // A key of no organization: just past it.
+        let shard = k.shard(4);
+        let mut past_shard = shard.clone();
+        past_shard.push(0);
+        assert_eq!(k.past_kind_of(&shard), past_shard);
+    }
+
+    #[test]
+    fn a_run_filed_under_an_input_sits_at_its_position_and_apart_from_the_runs_range() {
+        let k = keys();
+        let org = OrgId::from("acme");
+        let id = RunId::from("r_1");
+        let key = k.process_run_input(&org, "invoice", "vendor/name", "ab12", 1_700_000_000_000, &id);
+        let range = k.process_runs_with_input(&org, "invoice", "vendor/name", "ab12");
+        let within = |range: &KeyRange| range.contains(&key);
+        assert!(within(&range));
+        assert_eq!(
+            &key[range.start.len()..],
+            Keys::process_run_position(1_700_000_000_000, &id).as_slice()
+        );
+        let runs = k.process_runs(&org, "invoice");
+        assert!(!within(&runs), "not among the process's runs");
+        let other_value = k.process_runs_with_input(&org, "invoice", "vendor/name", "ab1");
+        assert!(!within(&other_value), "no digest covers another");
+        assert_eq!(k.family_of(&key).unwrap().family, KeyFamily::ProcessRunInput);
     }
 
     #[test]
@@ -1268,6 +1403,11 @@ mod tests {
             ),
             (k.process_run(&org, "runs", 5, &run), F::ProcessRun, Some(&org)),
             (
+                k.process_run_input(&org, "inputs", "vendor", "ab", 5, &run),
+                F::ProcessRunInput,
+                Some(&org),
+            ),
+            (
                 k.published_process(&org, "published", 2),
                 F::PublishedProcess,
                 Some(&org),
@@ -1285,6 +1425,7 @@ mod tests {
                 F::IdempotencyExpiry,
                 Some(&org),
             ),
+            (k.runs_filed_by_input(), F::Meta, None),
             (k.shard(7), F::Shard, None),
             (k.host("h1"), F::Host, None),
             (k.scheduler_leader(), F::Leader, None),

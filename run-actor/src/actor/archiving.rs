@@ -1,5 +1,6 @@
 //! Moving an ended run to the archive, when its [`ARCHIVE_TIMER`](super::ARCHIVE_TIMER) fires:
-//! the record and its `list_runs` item go to the blob store first, then ONE transaction,
+//! the record and its `list_runs` item (filed by process and by each input) go to the blob
+//! store first, then ONE transaction,
 //! fenced on the run record's version (and in a cluster on the shard's owner), deletes the run's
 //! hot keys. A crash in between leaves
 //! the run hot (and archived too: hot wins, and the timer, still there, archives it again).
@@ -35,6 +36,7 @@ impl Actor {
                 started_at_ms: records::millis(run.started_at),
                 record,
                 summary: records::run_summary(run).to_string().into_bytes(),
+                inputs: records::input_digests(run),
             }])
             .await?;
         let run_key = host.keys.run(organization, run_id);

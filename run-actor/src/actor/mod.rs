@@ -21,7 +21,7 @@ mod archiving;
 mod claim_leases;
 mod events;
 pub(crate) mod plan;
-mod records;
+pub(crate) mod records;
 
 pub(crate) use records::ARCHIVE_TIMER;
 pub use records::{OutboxEntry, OutboxEvent, Recipients, timer_command};
@@ -88,6 +88,8 @@ pub(crate) struct Host {
     pub actors: Mutex<HashMap<RunAddress, mpsc::Sender<Mail>>>,
     /// Store leases shared by claims that end in the same window.
     pub claim_leases: claim_leases::ClaimLeases,
+    /// Seen to be true: every run the store held is filed under its inputs' values.
+    pub runs_filed_by_input: std::sync::atomic::AtomicBool,
 }
 
 /// Where a run's record was found.

@@ -39,10 +39,19 @@ pub(crate) fn index_of(
 ) -> IndexEntries {
     let org = &run.organization;
     let mut entries = IndexEntries::new();
+    let started_at_ms = millis(run.started_at);
     entries.insert(
-        keys.process_run(org, &run.process, millis(run.started_at), &run.id),
+        keys.process_run(org, &run.process, started_at_ms, &run.id),
         packed::pack(run_summary(run).to_string().into_bytes()),
     );
+    // Filed again under each input's value, for `list_runs` filtered by inputs. The entries
+    // hold nothing: a run's inputs never change, so they are written once, with the run.
+    for (input, digest) in input_digests(run) {
+        entries.insert(
+            keys.process_run_input(org, &run.process, &input, &digest, started_at_ms, &run.id),
+            Vec::new(),
+        );
+    }
     if let Some(end) = &run.end {
         let fire_at = millis(end.at).saturating_add(archive_after_ms);
         entries.insert(keys.timer(fire_at, org, &run.id, ARCHIVE_TIMER), Vec::new());
@@ -88,6 +97,41 @@ pub(crate) fn index_of(
         }
     }
     entries
+}
+
+/// The digest an input's value is filed under: hex of the first 16 bytes of the SHA-256 of
+/// its canonical JSON (RFC 8785). Values equal as `list_runs` compares them have equal
+/// digests; values that share a digest are told apart by comparing the values themselves.
+pub(crate) fn input_digest(value: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(agentprocess_process::hash::canonical_json(value));
+    crate::machine::hex(&digest[..16])
+}
+
+/// Most inputs a run is filed under. A run with more is filed under none (its index entries
+/// would crowd etcd's 128 operations per transaction), and a process with a version declaring
+/// more is listed by scanning.
+pub(crate) const MAX_INDEXED_INPUTS: usize = 32;
+
+/// Each input `run` is filed under with the digest of its value: every one, or none past
+/// [`MAX_INDEXED_INPUTS`].
+pub(crate) fn input_digests(run: &RunState) -> Vec<(String, String)> {
+    digests_of(&run.inputs)
+}
+
+/// Each input a `list_runs` item's run is filed under, as [`input_digests`] gives them.
+pub(crate) fn item_input_digests(item: &Value) -> Vec<(String, String)> {
+    item["inputs"].as_object().map(digests_of).unwrap_or_default()
+}
+
+fn digests_of(inputs: &serde_json::Map<String, Value>) -> Vec<(String, String)> {
+    if inputs.len() > MAX_INDEXED_INPUTS {
+        return Vec::new();
+    }
+    inputs
+        .iter()
+        .map(|(input, value)| (input.clone(), input_digest(value)))
+        .collect()
 }
 
 /// A `list_runs` item: exactly the fields tools.md names (no `mode`; the run view has it).

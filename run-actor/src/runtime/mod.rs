@@ -4,6 +4,7 @@
 //! ```text
 //! runtime/
 //!   mod.rs           Runtime: routes writes to actors, prefetches what they look up
+//!   filing.rs        files the runs a store held before under their inputs' values, once
 //!   reads.rs         get_run, get_work, list_runs, list_processes: index ranges, opaque cursors
 //!   service.rs       the in-process run service: service types in, machine types to the actors
 //!   uploads.rs       the upload tool: bytes to the blob store, record and idempotency together
@@ -15,6 +16,7 @@
 //! state, index entries, timers, claim keys, outbox entries and the idempotency record in ONE
 //! store transaction before it answers.
 
+mod filing;
 mod reads;
 mod service;
 mod uploads;
@@ -36,6 +38,7 @@ pub use agentprocess_service::{
     Decision, EvidenceItem, GetWork, Hints, ListRuns, LocalHints, Mode, NoHints, ReadySteps, Submission,
     Upload, Write,
 };
+pub use filing::Filing;
 
 use crate::actor::{self, Envelope, Host, Mail, RunAddress};
 use crate::idempotency;
@@ -90,6 +93,7 @@ impl Runtime {
                     archive: Archive::new(blobs),
                     actors: Mutex::new(HashMap::new()),
                     claim_leases: Default::default(),
+                    runs_filed_by_input: Default::default(),
                 }),
             }),
         }
@@ -418,6 +422,13 @@ impl Runtime {
                 Err(refusal) => ToolOutcome::Refused(refusal),
             },
         )
+    }
+
+    /// Files the runs the store held before runs were filed by input (see [`Filing`]), once
+    /// per store; until then `list_runs` filtered by inputs reads runs in start order. Run it
+    /// beside serving: it is safe beside live writes and on several hosts at once.
+    pub async fn file_runs_by_inputs(&self) -> Result<Filing, RuntimeError> {
+        filing::file_runs_by_inputs(&self.inner.host).await
     }
 
     pub async fn list_runs(&self, caller: &Caller, request: ListRuns) -> Result<ToolOutcome, RuntimeError> {

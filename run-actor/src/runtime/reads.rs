@@ -1,10 +1,12 @@
 //! Reads that need no kind: `get_run` reads the run record, from the hot store or else the
-//! archive; `get_work`, an operator's ready steps, `list_runs` and `list_processes` range the indexes, whose values are the
-//! rendered items, so a page costs in proportion to `limit` (and to what a filter skips, capped
-//! per page), never to the number of runs. `list_runs` merges each process's hot index with its
-//! archive index, both in start order. Cursors are opaque: the hex of the last position read.
-
-use crate::actor::{Host, RunRecord, Search};
+//! archive; `get_work`, an operator's ready steps, `list_runs` and `list_processes` range the
+//! indexes, whose values are the rendered items, so a page costs in proportion to `limit` (and to
+//! what a filter skips, capped per page), never to the number of runs. `list_runs` merges each
+//! process's hot index with its archive index, both in start order; filtered by inputs, it reads
+//! both where runs are filed under the first input's value, so a filter no other run matches
+//! finds its runs on the first page however many runs came before. Cursors are opaque: the hex
+//! of the last position read.
+use crate::actor::{Host, RunRecord, Search, records};
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::hex;
 use crate::machine::{Caller, CallerKind, Refusal, RunState, history, inspect, render};
@@ -123,11 +125,20 @@ fn decode_cursor(cursor: Option<&str>) -> Result<Option<Vec<u8>>, Refusal> {
 enum Index {
     /// A range of the hot store; positions are keys relative to its prefix.
     Hot { range: KeyRange, next_start: Vec<u8> },
+    /// A process's runs filed under an input's value in the hot store; positions are keys
+    /// relative to its prefix, as in the process's own range, where each entry's item is read.
+    HotByInput {
+        range: KeyRange,
+        next_start: Vec<u8>,
+        items: KeyRange,
+    },
     /// A process's archive index; positions are [`Keys::process_run_position`]s, the same as
     /// its hot `list_runs` range's.
     Archived {
         organization: OrgId,
         process: String,
+        /// The input (name, digest) whose value files the runs read; `None`: every run.
+        input: Option<(String, String)>,
         after: Option<(u64, RunId)>,
     },
 }
@@ -142,15 +153,7 @@ struct Source {
 
 impl Source {
     fn hot(range: KeyRange, after: Option<&[u8]>) -> Self {
-        let next_start = match after {
-            Some(position) => {
-                let mut start = range.start.clone();
-                start.extend_from_slice(position);
-                start.push(0);
-                start
-            }
-            None => range.start.clone(),
-        };
+        let next_start = start_after(&range, after);
         Source {
             index: Index::Hot { range, next_start },
             buffer: VecDeque::new(),
@@ -158,12 +161,34 @@ impl Source {
         }
     }
 
-    /// The archive index of `process`, after `after` (a position of its `list_runs` range).
-    fn archived(organization: &OrgId, process: &str, after: Option<&[u8]>) -> Self {
+    /// The runs filed in `range` (under an input's value), whose items are in `items` at the
+    /// same positions, after `after`.
+    fn hot_by_input(range: KeyRange, items: KeyRange, after: Option<&[u8]>) -> Self {
+        let next_start = start_after(&range, after);
+        Source {
+            index: Index::HotByInput {
+                range,
+                next_start,
+                items,
+            },
+            buffer: VecDeque::new(),
+            exhausted: false,
+        }
+    }
+
+    /// The archive index of `process` (or its runs filed under `input`), after `after` (a
+    /// position of its `list_runs` range).
+    fn archived(
+        organization: &OrgId,
+        process: &str,
+        input: Option<(String, String)>,
+        after: Option<&[u8]>,
+    ) -> Self {
         Source {
             index: Index::Archived {
                 organization: organization.clone(),
                 process: process.to_string(),
+                input,
                 after: after.and_then(Keys::parse_process_run_position),
             },
             buffer: VecDeque::new(),
@@ -199,16 +224,63 @@ impl Source {
                         .map(|kv| (kv.key[prefix..].to_vec(), kv.value)),
                 );
             }
+            Index::HotByInput {
+                range,
+                next_start,
+                items,
+            } => {
+                let request = KeyRange {
+                    start: next_start.clone(),
+                    end: range.end.clone(),
+                };
+                let found = host
+                    .store
+                    .range(RangeRequest::new(request).with_limit(page))
+                    .await?;
+                self.exhausted = !found.more;
+                if let Some(last) = found.kvs.last() {
+                    *next_start = last.key.clone();
+                    next_start.push(0);
+                }
+                let prefix = range.start.len();
+                let positions: Vec<Vec<u8>> = found
+                    .kvs
+                    .into_iter()
+                    .map(|kv| kv.key[prefix..].to_vec())
+                    .collect();
+                // Each entry's item, read where the process's own range keeps it, all at once.
+                let reads = positions.iter().map(|position| {
+                    let mut item_key = items.start.clone();
+                    item_key.extend_from_slice(position);
+                    async move { host.store.get(&item_key).await }
+                });
+                let read = futures_util::future::try_join_all(reads).await?;
+                for (position, (item, _)) in positions.into_iter().zip(read) {
+                    // Gone since (archived): the archive's source lists it.
+                    if let Some(item) = item {
+                        self.buffer.push_back((position, item.value));
+                    }
+                }
+            }
             Index::Archived {
                 organization,
                 process,
+                input,
                 after,
             } => {
                 let after_run = after.as_ref().map(|(at, run)| (*at, run));
-                let found = host
-                    .archive
-                    .runs_after(organization, process, after_run, page)
-                    .await?;
+                let found = match input {
+                    Some((name, digest)) => {
+                        host.archive
+                            .runs_with_input_after(organization, process, (name, digest), after_run, page)
+                            .await?
+                    }
+                    None => {
+                        host.archive
+                            .runs_after(organization, process, after_run, page)
+                            .await?
+                    }
+                };
                 self.exhausted = found.len() < page;
                 if let Some(last) = found.last() {
                     *after = Some((last.started_at_ms, last.run_id.clone()));
@@ -225,42 +297,42 @@ impl Source {
     }
 }
 
-/// Reads the merge of the hot `ranges` and the `archived` (organization, process) indexes in
-/// position order after `after`, keeping the values `keep` accepts; returns at most `limit`
-/// values and the cursor of the next page. An entry found in two of them (filed under two
-/// ranges, or a run both hot and archived after a crash mid-archiving) comes once, the hot
-/// one first.
+/// Where a range's reading starts: its start, or just past position `after` in it.
+fn start_after(range: &KeyRange, after: Option<&[u8]>) -> Vec<u8> {
+    match after {
+        Some(position) => {
+            let mut start = range.start.clone();
+            start.extend_from_slice(position);
+            start.push(0);
+            start
+        }
+        None => range.start.clone(),
+    }
+}
+
+/// Reads the merge of `sources` (hot ranges and archive indexes, each read from just past the
+/// same position) in position order, keeping the values `keep` accepts; returns at most
+/// `limit` values and the cursor of the next page. An entry found in two of them (filed under
+/// two ranges, or a run both hot and archived after a crash mid-archiving) comes once, the
+/// hot one first.
 async fn scan(
     host: &Host,
-    ranges: Vec<KeyRange>,
-    archived: Vec<(&OrgId, &str)>,
-    after: Option<Vec<u8>>,
+    sources: Vec<Source>,
     limit: usize,
     keep: impl Fn(&Value) -> bool,
 ) -> Result<(Vec<Value>, Option<String>), RuntimeError> {
     let read = |stored: &[u8]| packed::read_json::<Value>(stored).ok();
-    scan_as(host, ranges, archived, after, limit, read, keep).await
+    scan_as(host, sources, limit, read, keep).await
 }
 
 /// [`scan`] with each stored value read by `read` (an entry it cannot read is skipped).
 async fn scan_as<T>(
     host: &Host,
-    ranges: Vec<KeyRange>,
-    archived: Vec<(&OrgId, &str)>,
-    after: Option<Vec<u8>>,
+    mut sources: Vec<Source>,
     limit: usize,
     read: impl Fn(&[u8]) -> Option<T>,
     keep: impl Fn(&T) -> bool,
 ) -> Result<(Vec<T>, Option<String>), RuntimeError> {
-    let mut sources: Vec<Source> = ranges
-        .into_iter()
-        .map(|range| Source::hot(range, after.as_deref()))
-        .chain(
-            archived
-                .into_iter()
-                .map(|(organization, process)| Source::archived(organization, process, after.as_deref())),
-        )
-        .collect();
     let page = limit + 1;
     let budget = limit * SCAN_BUDGET_PER_ITEM + page;
     let mut items = Vec::new();
@@ -404,7 +476,11 @@ async fn rendered_page(
         let json = String::from_utf8(packed::unpack(stored).ok()?.into_owned()).ok()?;
         RawValue::from_string(json).ok()
     };
-    let (items, next) = scan_as(host, ranges, Vec::new(), after, limit, read, keep).await?;
+    let sources = ranges
+        .into_iter()
+        .map(|range| Source::hot(range, after.as_deref()))
+        .collect();
+    let (items, next) = scan_as(host, sources, limit, read, keep).await?;
     let page = RenderedPage {
         items: &items,
         next_cursor: next.as_deref(),
@@ -455,17 +531,66 @@ pub(super) async fn list_runs(
                 .collect()
         }
     };
-    let ranges = processes.iter().map(|p| host.keys.process_runs(org, p)).collect();
-    let archived = processes.iter().map(|p| (org, p.as_str())).collect();
+    // Filtered by inputs, each process's runs are read where they are filed under the first
+    // input's value, unless a version of the process has runs filed under none.
+    let filed_under = request
+        .inputs
+        .as_ref()
+        .and_then(|wanted| wanted.iter().next())
+        .map(|(name, value)| (name.clone(), records::input_digest(value)));
+    let mut sources = Vec::with_capacity(2 * processes.len());
+    for process in &processes {
+        let runs = host.keys.process_runs(org, process);
+        let input = match &filed_under {
+            Some(input) if every_run_is_filed_by_input(host, org, process).await? => Some(input.clone()),
+            _ => None,
+        };
+        match &input {
+            Some((name, digest)) => sources.push(Source::hot_by_input(
+                host.keys.process_runs_with_input(org, process, name, digest),
+                runs,
+                after.as_deref(),
+            )),
+            None => sources.push(Source::hot(runs, after.as_deref())),
+        }
+        sources.push(Source::archived(org, process, input, after.as_deref()));
+    }
     let (state, inputs) = (request.state, request.inputs);
-    let (items, next) = scan(host, ranges, archived, after, limit, |run| {
+    let (items, next) = scan(host, sources, limit, |run| {
         state.as_deref().is_none_or(|s| run["state"].as_str() == Some(s))
-            && inputs
-                .as_ref()
-                .is_none_or(|wanted| wanted.iter().all(|(name, value)| &run["inputs"][name] == value))
+            && inputs.as_ref().is_none_or(|wanted| {
+                wanted
+                    .iter()
+                    .all(|(name, value)| run["inputs"].get(name) == Some(value))
+            })
     })
     .await?;
     Ok(page(items, next))
+}
+
+/// Whether every run of `process` is filed under its inputs' values: the store's runs from
+/// before filing were filed ([`super::filing`]), and no published version of the process
+/// declares more inputs than a run is filed under ([`records::MAX_INDEXED_INPUTS`]).
+async fn every_run_is_filed_by_input(host: &Host, org: &OrgId, process: &str) -> Result<bool, RuntimeError> {
+    if !super::filing::runs_are_filed_by_input(host).await? {
+        return Ok(false);
+    }
+    let Some(latest) = host.pinned.resolve(org, process, None).await? else {
+        return Ok(true);
+    };
+    for version in 1..=latest.version {
+        let declared = match version == latest.version {
+            true => latest.process.inputs.len(),
+            false => match host.pinned.get(org, process, version).await? {
+                Some(pinned) => pinned.process.inputs.len(),
+                None => continue,
+            },
+        };
+        if declared > records::MAX_INDEXED_INPUTS {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 pub(super) async fn list_processes(
@@ -477,7 +602,10 @@ pub(super) async fn list_processes(
         Ok(after) => after,
         Err(refusal) => return Ok(ToolOutcome::Refused(refusal)),
     };
-    let ranges = vec![host.keys.catalog(&caller.organization)];
-    let (items, next) = scan(host, ranges, Vec::new(), after, DEFAULT_LIMIT, |_| true).await?;
+    let sources = vec![Source::hot(
+        host.keys.catalog(&caller.organization),
+        after.as_deref(),
+    )];
+    let (items, next) = scan(host, sources, DEFAULT_LIMIT, |_| true).await?;
     Ok(page(items, next))
 }
