@@ -82,6 +82,9 @@ pub struct Settings {
     /// Where Prometheus metrics are served (`GET /metrics`), off the public port; none: no metrics.
     pub metrics_listen: Option<SocketAddr>,
     pub metrics: MetricsSettings,
+    /// How many tool calls a gateway takes at once, and how fast from one identity or one
+    /// organization; past a limit a call is answered `retry` at once, naming it. None by default.
+    pub admission: agentprocess_gateway::admission::AdmissionLimits,
 }
 
 /// What the metrics say beyond each crate's instruments.
@@ -383,6 +386,7 @@ impl Default for Settings {
             log_format: LogFormat::default(),
             metrics_listen: None,
             metrics: MetricsSettings::default(),
+            admission: Default::default(),
         }
     }
 }
@@ -488,6 +492,7 @@ impl Settings {
         if limits.max_upload_bytes == 0 {
             problems.push("limits.max_upload_bytes must be at least 1".to_owned());
         }
+        problems.extend(self.admission.problems());
         if limits.history_events_per_run == 0 {
             problems.push("limits.history_events_per_run must be at least 1".to_owned());
         }
@@ -633,6 +638,7 @@ impl Settings {
             describe: self.describe(),
             max_request_bytes: None,
             allowed_hosts: self.allowed_hosts.clone(),
+            admission: self.admission.clone(),
         }
     }
 

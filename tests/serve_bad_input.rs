@@ -355,4 +355,11 @@ fn bad_settings_stop_serve_with_a_clear_message() {
 
     let stderr = serve_fails(data.path(), &[], &[("AGENTPROCESS_LEASE_SECONDS", "0")]);
     assert!(stderr.contains("lease_seconds must be at least 1"), "{stderr}");
+
+    std::fs::write(&config, "[admission]\ncalls_per_second_per_identity = -2\n").unwrap();
+    let stderr = serve_fails(data.path(), &["--config", config.to_str().unwrap()], &[]);
+    assert!(
+        stderr.contains("admission.calls_per_second_per_identity must be a number of 0 or more"),
+        "{stderr}"
+    );
 }

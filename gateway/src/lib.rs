@@ -24,6 +24,7 @@ pub mod admin_model;
 pub mod admin_ops;
 pub mod admin_ops_model;
 pub mod admin_runs;
+pub mod admission;
 pub mod auth;
 pub mod escalations;
 pub mod files;
@@ -75,6 +76,9 @@ pub struct GatewayConfig {
     /// `Host` header values accepted besides the public URL's host and loopback names (DNS
     /// rebinding protection). `["*"]` accepts any host.
     pub allowed_hosts: Vec<String>,
+    /// How many tool calls this gateway takes at once, and how fast from one identity or one
+    /// organization (none by default).
+    pub admission: admission::AdmissionLimits,
 }
 
 impl Default for GatewayConfig {
@@ -87,6 +91,7 @@ impl Default for GatewayConfig {
             describe: DescribeConfig::default(),
             max_request_bytes: None,
             allowed_hosts: Vec::new(),
+            admission: admission::AdmissionLimits::default(),
         }
     }
 }
@@ -199,7 +204,11 @@ pub(crate) fn build_router<B: ToolBackend>(
         );
     }
     let backend = Arc::new(backend);
-    let server = mcp::ProtocolServer::new(backend.clone(), config.describe.result());
+    let server = mcp::ProtocolServer::with_admission(
+        backend.clone(),
+        config.describe.result(),
+        config.admission.clone(),
+    );
     let mut app = mcp::mcp_router_with(
         server,
         config.max_request_bytes(),

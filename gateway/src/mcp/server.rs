@@ -3,6 +3,7 @@
 use super::backend::ToolBackend;
 use super::result::{ToolError, ToolResult};
 use super::tools::ToolName;
+use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::Identity;
 use crate::metrics::GatewayMetrics;
 use crate::respond;
@@ -45,6 +46,7 @@ struct Shared<B> {
     describe: Value,
     tools: Vec<Tool>,
     metrics: GatewayMetrics,
+    admission: Admission,
 }
 
 impl<B: ToolBackend> ProtocolServer<B> {
@@ -56,6 +58,15 @@ impl<B: ToolBackend> ProtocolServer<B> {
 
     /// [`ProtocolServer::new`], recording into `metrics`.
     pub fn with_metrics(backend: B, describe: Value, metrics: GatewayMetrics) -> Self {
+        ProtocolServer::build(backend, describe, metrics, AdmissionLimits::default())
+    }
+
+    /// [`ProtocolServer::new`], admitting calls within `limits` ([`Admission`]).
+    pub fn with_admission(backend: B, describe: Value, limits: AdmissionLimits) -> Self {
+        ProtocolServer::build(backend, describe, GatewayMetrics::global(), limits)
+    }
+
+    fn build(backend: B, describe: Value, metrics: GatewayMetrics, limits: AdmissionLimits) -> Self {
         let tools = ToolName::ALL.into_iter().map(tool_listing).collect();
         ProtocolServer {
             shared: Arc::new(Shared {
@@ -63,11 +74,13 @@ impl<B: ToolBackend> ProtocolServer<B> {
                 describe,
                 tools,
                 metrics,
+                admission: Admission::new(limits),
             }),
         }
     }
 
-    /// Runs one tool call and counts its outcome and duration.
+    /// Runs one tool call, if admitted ([`Admission`]: else `retry` at once), and counts its
+    /// outcome and duration.
     pub async fn call(
         &self,
         identity: &Identity,
@@ -75,7 +88,10 @@ impl<B: ToolBackend> ProtocolServer<B> {
         arguments: Option<Map<String, Value>>,
     ) -> ToolResult {
         let started = Instant::now();
-        let result = self.call_unrecorded(identity, tool, arguments).await;
+        let result = match self.shared.admission.admit(identity, started) {
+            Ok(_admitted) => self.call_unrecorded(identity, tool, arguments).await,
+            Err(refusal) => Err(refusal),
+        };
         self.shared
             .metrics
             .record_tool_call(tool.as_str(), &result, started.elapsed());

@@ -104,6 +104,7 @@ pub async fn start_with(
         describe,
         max_request_bytes,
         allowed_hosts: Vec::new(),
+        admission: Default::default(),
     };
     let app = agentprocess_gateway::router(&config, recorder.clone()).unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
