@@ -12,8 +12,8 @@ use agentprocess_gateway::DEFAULT_DATA_DIR;
 use agentprocess_run_actor::fixtures::run_writes;
 use agentprocess_run_actor::machine::{OrgId, PinnedProcess, Timestamp};
 use agentprocess_run_actor::runtime::{Catalog, Clock, RuntimeConfig};
-use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
+use agentprocess_store::{Store, Txn, TxnOp};
 use anyhow::{Context, bail};
 use clap::Args;
 use driver::{Driver, Until};
@@ -134,7 +134,16 @@ async fn write_fixtures(args: &FixturesArgs, settings: &Settings, counts: Counts
         recovery.keys,
         recovery.revision
     );
-    let written = write_runs(args, settings, counts, &store).await;
+    let mut written = write_runs(args, settings, counts, &store).await;
+    if recovery.keys == 0 && written.is_ok() {
+        // A new store whose every run was filed by input as it was written: nothing for the
+        // server's one-time filing to do.
+        let marker = Keys::new(&RuntimeConfig::default().cluster).runs_filed_by_input();
+        let put = Txn::new().and_then([TxnOp::put(marker, b"done".to_vec())]);
+        if let Err(error) = store.txn(put).await {
+            written = Err(anyhow::anyhow!("marking the new store's runs filed: {error}"));
+        }
+    }
     store.close().await;
     let (runs, elapsed) = written?;
     println!(

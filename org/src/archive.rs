@@ -145,39 +145,6 @@ impl Archive {
         self.entries_after(root, after, limit).await
     }
 
-    /// Up to `limit` entries of the index under `root`, after the run `after`.
-    async fn entries_after(
-        &self,
-        root: String,
-        after: Option<(u64, &RunId)>,
-        limit: usize,
-    ) -> Result<Vec<ArchiveEntry>, OrgError> {
-        let after = after.map(|(at, run_id)| index_suffix(at, run_id));
-        let names = walk_after(self.blobs.as_ref(), &root, after.as_deref(), limit)
-            .await
-            .map_err(OrgError::Blobs)?;
-        let mut entries = Vec::with_capacity(names.len());
-        for relative in names {
-            let leaf = relative.rsplit('/').next().unwrap_or_default();
-            let Some((started_at_ms, run_id)) = parse_leaf(leaf) else {
-                continue;
-            };
-            let path = format!("{root}/{relative}");
-            // Gone between the listing and the read: nothing to list.
-            let Some(summary) = self.blobs.get(&path).await.map_err(OrgError::Blobs)? else {
-                continue;
-            };
-            entries.push(ArchiveEntry {
-                started_at_ms,
-                run_id: RunId::from(run_id),
-                summary,
-            });
-        }
-        Ok(entries)
-    }
-}
-
-impl Archive {
     /// Files every archived run of every organization under its inputs' values, as
     /// [`Archive::store`] files the runs it archives: `inputs_of` reads the input (name,
     /// digest) pairs from a run's `list_runs` item. For runs archived before such filing
@@ -225,6 +192,37 @@ impl Archive {
             }
         }
         Ok(filed)
+    }
+
+    /// Up to `limit` entries of the index under `root`, after the run `after`.
+    async fn entries_after(
+        &self,
+        root: String,
+        after: Option<(u64, &RunId)>,
+        limit: usize,
+    ) -> Result<Vec<ArchiveEntry>, OrgError> {
+        let after = after.map(|(at, run_id)| index_suffix(at, run_id));
+        let names = walk_after(self.blobs.as_ref(), &root, after.as_deref(), limit)
+            .await
+            .map_err(OrgError::Blobs)?;
+        let mut entries = Vec::with_capacity(names.len());
+        for relative in names {
+            let leaf = relative.rsplit('/').next().unwrap_or_default();
+            let Some((started_at_ms, run_id)) = parse_leaf(leaf) else {
+                continue;
+            };
+            let path = format!("{root}/{relative}");
+            // Gone between the listing and the read: nothing to list.
+            let Some(summary) = self.blobs.get(&path).await.map_err(OrgError::Blobs)? else {
+                continue;
+            };
+            entries.push(ArchiveEntry {
+                started_at_ms,
+                run_id: RunId::from(run_id),
+                summary,
+            });
+        }
+        Ok(entries)
     }
 }
 

@@ -11,6 +11,8 @@ use std::sync::atomic::Ordering;
 
 /// Keys read per page of the scan of every organization's keys.
 const PAGE: usize = 256;
+/// Most filings one transaction writes (etcd takes 128 operations).
+const MAX_OPS: usize = 100;
 
 /// What filing found to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +87,7 @@ async fn file_hot_runs(host: &Host) -> Result<usize, RuntimeError> {
             .await?;
         let Some(last) = page.kvs.last() else { break };
         let next = host.keys.past_kind_of(&last.key);
+        let mut batch = Filings::default();
         for kv in &page.kvs {
             let Some(entry) = host.keys.parse_process_run(&kv.key) else {
                 continue;
@@ -110,14 +113,59 @@ async fn file_hot_runs(host: &Host) -> Result<usize, RuntimeError> {
             if puts.is_empty() {
                 continue;
             }
-            // Only while the run is still listed here: an archived run's filings went with it.
-            let listed = Compare::new(kv.key.clone(), CompareOp::Greater, CompareTarget::Version(0));
-            host.store.txn(Txn::new().when([listed]).and_then(puts)).await?;
+            if batch.puts.len() + puts.len() > MAX_OPS {
+                std::mem::take(&mut batch).write(host).await?;
+            }
+            batch.add(kv.key.clone(), puts);
         }
+        batch.write(host).await?;
         if !page.more {
             break;
         }
         start = next;
     }
     Ok(filed)
+}
+
+/// The filings of several runs, written in one transaction while every one of them is still
+/// listed, else run by run.
+#[derive(Debug, Default)]
+struct Filings {
+    /// Each run's listing entry, which must still be there for its filings to be written.
+    listed: Vec<Compare>,
+    puts: Vec<TxnOp>,
+    /// Where each run's puts end in `puts`.
+    ends: Vec<usize>,
+}
+
+impl Filings {
+    fn add(&mut self, listing: Vec<u8>, puts: Vec<TxnOp>) {
+        self.listed.push(Compare::new(
+            listing,
+            CompareOp::Greater,
+            CompareTarget::Version(0),
+        ));
+        self.puts.extend(puts);
+        self.ends.push(self.puts.len());
+    }
+
+    async fn write(self, host: &Host) -> Result<(), RuntimeError> {
+        if self.listed.is_empty() {
+            return Ok(());
+        }
+        let all = Txn::new()
+            .when(self.listed.iter().cloned())
+            .and_then(self.puts.iter().cloned());
+        if host.store.txn(all).await?.succeeded {
+            return Ok(());
+        }
+        // One of them was archived meanwhile: each on its own, so only that one is left out.
+        let mut start = 0;
+        for (listed, end) in self.listed.into_iter().zip(self.ends) {
+            let puts = self.puts[start..end].to_vec();
+            host.store.txn(Txn::new().when([listed]).and_then(puts)).await?;
+            start = end;
+        }
+        Ok(())
+    }
 }

@@ -6,6 +6,7 @@
 //! both where runs are filed under the first input's value, so a filter no other run matches
 //! finds its runs on the first page however many runs came before. Cursors are opaque: the hex
 //! of the last position read.
+
 use crate::actor::{Host, RunRecord, Search, records};
 use crate::call::{RuntimeError, ToolOutcome};
 use crate::machine::hex;
@@ -203,51 +204,18 @@ impl Source {
         }
         match &mut self.index {
             Index::Hot { range, next_start } => {
-                let request = KeyRange {
-                    start: next_start.clone(),
-                    end: range.end.clone(),
-                };
-                let found = host
-                    .store
-                    .range(RangeRequest::new(request).with_limit(page))
-                    .await?;
-                self.exhausted = !found.more;
-                if let Some(last) = found.kvs.last() {
-                    *next_start = last.key.clone();
-                    next_start.push(0);
-                }
-                let prefix = range.start.len();
-                self.buffer.extend(
-                    found
-                        .kvs
-                        .into_iter()
-                        .map(|kv| (kv.key[prefix..].to_vec(), kv.value)),
-                );
+                let (entries, more) = read_on(host, range, next_start, page).await?;
+                self.exhausted = !more;
+                self.buffer.extend(entries);
             }
             Index::HotByInput {
                 range,
                 next_start,
                 items,
             } => {
-                let request = KeyRange {
-                    start: next_start.clone(),
-                    end: range.end.clone(),
-                };
-                let found = host
-                    .store
-                    .range(RangeRequest::new(request).with_limit(page))
-                    .await?;
-                self.exhausted = !found.more;
-                if let Some(last) = found.kvs.last() {
-                    *next_start = last.key.clone();
-                    next_start.push(0);
-                }
-                let prefix = range.start.len();
-                let positions: Vec<Vec<u8>> = found
-                    .kvs
-                    .into_iter()
-                    .map(|kv| kv.key[prefix..].to_vec())
-                    .collect();
+                let (entries, more) = read_on(host, range, next_start, page).await?;
+                self.exhausted = !more;
+                let positions: Vec<Vec<u8>> = entries.into_iter().map(|(position, _)| position).collect();
                 // Each entry's item, read where the process's own range keeps it, all at once.
                 let reads = positions.iter().map(|position| {
                     let mut item_key = items.start.clone();
@@ -295,6 +263,35 @@ impl Source {
         }
         Ok(())
     }
+}
+
+/// Up to `page` entries of `range` from `next_start` on, as (position in the range, value), and
+/// whether more follow; `next_start` moves past the last one read.
+async fn read_on(
+    host: &Host,
+    range: &KeyRange,
+    next_start: &mut Vec<u8>,
+    page: usize,
+) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, bool), RuntimeError> {
+    let request = KeyRange {
+        start: next_start.clone(),
+        end: range.end.clone(),
+    };
+    let found = host
+        .store
+        .range(RangeRequest::new(request).with_limit(page))
+        .await?;
+    if let Some(last) = found.kvs.last() {
+        *next_start = last.key.clone();
+        next_start.push(0);
+    }
+    let prefix = range.start.len();
+    let entries = found
+        .kvs
+        .into_iter()
+        .map(|kv| (kv.key[prefix..].to_vec(), kv.value))
+        .collect();
+    Ok((entries, found.more))
 }
 
 /// Where a range's reading starts: its start, or just past position `after` in it.
