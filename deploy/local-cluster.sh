@@ -42,6 +42,8 @@ stop() {
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[$i]}" 2>/dev/null || true; done
     wait 2>/dev/null || true
     echo "stopped; data and logs are in $dir"
+    # Called from a signal's trap, the script would otherwise go back to watching the roles.
+    exit 0
 }
 trap stop INT TERM EXIT
 
