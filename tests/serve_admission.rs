@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::scrape::{scrape, value};
 use common::{Server, Who};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -24,7 +25,7 @@ async fn an_identity_over_its_rate_is_told_to_retry_and_others_are_not() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start_with_env(
         data.path(),
-        &[],
+        &["--metrics-listen", "127.0.0.1:0"],
         &[
             // One call in five seconds: slow enough that no test machine refills it between calls.
             ("AGENTPROCESS_ADMISSION__CALLS_PER_SECOND_PER_IDENTITY", "0.2"),
@@ -51,6 +52,18 @@ async fn an_identity_over_its_rate_is_told_to_retry_and_others_are_not() {
         "{refused}"
     );
     calm.ok("get_work", json!({})).await;
+    // Operators see it: the refusal counted by the limit it hit, and as a `retry` answer.
+    let samples = scrape(server.metrics_url.as_deref().expect("a metrics endpoint")).await;
+    let refusals = [("limit", "calls_per_second_per_identity")];
+    assert_eq!(
+        value(&samples, "agentprocess_gateway_admission_refusals_total", &refusals),
+        Some(1.0)
+    );
+    let retried = [("tool", "get_work"), ("outcome", "retry")];
+    assert_eq!(
+        value(&samples, "agentprocess_gateway_tool_calls_total", &retried),
+        Some(1.0)
+    );
     tokio::time::sleep(wait).await;
     busy.ok("get_work", json!({})).await;
 }

@@ -171,6 +171,13 @@ pub struct Admission {
     taking: Mutex<()>,
 }
 
+/// A call refused: the limit it was past (its setting's name) and the answer it gets.
+#[derive(Debug)]
+pub struct Refused {
+    pub limit: &'static str,
+    pub error: ToolError,
+}
+
 /// A call admitted: it counts as in flight until this is dropped.
 #[derive(Debug)]
 pub struct Admitted<'a> {
@@ -197,7 +204,7 @@ impl Admission {
     /// Admits a call from `identity` at `now`, or answers the `retry` refusal of the limit it
     /// hit: the limit's setting and value in the message and in `issues`, with
     /// `retry_after_ms`.
-    pub fn admit(&self, identity: &Identity, now: Instant) -> Result<Admitted<'_>, ToolError> {
+    pub fn admit(&self, identity: &Identity, now: Instant) -> Result<Admitted<'_>, Refused> {
         let in_flight = self.in_flight.fetch_add(1, Ordering::Relaxed);
         let admitted = Admitted {
             in_flight: &self.in_flight,
@@ -260,16 +267,20 @@ fn identity_key(identity: &Identity) -> String {
     }
 }
 
-fn refusal(setting: &str, why: &str, wait: Duration) -> ToolError {
+fn refusal(setting: &'static str, why: &str, wait: Duration) -> Refused {
     let retry_after_ms = wait.as_millis().max(1);
-    ToolError::new(
+    let error = ToolError::new(
         ErrorCode::Retry,
         format!("{why} (admission.{setting}): call again in {retry_after_ms} ms with the same requestId"),
     )
     .with_issues(vec![
         format!("limit: admission.{setting}"),
         format!("retry_after_ms: {retry_after_ms}"),
-    ])
+    ]);
+    Refused {
+        limit: setting,
+        error,
+    }
 }
 
 #[cfg(test)]
@@ -285,12 +296,12 @@ mod tests {
         }
     }
 
-    fn limit_of(error: &ToolError) -> &str {
-        error.issues[0].as_str()
+    fn limit_of(refused: &Refused) -> &str {
+        refused.error.issues[0].as_str()
     }
 
-    fn retry_after_ms(error: &ToolError) -> u64 {
-        error.issues[1]
+    fn retry_after_ms(refused: &Refused) -> u64 {
+        refused.error.issues[1]
             .strip_prefix("retry_after_ms: ")
             .unwrap()
             .parse()
@@ -330,17 +341,15 @@ mod tests {
             drop(admission.admit(&busy, now).unwrap());
         }
         let refused = admission.admit(&busy, now).unwrap_err();
-        assert_eq!(refused.code, ErrorCode::Retry);
+        assert_eq!(refused.error.code, ErrorCode::Retry);
+        assert_eq!(refused.limit, "calls_per_second_per_identity");
         assert_eq!(
             limit_of(&refused),
             "limit: admission.calls_per_second_per_identity"
         );
         assert_eq!(retry_after_ms(&refused), 100);
-        assert!(
-            refused.message.contains("10 calls per second"),
-            "{}",
-            refused.message
-        );
+        let message = &refused.error.message;
+        assert!(message.contains("10 calls per second"), "{message}");
         // Another identity of the same organization is not held back.
         drop(admission.admit(&agent("acme", "a_other"), now).unwrap());
         // A tenth of a second later, one more call.

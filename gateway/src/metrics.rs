@@ -13,6 +13,11 @@ pub const METER: &str = "agentprocess-gateway";
 pub const TOOL_CALLS: &str = "agentprocess.gateway.tool_calls";
 /// How long a tool call took, in seconds, by `tool`.
 pub const TOOL_CALL_DURATION: &str = "agentprocess.gateway.tool_call.duration";
+/// Tool calls answered `retry` at once because they were past an admission limit, by `limit`
+/// (its setting: `max_in_flight_calls`, `calls_per_second_per_identity`, ...).
+pub const ADMISSION_REFUSALS: &str = "agentprocess.gateway.admission_refusals";
+/// The attribute naming the admission limit a call was past.
+pub const ATTRIBUTE_LIMIT: &str = "limit";
 
 /// The attribute naming the tool of a call.
 pub const ATTRIBUTE_TOOL: &str = "tool";
@@ -28,6 +33,7 @@ pub const OUTCOME_ERROR: &str = "error";
 pub struct GatewayMetrics {
     tool_calls: Counter<u64>,
     tool_call_duration: Histogram<f64>,
+    admission_refusals: Counter<u64>,
 }
 
 impl GatewayMetrics {
@@ -43,6 +49,10 @@ impl GatewayMetrics {
                 .with_description("How long a tool call took.")
                 .with_unit("s")
                 .build(),
+            admission_refusals: meter
+                .u64_counter(ADMISSION_REFUSALS)
+                .with_description("Tool calls answered retry at once, past an admission limit, by limit.")
+                .build(),
         }
     }
 
@@ -51,6 +61,12 @@ impl GatewayMetrics {
         static GLOBAL: LazyLock<GatewayMetrics> =
             LazyLock::new(|| GatewayMetrics::new(&opentelemetry::global::meter(METER)));
         GLOBAL.clone()
+    }
+
+    /// Records one call refused for being past admission limit `limit`.
+    pub(crate) fn record_admission_refusal(&self, limit: &'static str) {
+        self.admission_refusals
+            .add(1, &[KeyValue::new(ATTRIBUTE_LIMIT, limit)]);
     }
 
     /// Records one answered call of `tool`.

@@ -90,7 +90,10 @@ impl<B: ToolBackend> ProtocolServer<B> {
         let started = Instant::now();
         let result = match self.shared.admission.admit(identity, started) {
             Ok(_admitted) => self.call_unrecorded(identity, tool, arguments).await,
-            Err(refusal) => Err(refusal),
+            Err(refused) => {
+                self.shared.metrics.record_admission_refusal(refused.limit);
+                Err(refused.error)
+            }
         };
         self.shared
             .metrics
