@@ -56,7 +56,11 @@ async fn an_identity_over_its_rate_is_told_to_retry_and_others_are_not() {
     let samples = scrape(server.metrics_url.as_deref().expect("a metrics endpoint")).await;
     let refusals = [("limit", "calls_per_second_per_identity")];
     assert_eq!(
-        value(&samples, "agentprocess_gateway_admission_refusals_total", &refusals),
+        value(
+            &samples,
+            "agentprocess_gateway_admission_refusals_total",
+            &refusals
+        ),
         Some(1.0)
     );
     let retried = [("tool", "get_work"), ("outcome", "retry")];

@@ -1027,6 +1027,36 @@ async fn idle_actors_are_evicted_and_reload_from_the_store() {
     assert_eq!(stats.evictions.load(Ordering::Relaxed), 1);
 }
 
+/// A new run's actor reads nothing before it commits (its id is the call's own): a `start_run`
+/// retried after that actor left memory, within the same millisecond, names the same run, which
+/// the store already holds. The commit finds it there and the retry is answered the first result
+/// (spec §4), with no second run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_retried_in_its_millisecond_after_its_actor_left_is_answered_the_first_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let config = RuntimeConfig {
+        idle_eviction: Duration::from_millis(50),
+        ..Default::default()
+    };
+    // The clock stands still: the retry comes in the first call's millisecond.
+    let runtime = Runtime::new(
+        store,
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        config,
+        Clock::starting_at(START),
+    );
+    publish_example(&runtime, ORG, "defect-triage").await;
+    let caller = agent("a1");
+    let inputs = json!({ "reportId": "T-1" });
+    let first = start(&runtime, &caller, "defect-triage", inputs.clone(), "s-1").await;
+    until("the idle actor is evicted", || runtime.live_actors() == 0).await;
+    let again = start(&runtime, &caller, "defect-triage", inputs, "s-1").await;
+    assert_eq!(again, first);
+    let listed = ok(runtime.list_runs(&caller, ListRuns::default()).await.unwrap());
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_too_large_for_one_transaction_is_committed_in_parts() {
     let dir = tempfile::tempdir().unwrap();

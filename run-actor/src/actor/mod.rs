@@ -110,15 +110,15 @@ impl Host {
         run_id: &RunId,
         search: Search,
     ) -> Result<Option<RunRecord>, RuntimeError> {
+        if search == Search::Nowhere {
+            return Ok(None);
+        }
         let (record, _) = self.store.get(&self.keys.run(organization, run_id)).await?;
         if let Some(record) = record {
             return Ok(Some(RunRecord::Hot {
                 bytes: record.value,
                 version: record.version,
             }));
-        }
-        if search == Search::HotStoreOnly {
-            return Ok(None);
         }
         Ok(self
             .archive
@@ -410,7 +410,11 @@ impl Actor {
                     Err(e) => return envelope.answer(Err(e)),
                 }
             }
+            // Read the run again, wherever it is: a start that raced may have found its run.
             self.loaded = None;
+            if let Err(error) = self.load(Search::HotStoreAndArchive).await {
+                return envelope.answer(Err(error));
+            }
             match self.attempt(vec![envelope]).await {
                 Attempt::Done => return,
                 Attempt::Raced(mut back) | Attempt::TooLarge(mut back) => {
@@ -889,8 +893,9 @@ impl Actor {
 pub(crate) enum Search {
     /// The hot store, then the archive.
     HotStoreAndArchive,
-    /// The hot store alone: the archive cannot hold the run.
-    HotStoreOnly,
+    /// Nowhere: the run is new ([`search_for`]), unless this is a retry of the call that made
+    /// it, which the commit's compares (its record absent, its `requestId` unused) catch.
+    Nowhere,
 }
 
 /// The history events `after` holds beyond `before` (a command's), each in the trace of the call
@@ -927,12 +932,14 @@ fn command_span(run_id: &RunId, envelope: &Envelope) -> tracing::Span {
 }
 
 /// Where to look for the run of a batch of `commands`. A batch of `start_run`s alone names a
-/// run id carrying the clock's current millisecond ([`machine::start_run_id`]): a run archived
-/// under that id started in this same millisecond and has since ended and waited out its
-/// archiving delay, so only a clock gone back could find one. With `archive_ended_runs_after`
-/// at a second or more, such a batch leaves the archive out (reading it would cost a blob store
-/// lookup for every run started). Under a second, where a run could start, end and be archived
-/// within one millisecond, and for every other batch, both are read.
+/// run id of its own ([`machine::start_run_id`]: derived from each call's `requestId` and
+/// carrying the clock's current millisecond), so the run is new: the hot store could hold it only
+/// if this were a retry of the call that made it within the same millisecond, after its actor
+/// left memory, and the archive only if such a run had also ended and waited out its archiving
+/// delay. Neither is read ([`Search::Nowhere`]); should the run exist after all, the commit's
+/// compare on its record fails and the batch is taken again, one call at a time, from what the
+/// store holds. Under a second of archiving delay, where a run could start, end and be archived
+/// within one millisecond, and for every other batch, both tiers are read.
 pub(crate) fn search_for<'a>(
     commands: impl IntoIterator<Item = &'a Command>,
     config: &RuntimeConfig,
@@ -940,7 +947,7 @@ pub(crate) fn search_for<'a>(
     let mut commands = commands.into_iter().peekable();
     let starts_only = commands.peek().is_some() && commands.all(|c| matches!(c, Command::StartRun(_)));
     if starts_only && config.archive_ended_runs_after >= std::time::Duration::from_secs(1) {
-        Search::HotStoreOnly
+        Search::Nowhere
     } else {
         Search::HotStoreAndArchive
     }
@@ -980,16 +987,16 @@ mod tests {
         }
     }
 
-    /// A batch of `start_run`s alone creates a run whose id carries this millisecond: the archive
-    /// cannot hold it once archiving takes a second or more. Any other batch reads both tiers.
+    /// A batch of `start_run`s alone creates a run whose id carries this millisecond: neither
+    /// tier is read once archiving takes a second or more. Any other batch reads both tiers.
     #[test]
-    fn only_a_batch_of_starts_leaves_the_archive_out() {
+    fn only_a_batch_of_starts_reads_nothing() {
         let days = archiving_after(Duration::from_secs(3 * 24 * 3600));
         let second = archiving_after(Duration::from_secs(1));
         let instant = archiving_after(Duration::from_millis(999));
         let starts = [start_run(), start_run()];
-        assert_eq!(search_for(&starts, &days), Search::HotStoreOnly);
-        assert_eq!(search_for(&starts, &second), Search::HotStoreOnly);
+        assert_eq!(search_for(&starts, &days), Search::Nowhere);
+        assert_eq!(search_for(&starts, &second), Search::Nowhere);
         assert_eq!(search_for(&starts, &instant), Search::HotStoreAndArchive);
         assert_eq!(
             search_for(&[start_run(), claim()], &days),
