@@ -142,13 +142,10 @@ if [ "${SERVE:-1}" = 1 ]; then
     echo "== serve, $agents agents, $people people, ${duration}s"
     load_with_snapshots "$dir" "$dir/processes" "" --server "http://127.0.0.1:$base" --data "$dir/data" \
         --agents "$agents" --people "$people" --threads 2
-    serve_cpu=$(python3 -c "
-import json, sys
-load = json.load(open('$dir/load.json'))
-before = {l.split()[1]: float(l.split()[2]) for l in open('$dir/cpu.before')}
-after = {l.split()[1]: float(l.split()[2]) for l in open('$dir/cpu.after')}
-print(1000 * sum(after[p] - before[p] for p in after) / $ticks / load['runs'])")
-    summarize "$dir/load.json" "$dir/cpu.before" "$dir/cpu.after" "$dir/etcd.before" "$dir/etcd.after" "$ticks" 0
+    # Its CPU per run, as the summary prints it, is what the clusters' are compared with.
+    summarize "$dir/load.json" "$dir/cpu.before" "$dir/cpu.after" "$dir/etcd.before" "$dir/etcd.after" \
+        "$ticks" 0 | tee "$dir/summary"
+    serve_cpu=$(sed -n 's/^CPU per run, all processes: \([0-9.]*\) ms.*/\1/p' "$dir/summary")
     kill "$server"; wait "$server" 2>/dev/null || true
     rm -rf "$dir"
 fi

@@ -9,27 +9,6 @@ use serde_json::{Value, json};
 
 const AGENT: Who = Who::Agent("a_ap");
 
-/// The ids of every `list_runs` page with `arguments`, in order, and how many pages it took.
-async fn listed(client: &common::Mcp, arguments: Value) -> (Vec<String>, usize) {
-    let mut ids = Vec::new();
-    let mut arguments = arguments;
-    for pages in 1.. {
-        let page = client.ok("list_runs", arguments.clone()).await;
-        ids.extend(
-            page["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|item| item["id"].as_str().unwrap().to_owned()),
-        );
-        match page["nextCursor"].as_str() {
-            Some(cursor) => arguments["cursor"] = json!(cursor),
-            None => return (ids, pages),
-        }
-    }
-    unreachable!()
-}
-
 /// A caller starts three runs with an input value no other run has, after 400 runs of the
 /// same process: the first page of `list_runs` filtered by that value answers all three, and
 /// nothing else.
@@ -63,19 +42,17 @@ async fn an_input_filter_finds_the_callers_runs_behind_hundreds_of_others_on_its
     assert_eq!(page["nextCursor"], Value::Null, "{page}");
 
     // Without the process filter, and with a state filter besides.
-    let (ids, pages) = listed(&client, json!({ "inputs": { "requestId": "PR-UNIQUE" } })).await;
+    let (ids, pages) = client
+        .listed_run_ids(json!({ "inputs": { "requestId": "PR-UNIQUE" } }))
+        .await;
     assert_eq!((ids, pages), (mine.clone(), 1));
-    let (ids, _) = listed(
-        &client,
-        json!({ "inputs": { "requestId": "PR-UNIQUE" }, "state": "active" }),
-    )
-    .await;
+    let (ids, _) = client
+        .listed_run_ids(json!({ "inputs": { "requestId": "PR-UNIQUE" }, "state": "active" }))
+        .await;
     assert_eq!(ids, mine);
-    let (ids, _) = listed(
-        &client,
-        json!({ "inputs": { "requestId": "PR-UNIQUE" }, "state": "waiting" }),
-    )
-    .await;
+    let (ids, _) = client
+        .listed_run_ids(json!({ "inputs": { "requestId": "PR-UNIQUE" }, "state": "waiting" }))
+        .await;
     assert!(ids.is_empty(), "{ids:?}");
 }
 
@@ -113,16 +90,12 @@ async fn a_process_with_more_inputs_than_are_filed_is_filtered_all_the_same() {
             .await;
         ids.push(view["run"]["id"].as_str().unwrap().to_owned());
     }
-    let (found, _) = listed(
-        &client,
-        json!({ "inputs": { "field32": "run 1 value 32", "field00": "run 1 value 0" } }),
-    )
-    .await;
+    let (found, _) = client
+        .listed_run_ids(json!({ "inputs": { "field32": "run 1 value 32", "field00": "run 1 value 0" } }))
+        .await;
     assert_eq!(found, [ids[1].clone()]);
-    let (none, _) = listed(
-        &client,
-        json!({ "inputs": { "field32": "run 1 value 32", "field00": "run 2 value 0" } }),
-    )
-    .await;
+    let (none, _) = client
+        .listed_run_ids(json!({ "inputs": { "field32": "run 1 value 32", "field00": "run 2 value 0" } }))
+        .await;
     assert!(none.is_empty(), "{none:?}");
 }

@@ -11,9 +11,9 @@ use agentprocess_testkit::fake_evaluator::FakeEvaluator;
 use common::browser::drive_browser_script;
 use common::checked::{SCREENED_PAYMENT, ScriptedVerdicts, script_verdicts, start_run};
 use common::ui::*;
-use common::{Mcp, Server, Who, request_id};
+use common::{Server, Who, request_id};
 use reqwest::header::COOKIE;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// A review due within an hour, for the overdue filter.
@@ -102,26 +102,6 @@ fn next_page(html: &str) -> Option<String> {
     let end = html.find("\" rel=\"next\"")?;
     let start = html[..end].rfind("href=\"")? + "href=\"".len();
     Some(html[start..end].replace("&amp;", "&"))
-}
-
-/// The ids of `list_runs` with `arguments`, every page, as `client` sees them.
-async fn tool_runs(client: &Mcp, arguments: Value) -> Vec<String> {
-    let mut ids = Vec::new();
-    let mut arguments = arguments;
-    loop {
-        let page = client.ok("list_runs", arguments.clone()).await;
-        ids.extend(
-            page["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|item| item["id"].as_str().unwrap().to_owned()),
-        );
-        match page["nextCursor"].as_str() {
-            Some(cursor) => arguments["cursor"] = json!(cursor),
-            None => return ids,
-        }
-    }
 }
 
 /// Every run the runs list shows for `query`, following its "Next page" links.
@@ -264,7 +244,7 @@ async fn runs_maps_escalations_and_trust_through_the_pages() {
         ("limit=100", json!({})),
     ] {
         let shown = ui_runs(&operator, query).await;
-        assert_eq!(shown, tool_runs(&mcp, arguments.clone()).await, "{query}");
+        assert_eq!(shown, mcp.listed_run_ids(arguments.clone()).await.0, "{query}");
         assert!(!shown.is_empty(), "{query}");
     }
     let all_payments = ui_runs(&operator, "process=screened-payment&limit=2").await;

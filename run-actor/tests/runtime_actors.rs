@@ -992,20 +992,25 @@ async fn the_actor_of_an_ended_run_leaves_memory_at_once_and_its_run_still_refus
     assert!(ok(claim(&runtime, &caller, &open, "triage", "c-1").await)["token"].is_string());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_actors_are_evicted_and_reload_from_the_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open_store(&dir.path().join("store")).await;
+/// A runtime over a store in `dir` whose actors leave memory after 50 ms idle, on a clock that
+/// stands still unless moved.
+async fn evicting_runtime(dir: &std::path::Path) -> Runtime {
     let config = RuntimeConfig {
         idle_eviction: Duration::from_millis(50),
         ..Default::default()
     };
-    let runtime = Runtime::new(
-        store,
-        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+    Runtime::new(
+        open_store(&dir.join("store")).await,
+        Arc::new(LocalBlobs::new(dir.join("blobs"))),
         config,
         Clock::starting_at(START),
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_actors_are_evicted_and_reload_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = evicting_runtime(dir.path()).await;
     publish_example(&runtime, ORG, "defect-triage").await;
     let caller = agent("a1");
     let run = run_id(
@@ -1034,18 +1039,8 @@ async fn idle_actors_are_evicted_and_reload_from_the_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_retried_in_its_millisecond_after_its_actor_left_is_answered_the_first_result() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open_store(&dir.path().join("store")).await;
-    let config = RuntimeConfig {
-        idle_eviction: Duration::from_millis(50),
-        ..Default::default()
-    };
     // The clock stands still: the retry comes in the first call's millisecond.
-    let runtime = Runtime::new(
-        store,
-        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
-        config,
-        Clock::starting_at(START),
-    );
+    let runtime = evicting_runtime(dir.path()).await;
     publish_example(&runtime, ORG, "defect-triage").await;
     let caller = agent("a1");
     let inputs = json!({ "reportId": "T-1" });

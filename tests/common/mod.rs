@@ -616,6 +616,28 @@ impl Mcp {
         envelope["error"].clone()
     }
 
+    /// The ids `list_runs` with `arguments` lists, every page read through its cursor, and how
+    /// many pages that took.
+    pub async fn listed_run_ids(&self, arguments: Value) -> (Vec<String>, usize) {
+        let mut ids = Vec::new();
+        let mut arguments = arguments;
+        for pages in 1.. {
+            let page = self.ok("list_runs", arguments.clone()).await;
+            ids.extend(
+                page["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|item| item["id"].as_str().unwrap().to_owned()),
+            );
+            match page["nextCursor"].as_str() {
+                Some(cursor) => arguments["cursor"] = json!(cursor),
+                None => return (ids, pages),
+            }
+        }
+        unreachable!("pages are counted without end")
+    }
+
     pub async fn close(self) {
         let _ = self.client.cancel().await;
     }

@@ -29,9 +29,7 @@ pub enum Filing {
 /// while its `list_runs` entry is there (so never for a run archived meanwhile), and writing a
 /// filing again changes nothing.
 pub(super) async fn file_runs_by_inputs(host: &Host) -> Result<Filing, RuntimeError> {
-    let marker = host.keys.runs_filed_by_input();
-    if host.store.get(&marker).await?.0.is_some() {
-        host.runs_filed_by_input.store(true, Ordering::Relaxed);
+    if runs_are_filed_by_input(host).await? {
         return Ok(Filing::AlreadyDone);
     }
     let hot = file_hot_runs(host).await?;
@@ -44,7 +42,7 @@ pub(super) async fn file_runs_by_inputs(host: &Host) -> Result<Filing, RuntimeEr
         })
         .await?;
     host.store
-        .txn(Txn::new().and_then([TxnOp::put(marker, b"done".to_vec())]))
+        .txn(Txn::new().and_then([TxnOp::put(host.keys.runs_filed_by_input(), b"done".to_vec())]))
         .await?;
     host.runs_filed_by_input.store(true, Ordering::Relaxed);
     Ok(Filing::Done { hot, archived })
