@@ -14,6 +14,8 @@
 #   DURATION  measured window of each measurement, in seconds (default 20)
 #   WARMUP    seconds of load before the window (default 5)
 #   SERVE     measure `serve` first, for the ratio (default 1; 0 skips it)
+#   RAW_PUTS  measure etcd's raw one-put transactions first (default 1; 0 skips it)
+#   KEEP      1 keeps each cluster's folder (etcd data, every role's log) and prints where
 #   CLUSTER_BIN  the binary (default target/release/agentprocess)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -167,15 +169,17 @@ for actors in ${ACTORS:-1 3}; do
     public="http://127.0.0.1:$base"
     key="$dir/dev-signing-key"
     echo "== $actors actor host(s), $agents agents, $people people, ${duration}s"
-    "$bin" load --etcd-puts "$endpoints" --agents "$agents" --threads 2 --warmup 3s --duration "${duration}s" \
-        --json >"$dir/puts.json"
-    python3 -c "
+    if [ "${RAW_PUTS:-1}" = 1 ]; then
+        "$bin" load --etcd-puts "$endpoints" --agents "$agents" --threads 2 --warmup 3s --duration "${duration}s" \
+            --json >"$dir/puts.json"
+        python3 -c "
 import json; p = json.load(open('$dir/puts.json'))
 print(f\"etcd raw one-put transactions: {p['transactionsPerSecond']:.0f}/s (p50 {p['p50Ms']:.2f} ms, p99 {p['p99Ms']:.2f} ms)\")"
+    fi
     load_with_snapshots "$dir" "$dir/processes" "$members" --server "$public" --dev-key "$key" \
         --agents "$agents" --people "$people" --threads 2
     summarize "$dir/load.json" "$dir/cpu.before" "$dir/cpu.after" "$dir/etcd.before" "$dir/etcd.after" "$ticks" "$serve_cpu"
     kill -TERM "$cluster" 2>/dev/null || true
     wait "$cluster" 2>/dev/null || true
-    rm -rf "$dir"
+    if [ "${KEEP:-0}" = 1 ]; then echo "kept: $dir"; else rm -rf "$dir"; fi
 done
