@@ -313,13 +313,14 @@ impl Default for StoreSettings {
 
 /// How notifications are retried: the wait starts at `first_backoff_ms` and doubles after each
 /// failed attempt, up to `max_backoff_ms`; after `max_attempts` the notification becomes a dead
-/// letter (`GET /admin/v1/dead-letters`).
+/// letter (`GET /admin/v1/dead-letters`). Looks at the outbox are at least `gather_ms` apart.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NotificationSettings {
     pub max_attempts: u32,
     pub first_backoff_ms: u64,
     pub max_backoff_ms: u64,
+    pub gather_ms: u64,
 }
 
 impl Default for NotificationSettings {
@@ -332,9 +333,14 @@ impl Default for NotificationSettings {
                 .unwrap_or(u64::MAX),
             max_backoff_ms: u64::try_from(agentprocess_scheduler::DEFAULT_MAX_BACKOFF.as_millis())
                 .unwrap_or(u64::MAX),
+            gather_ms: u64::try_from(agentprocess_scheduler::DEFAULT_OUTBOX_GATHER.as_millis())
+                .unwrap_or(u64::MAX),
         }
     }
 }
+
+/// The longest `notifications.gather_ms` accepted.
+const MAX_NOTIFICATION_GATHER_MS: u64 = 10_000;
 
 /// The limits `describe` reports and the runtime enforces: one section, so the two never differ.
 #[derive(Debug, Clone, Deserialize)]
@@ -569,6 +575,11 @@ impl Settings {
                 "notifications.max_backoff_ms must not be below notifications.first_backoff_ms".to_owned(),
             );
         }
+        if notifications.gather_ms > MAX_NOTIFICATION_GATHER_MS {
+            problems.push(format!(
+                "notifications.gather_ms must be at most {MAX_NOTIFICATION_GATHER_MS} (a notification waits that long at most)"
+            ));
+        }
         if let Some(evaluator) = &self.evaluator {
             problems.extend(
                 evaluator
@@ -656,6 +667,7 @@ impl Settings {
             max_attempts: self.notifications.max_attempts,
             first_backoff: Duration::from_millis(self.notifications.first_backoff_ms),
             max_backoff: Duration::from_millis(self.notifications.max_backoff_ms),
+            outbox_gather: Duration::from_millis(self.notifications.gather_ms),
             ..SchedulerConfig::default()
         }
     }
@@ -801,16 +813,24 @@ mod tests {
         let defaults = Settings::load(None, FlagSettings::default()).unwrap().scheduler();
         assert_eq!(defaults.max_attempts, SchedulerConfig::default().max_attempts);
         assert_eq!(defaults.first_backoff, SchedulerConfig::default().first_backoff);
-        let quick = file("[notifications]\nmax_attempts = 3\nfirst_backoff_ms = 50\n");
+        assert_eq!(defaults.outbox_gather, SchedulerConfig::default().outbox_gather);
+        let quick = file("[notifications]\nmax_attempts = 3\nfirst_backoff_ms = 50\ngather_ms = 0\n");
         let scheduler = Settings::load(Some(quick.path()), FlagSettings::default())
             .unwrap()
             .scheduler();
         assert_eq!(scheduler.max_attempts, 3);
         assert_eq!(scheduler.first_backoff, Duration::from_millis(50));
         assert_eq!(scheduler.max_backoff, SchedulerConfig::default().max_backoff);
-        let unusable = file("[notifications]\nmax_attempts = 0\nfirst_backoff_ms = 0\nmax_backoff_ms = 0\n");
+        assert_eq!(scheduler.outbox_gather, Duration::ZERO);
+        let unusable = file(
+            "[notifications]\nmax_attempts = 0\nfirst_backoff_ms = 0\nmax_backoff_ms = 0\ngather_ms = 60000\n",
+        );
         let error = Settings::load(Some(unusable.path()), FlagSettings::default()).unwrap_err();
-        for expected in ["notifications.max_attempts", "notifications.first_backoff_ms"] {
+        for expected in [
+            "notifications.max_attempts",
+            "notifications.first_backoff_ms",
+            "notifications.gather_ms",
+        ] {
             assert!(error.to_string().contains(expected), "{expected} in {error}");
         }
         let inverted = file("[notifications]\nfirst_backoff_ms = 5000\nmax_backoff_ms = 10\n");

@@ -55,6 +55,10 @@ pub struct SchedulerConfig {
     pub max_backoff: Duration,
     /// How often the outbox is looked at without a hint.
     pub outbox_poll: Duration,
+    /// The least time between two looks at the outbox. Under load, one look, one read of each
+    /// organization's webhooks and one delete serve every notification written in between;
+    /// after a quiet spell the first notification goes at once.
+    pub outbox_gather: Duration,
     /// How often expired idempotency records are removed.
     pub cleanup_every: Duration,
     /// How long `stop` waits for the tasks to end by themselves (one may be in a store call
@@ -68,6 +72,8 @@ pub struct SchedulerConfig {
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
 /// The wait before a notification's second attempt, by default.
 pub const DEFAULT_FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The least time between two looks at the outbox, by default.
+pub const DEFAULT_OUTBOX_GATHER: Duration = Duration::from_millis(50);
 /// The longest wait between attempts, by default.
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(300);
 
@@ -82,6 +88,7 @@ impl Default for SchedulerConfig {
             first_backoff: DEFAULT_FIRST_BACKOFF,
             max_backoff: DEFAULT_MAX_BACKOFF,
             outbox_poll: Duration::from_secs(5),
+            outbox_gather: DEFAULT_OUTBOX_GATHER,
             cleanup_every: Duration::from_secs(60),
             stop_patience: Duration::from_secs(5),
             metrics: SchedulerMetrics::global(),
