@@ -27,6 +27,15 @@ pub struct Catalog {
     clock: Clock,
 }
 
+/// A process's latest published version as its catalog entry said at one store revision: while
+/// the entry's `mod_revision` is unchanged, no version was published since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatestVersion {
+    pub version: u64,
+    pub entry_key: Vec<u8>,
+    pub mod_revision: i64,
+}
+
 /// Why the catalog said no to an operator: the request's fault, never the infrastructure's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogRefusal {
@@ -557,15 +566,30 @@ impl Catalog {
 
     /// The latest published version of `name`; `None` when nothing is published.
     pub async fn latest_version(&self, organization: &OrgId, name: &str) -> Result<Option<u64>, OrgError> {
-        let (entry, _) = self
-            .store
-            .get(&self.keys.catalog_entry(organization, name))
-            .await?;
+        Ok(self
+            .latest_version_entry(organization, name)
+            .await?
+            .map(|latest| latest.version))
+    }
+
+    /// The latest published version of `name` with the store revision of the catalog entry that
+    /// says so; `None` when nothing is published.
+    pub async fn latest_version_entry(
+        &self,
+        organization: &OrgId,
+        name: &str,
+    ) -> Result<Option<LatestVersion>, OrgError> {
+        let key = self.keys.catalog_entry(organization, name);
+        let (entry, _) = self.store.get(&key).await?;
         let Some(entry) = entry else { return Ok(None) };
         let summary: Value = serde_json::from_slice(&entry.value)
             .map_err(|e| OrgError::Corrupt(format!("catalog entry of {name}: {e}")))?;
         match summary["version"].as_u64() {
-            Some(version) => Ok(Some(version)),
+            Some(version) => Ok(Some(LatestVersion {
+                version,
+                entry_key: key,
+                mod_revision: entry.mod_revision,
+            })),
             None => Err(OrgError::Corrupt(format!("catalog entry of {name}"))),
         }
     }

@@ -21,8 +21,8 @@ mod webhooks;
 
 pub use archive::{Archive, ArchiveEntry, ArchivedRun};
 pub use catalog::{
-    Catalog, CatalogError, CatalogRefusal, Draft, DraftView, ProcessEntry, PublishedRecord, PublishedVersion,
-    VersionSummary, binding_issues, unbound_issues,
+    Catalog, CatalogError, CatalogRefusal, Draft, DraftView, LatestVersion, ProcessEntry, PublishedRecord,
+    PublishedVersion, VersionSummary, binding_issues, unbound_issues,
 };
 pub use clock::Clock;
 pub use error::OrgError;

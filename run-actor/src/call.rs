@@ -46,6 +46,10 @@ pub enum RuntimeError {
     /// This host does not own the run's shard (any more): nothing was written.
     #[error("{0}")]
     NotOwner(String),
+    /// A start pinned the latest version of a process as this host last read it, and a newer
+    /// version was published since: nothing was written; the start is made again on the newer.
+    #[error("process {0} was published again while a run of it started; nothing was written")]
+    LatestMoved(String),
 }
 
 impl From<OrgError> for RuntimeError {

@@ -1235,3 +1235,126 @@ async fn an_operator_reads_the_ready_steps_oldest_first_up_to_an_instant() {
         assert_eq!(refusal.code, ErrorCode::Forbidden);
     }
 }
+
+/// A store that counts reads of one key.
+#[derive(Debug)]
+struct KeyReads {
+    inner: Arc<dyn Store>,
+    key: Vec<u8>,
+    reads: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Store for KeyReads {
+    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
+        if key == self.key.as_slice() {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.get(key).await
+    }
+
+    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
+        self.inner.range(request).await
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        self.inner.txn(txn).await
+    }
+
+    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
+        self.inner.lease_grant(ttl).await
+    }
+
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
+        self.inner.lease_keep_alive(lease).await
+    }
+
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
+        self.inner.lease_revoke(lease).await
+    }
+
+    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
+        self.inner.lease_time_to_live(lease).await
+    }
+
+    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
+        self.inner.watch(range, start_revision).await
+    }
+}
+
+/// Spec `start_run`: without `version`, a run pins the latest published version. A host keeps
+/// which version is the latest and reads the catalog only when a start's commit finds that a
+/// newer one was published meanwhile, here by another host of the same store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_pins_a_version_published_by_another_host_without_reading_the_catalog_each_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(&dir.path().join("store")).await;
+    let publisher = runtime(
+        store.clone(),
+        &dir.path().join("blobs"),
+        Clock::starting_at(START),
+    );
+    publish_example(&publisher, ORG, "defect-triage").await;
+    let catalog_entry = publisher.keys().catalog_entry(&OrgId::from(ORG), "defect-triage");
+    let counting = Arc::new(KeyReads {
+        inner: store.clone(),
+        key: catalog_entry,
+        reads: AtomicUsize::new(0),
+    });
+    let starter = runtime(
+        counting.clone(),
+        &dir.path().join("blobs"),
+        Clock::starting_at(START),
+    );
+    let started = |n: usize| {
+        let starter = starter.clone();
+        async move {
+            let view = start(
+                &starter,
+                &agent("starter"),
+                "defect-triage",
+                json!({ "reportId": format!("T-{n}") }),
+                &format!("s-{n}"),
+            )
+            .await;
+            view["run"]["version"].as_u64().unwrap()
+        }
+    };
+    assert_eq!(started(1).await, 1);
+    assert_eq!(started(2).await, 1);
+    assert_eq!(started(3).await, 1);
+    assert_eq!(
+        counting.reads.load(Ordering::SeqCst),
+        1,
+        "the latest version is read once"
+    );
+
+    let source = std::fs::read_to_string(agentprocess_testkit::example("defect-triage")).unwrap();
+    let loaded =
+        agentprocess_process::load(source.as_bytes(), &agentprocess_process::Offer::EVERYTHING).unwrap();
+    let roles: indexmap::IndexMap<String, String> = loaded
+        .process
+        .role_names()
+        .into_iter()
+        .map(|role| (role.to_string(), format!("g_{role}")))
+        .collect();
+    publisher
+        .publish(
+            &OrgId::from(ORG),
+            format!("{source}\nA second version, published by another host.\n").as_bytes(),
+            roles,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        started(4).await,
+        2,
+        "the start after the publish pins the new version"
+    );
+    assert_eq!(started(5).await, 2);
+    let reads = counting.reads.load(Ordering::SeqCst);
+    assert!(
+        (2..=3).contains(&reads),
+        "{reads} reads: one more for the new version, and at most one to see the old one moved"
+    );
+}

@@ -34,7 +34,7 @@ use crate::machine::{
     Timestamp, Transition, UploadLookup, UploadStatus, history,
 };
 use crate::packed;
-use crate::pinned::PinnedProcesses;
+use crate::pinned::{LatestGuard, PinnedProcesses};
 use agentprocess_org::{Archive, Clock};
 use agentprocess_service::trace::{self, TraceParent};
 use agentprocess_store::Store;
@@ -145,6 +145,8 @@ pub(crate) struct Envelope {
     pub seed: [u8; 32],
     /// The process a `start_run` pins.
     pub pinned: Option<Arc<PinnedProcess>>,
+    /// When that is the latest version as this host last read it: what the commit compares.
+    pub latest_guard: Option<LatestGuard>,
     /// Upload statuses looked up for the command's file evidence.
     pub uploads: HashMap<String, UploadStatus>,
     pub reply: Option<oneshot::Sender<Result<ToolOutcome, RuntimeError>>>,
@@ -166,6 +168,7 @@ impl Envelope {
             request,
             seed,
             pinned,
+            latest_guard: None,
             uploads,
             reply: None,
             trace: trace::current(),
@@ -410,6 +413,23 @@ impl Actor {
                     Err(e) => return envelope.answer(Err(e)),
                 }
             }
+            // A start on a latest version that is no longer the latest goes back to be made
+            // again: applied again here it would fail the same compare.
+            if let Some(guard) = &envelope.latest_guard {
+                match self
+                    .host
+                    .pinned
+                    .guard_holds(self.host.store.as_ref(), guard)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let process = guard.process.clone();
+                        return envelope.answer(Err(RuntimeError::LatestMoved(process)));
+                    }
+                    Err(e) => return envelope.answer(Err(e)),
+                }
+            }
             // Read the run again, wherever it is: a start that raced may have found its run.
             self.loaded = None;
             if let Err(error) = self.load(Search::HotStoreAndArchive).await {
@@ -583,6 +603,12 @@ impl Actor {
         let mut ops = plan.ops;
         ops.extend(claim_ops);
         let mut compares = plan.compares;
+        for guard in batch.iter().filter_map(|envelope| envelope.latest_guard.as_ref()) {
+            let compare = guard.compare();
+            if !compares.contains(&compare) {
+                compares.push(compare);
+            }
+        }
         match self.fence() {
             Ok(Some(fence)) => compares.push(fence),
             Ok(None) => {}

@@ -53,6 +53,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
+/// How many times a start of a process's latest version is made again when versions keep being
+/// published under it; then the caller is told to try again.
+const START_AGAIN_ON_NEWER_VERSION: usize = 3;
+
 /// A runtime's state: what its actors share ([`Host`]), and the organization-level state the
 /// runtime itself reads before a command reaches an actor.
 #[derive(Debug)]
@@ -230,11 +234,35 @@ impl Runtime {
         request_id: &str,
     ) -> Result<ToolOutcome, RuntimeError> {
         self.inner.host.stats.commands.fetch_add(1, Ordering::Relaxed);
+        // A start of a process's latest version is made again when a newer version was
+        // published since this host last read which is the latest (nothing was written).
+        let again = matches!(write, Write::StartRun { version: None, .. }).then(|| write.clone());
+        let first = self.execute_once(caller, write, request_id).await;
+        let (Err(RuntimeError::LatestMoved(_)), Some(write)) = (&first, again) else {
+            return first;
+        };
+        let mut outcome = first;
+        for _ in 0..START_AGAIN_ON_NEWER_VERSION {
+            outcome = self.execute_once(caller, write.clone(), request_id).await;
+            if !matches!(outcome, Err(RuntimeError::LatestMoved(_))) {
+                break;
+            }
+        }
+        outcome
+    }
+
+    async fn execute_once(
+        &self,
+        caller: &Caller,
+        write: Write,
+        request_id: &str,
+    ) -> Result<ToolOutcome, RuntimeError> {
         let organization = caller.organization.clone();
         let fingerprint = idempotency::of_write(caller, &write);
         let caller = caller.clone();
         let mut seed = random_seed();
         let mut pinned: Option<Arc<PinnedProcess>> = None;
+        let mut latest_guard = None;
         let mut uploads = HashMap::new();
         let (run_id, command) = match write {
             Write::StartRun {
@@ -245,14 +273,21 @@ impl Runtime {
             } => {
                 seed = machine::start_seed(&organization, request_id);
                 let run_id = machine::start_run_id(seed, self.inner.host.clock.now());
-                match self
-                    .inner
-                    .host
-                    .pinned
-                    .resolve(&organization, &process, version)
-                    .await?
-                {
-                    Some(found) => pinned = Some(found),
+                let resolved = match version {
+                    Some(version) => (self.inner.host.pinned)
+                        .get(&organization, &process, version)
+                        .await?
+                        .map(|found| (found, None)),
+                    None => (self.inner.host.pinned)
+                        .resolve_latest(&organization, &process)
+                        .await?
+                        .map(|(found, guard)| (found, Some(guard))),
+                };
+                match resolved {
+                    Some((found, guard)) => {
+                        pinned = Some(found);
+                        latest_guard = guard;
+                    }
                     None => {
                         // A replay of a start whose process was since removed still answers.
                         if let Some(answer) = idempotency::replay(
@@ -354,7 +389,7 @@ impl Runtime {
             Write::SendEvent { run_id, name, data } => (run_id, Command::SendEvent { caller, name, data }),
         };
         let address = RunAddress { organization, run_id };
-        let envelope = Envelope::new(
+        let mut envelope = Envelope::new(
             command,
             Some(idempotency::RequestKey {
                 id: request_id.to_string(),
@@ -364,6 +399,7 @@ impl Runtime {
             pinned,
             uploads,
         );
+        envelope.latest_guard = latest_guard;
         self.send(address, envelope).await
     }
 
