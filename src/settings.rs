@@ -167,6 +167,9 @@ pub struct ClusterSettings {
     /// Merged transactions an actor host keeps in flight to etcd at once (group commit): fewer
     /// make bigger batches (fewer etcd requests per write), more make shorter waits.
     pub group_commit_in_flight: usize,
+    /// Whether a batch waits to grow while others are in flight (it goes once `2^n` writes wait
+    /// with `n` in flight, or one comes back); `false` sends each as soon as one is free.
+    pub group_commit_grow: bool,
     /// How often the scheduler leader compacts etcd's history (to the revision of one period
     /// before) and looks at its members' sizes, in seconds.
     pub etcd_upkeep_seconds: u64,
@@ -194,6 +197,7 @@ impl Default for ClusterSettings {
             advertise_url: None,
             etcd_upkeep_seconds: 300,
             group_commit_in_flight: GroupCommitOptions::default().max_in_flight,
+            group_commit_grow: GroupCommitOptions::default().grow,
         }
     }
 }

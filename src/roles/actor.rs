@@ -145,6 +145,7 @@ async fn actor(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<
         store,
         GroupCommitOptions {
             max_in_flight: settings.cluster.group_commit_in_flight,
+            grow: settings.cluster.group_commit_grow,
             ..GroupCommitOptions::default()
         },
     ));

@@ -4,7 +4,9 @@
 //! A transaction that only compares, puts and deletes single keys (every run write is one) waits
 //! in a queue; a committer takes as many as fit in one request (etcd's 128 operations and a
 //! byte budget, no key written by two of them) and sends them as one transaction whose compares
-//! are all of theirs. When it succeeds, each gets its own share of the answer. When a compare
+//! are all of theirs. Batches grow with the load: with none in flight the first transaction goes
+//! at once; with `n` in flight the next batch goes once `2^n` transactions wait (or one of those
+//! in flight comes back), so a busy store gets fewer, fuller transactions. When it succeeds, each gets its own share of the answer. When a compare
 //! fails, nothing was written and nobody knows whose it was, so each is sent again alone and
 //! gets its own answer: a merged batch never changes the outcome of any transaction in it. A
 //! failure of the store reaches every transaction of the batch, as it would have alone (the
@@ -20,9 +22,10 @@ use crate::types::{
     WatchStream,
 };
 use async_trait::async_trait;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 
 /// How transactions are grouped.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +38,9 @@ pub struct GroupCommitOptions {
     /// next batch fills, without putting writes of one run in two batches at once (a run's
     /// actor waits for each of its commits).
     pub max_in_flight: usize,
+    /// Whether a batch waits to grow while others are in flight (`2^n` waiting with `n` in
+    /// flight); without it every batch goes as soon as one of `max_in_flight` is free.
+    pub grow: bool,
 }
 
 impl Default for GroupCommitOptions {
@@ -42,7 +48,8 @@ impl Default for GroupCommitOptions {
         GroupCommitOptions {
             max_ops: Limits::ETCD_DEFAULTS.max_txn_ops,
             max_bytes: 1 << 20,
-            max_in_flight: 4,
+            max_in_flight: 2,
+            grow: true,
         }
     }
 }
@@ -110,34 +117,38 @@ async fn commit_loop(
     options: GroupCommitOptions,
     mut receiver: mpsc::UnboundedReceiver<Queued>,
 ) {
-    let in_flight = Arc::new(Semaphore::new(options.max_in_flight.max(1)));
-    // A transaction taken from the queue that did not fit the batch before: it starts the next.
-    let mut carried: Option<Queued> = None;
+    let max_in_flight = options.max_in_flight.max(1);
+    let mut waiting: VecDeque<Queued> = VecDeque::new();
+    let mut in_flight = JoinSet::new();
+    let mut open = true;
     loop {
-        let permit = in_flight.clone().acquire_owned().await.expect("never closed");
-        let first = match carried.take() {
-            Some(queued) => queued,
-            None => match receiver.recv().await {
-                Some(queued) => queued,
-                None => return,
-            },
-        };
-        let mut batch = Batch::default();
-        batch.add(first);
-        while let Ok(next) = receiver.try_recv() {
-            if batch.fits(&next.txn, &options) {
-                batch.add(next);
-            } else {
-                carried = Some(next);
-                break;
-            }
+        while let Ok(queued) = receiver.try_recv() {
+            waiting.push_back(queued);
         }
-        let store = store.clone();
-        tokio::spawn(async move {
-            batch.commit(store).await;
-            drop(permit);
-        });
+        while !waiting.is_empty()
+            && in_flight.len() < max_in_flight
+            && waiting.len() >= batch_to_send(&options, in_flight.len())
+        {
+            let batch = Batch::take(&mut waiting, &options);
+            in_flight.spawn(batch.commit(store.clone()));
+        }
+        if !open && waiting.is_empty() && in_flight.is_empty() {
+            return;
+        }
+        tokio::select! {
+            received = receiver.recv(), if open => match received {
+                Some(queued) => waiting.push_back(queued),
+                None => open = false,
+            },
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+        }
     }
+}
+
+/// How many transactions must wait before a batch goes with `in_flight` batches in flight: one
+/// when none is (a lone write never waits), else `2^in_flight` when batches grow.
+fn batch_to_send(options: &GroupCommitOptions, in_flight: usize) -> usize {
+    if options.grow { 1 << in_flight.min(16) } else { 1 }
 }
 
 /// Transactions that go to the store together.
@@ -151,6 +162,20 @@ struct Batch {
 }
 
 impl Batch {
+    /// The transactions at the front of `waiting` that fit one request together; the first that
+    /// does not stays at the front, to start the next batch.
+    fn take(waiting: &mut VecDeque<Queued>, options: &GroupCommitOptions) -> Batch {
+        let mut batch = Batch::default();
+        batch.add(waiting.pop_front().expect("a transaction waits"));
+        while let Some(next) = waiting.front() {
+            if !batch.fits(&next.txn, options) {
+                break;
+            }
+            batch.add(waiting.pop_front().expect("looked at"));
+        }
+        batch
+    }
+
     fn fits(&self, txn: &Txn, options: &GroupCommitOptions) -> bool {
         self.compares + txn.compares.len() <= options.max_ops
             && self.ops + txn.then.len() <= options.max_ops
@@ -200,7 +225,7 @@ impl Batch {
             // A compare failed, or the batch broke a rule none of its members breaks alone:
             // nothing was written; each goes again by itself and gets its own answer.
             Ok(_) | Err(StoreError::TooLarge(_) | StoreError::InvalidRequest(_)) => {
-                let mut alone = tokio::task::JoinSet::new();
+                let mut alone = JoinSet::new();
                 for queued in self.members {
                     let store = store.clone();
                     alone.spawn(async move {

@@ -145,3 +145,95 @@ async fn two_writes_of_one_key_never_share_a_transaction() {
     let (a, b) = (a.unwrap(), b.unwrap());
     assert!(a.succeeded != b.succeeded, "exactly one wins: {a:?} {b:?}");
 }
+
+/// A store whose transactions wait while its gate is closed, recording each one's size in
+/// writes (two operations each, as [`create`] makes them).
+#[derive(Debug)]
+struct Gated {
+    inner: EmbeddedStore,
+    open: tokio::sync::watch::Sender<bool>,
+    sizes: std::sync::Mutex<Vec<usize>>,
+}
+
+#[async_trait]
+impl Store for Gated {
+    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
+        self.inner.get(key).await
+    }
+    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
+        self.inner.range(request).await
+    }
+    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        self.sizes.lock().unwrap().push(txn.then.len() / 2);
+        let mut open = self.open.subscribe();
+        open.wait_for(|open| *open).await.unwrap();
+        self.inner.txn(txn).await
+    }
+    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
+        self.inner.lease_grant(ttl).await
+    }
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
+        self.inner.lease_keep_alive(lease).await
+    }
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
+        self.inner.lease_revoke(lease).await
+    }
+    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
+        self.inner.lease_time_to_live(lease).await
+    }
+    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
+        self.inner.watch(range, start_revision).await
+    }
+}
+
+/// The batch sizes that reached a gated store after `writes` (each a list of write numbers sent
+/// together, then given time to be taken), with the gate opened only at the end.
+async fn sizes_behind_a_closed_gate(
+    options: GroupCommitOptions,
+    writes: &[&[usize]],
+) -> (Vec<usize>, Vec<usize>) {
+    let inner = Arc::new(Gated {
+        inner: EmbeddedStore::in_memory(EmbeddedOptions::default()),
+        open: tokio::sync::watch::Sender::new(false),
+        sizes: std::sync::Mutex::new(Vec::new()),
+    });
+    let store = Arc::new(GroupCommit::new(inner.clone(), options));
+    let mut calls = Vec::new();
+    for group in writes {
+        for &n in *group {
+            let store = store.clone();
+            calls.push(tokio::spawn(async move { store.txn(create(n)).await }));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let while_closed = inner.sizes.lock().unwrap().clone();
+    inner.open.send_replace(true);
+    for call in calls {
+        assert!(call.await.unwrap().unwrap().succeeded);
+    }
+    let all = inner.sizes.lock().unwrap().clone();
+    (while_closed, all)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_grow_while_others_are_in_flight() {
+    let options = GroupCommitOptions {
+        max_in_flight: 4,
+        grow: true,
+        ..GroupCommitOptions::default()
+    };
+    // One write goes at once; with one in flight the next batch waits for two, with two in
+    // flight for four; when the gate opens, what waits goes together.
+    let (while_closed, all) = sizes_behind_a_closed_gate(options, &[&[0], &[1], &[2], &[3, 4, 5]]).await;
+    assert_eq!(while_closed, vec![1, 2]);
+    assert_eq!(all, vec![1, 2, 3]);
+
+    // Without growing, each write goes alone while one of the four in flight is free.
+    let eager = GroupCommitOptions {
+        grow: false,
+        ..options
+    };
+    let (while_closed, all) = sizes_behind_a_closed_gate(eager, &[&[0], &[1], &[2], &[3, 4, 5]]).await;
+    assert_eq!(while_closed, vec![1, 1, 1, 1]);
+    assert_eq!(all, vec![1, 1, 1, 1, 2]);
+}
