@@ -165,8 +165,13 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
         Backlog::start(store, runtime.keys().clone(), clock.clone(), settings.backlog());
     }
     print_banner(&settings, local, metrics);
+    let waiting = runtime.clone();
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Calls waiting for work answer now instead of holding the shutdown up.
+            waiting.stop_waiting_for_work();
+        })
         .await
         .context("the HTTP server failed")?;
     eprintln!("agentprocess: shutting down");

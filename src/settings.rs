@@ -694,7 +694,10 @@ mod tests {
         let describe = settings.describe().result();
         assert_eq!(describe["limits"], limits.to_json());
         assert_eq!(describe["leaseSeconds"], limits.lease_seconds);
-        assert_eq!(describe["profiles"], serde_json::json!(["parallel-1"]));
+        assert_eq!(
+            describe["profiles"],
+            serde_json::json!(["parallel-1", "x-wait-1"])
+        );
     }
 
     #[test]
@@ -851,7 +854,7 @@ mod tests {
         let settings = Settings::load(Some(with.path()), FlagSettings::default()).unwrap();
         assert_eq!(
             settings.describe().result()["profiles"],
-            serde_json::json!(["parallel-1", "check-1"])
+            serde_json::json!(["parallel-1", "check-1", "x-wait-1"])
         );
         let bad = file("[evaluator]\nurl = \"not a url\"\nmodel = \"\"\n");
         assert!(Settings::load(Some(bad.path()), FlagSettings::default()).is_err());

@@ -11,8 +11,8 @@ use crate::auth::{Identity, IdentityKind};
 use crate::mcp::{ErrorCode, RunRead, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
 use crate::respond;
 use agentprocess_service::{
-    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, OrgId, RunId, RunService,
-    ServiceError, StepId, Submission, ToolOutcome, Upload, Write,
+    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, MAX_WAIT_FOR_WORK, Mode, OrgId, RunId,
+    RunService, ServiceError, StepId, Submission, ToolOutcome, Upload, Write,
 };
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -61,6 +61,7 @@ impl RuntimeBackend {
                     limit: args.opt_limit("limit")?,
                     cursor: args.opt_string("cursor")?,
                     process: args.opt_string("process")?,
+                    wait: args.opt_wait("waitSeconds")?,
                 };
                 service.get_work(caller, request).await
             }
@@ -213,6 +214,19 @@ impl Args {
                 .filter(|&limit| limit >= 1)
                 .map(|limit| Some(usize::try_from(limit).unwrap_or(usize::MAX)))
                 .ok_or_else(|| invalid(name, "must be a positive integer")),
+        }
+    }
+
+    /// `waitSeconds` of the `x-wait-1` profile: 1 to 20 seconds.
+    fn opt_wait(&self, name: &str) -> Result<Option<std::time::Duration>, Failure> {
+        let longest = MAX_WAIT_FOR_WORK.as_secs();
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => value
+                .as_u64()
+                .filter(|seconds| (1..=longest).contains(seconds))
+                .map(|seconds| Some(std::time::Duration::from_secs(seconds)))
+                .ok_or_else(|| invalid(name, &format!("must be an integer from 1 to {longest}"))),
         }
     }
 

@@ -120,7 +120,7 @@ async fn describe_matches_its_schema() {
     let published = published_output_schema(&client, "describe").await;
     assert_matches_standalone("the outputSchema of describe", &published, &body);
     assert_eq!(body["data"]["version"], json!("core-2"));
-    assert_eq!(body["data"]["profiles"], json!(["parallel-1"]));
+    assert_eq!(body["data"]["profiles"], json!(["parallel-1", "x-wait-1"]));
     assert_eq!(body["data"]["person"], json!({ "format": "email" }));
     assert_eq!(body["data"]["tools"].as_array().unwrap().len(), 14);
     assert!(
@@ -140,7 +140,10 @@ async fn describe_offers_check_only_with_an_evaluator() {
     let client = connect(&server).await;
     let body = envelope(&call(&client, "describe", json!({})).await);
     assert_matches_schema("tools/describe.result.json", &body["data"]);
-    assert_eq!(body["data"]["profiles"], json!(["parallel-1", "check-1"]));
+    assert_eq!(
+        body["data"]["profiles"],
+        json!(["parallel-1", "check-1", "x-wait-1"])
+    );
     assert_eq!(body["data"]["leaseSeconds"], json!(120));
 }
 

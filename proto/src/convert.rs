@@ -265,6 +265,9 @@ pub(crate) fn get_work_to_wire(caller: &Caller, request: GetWork) -> wire::GetWo
         limit: request.limit.map(|limit| limit as u64),
         cursor: request.cursor,
         process: request.process,
+        wait_ms: request
+            .wait
+            .map(|wait| u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
     }
 }
 
@@ -275,6 +278,10 @@ pub(crate) fn get_work_of(request: wire::GetWorkRequest) -> Result<(Caller, GetW
             limit: request.limit.map(size_of).transpose()?,
             cursor: request.cursor,
             process: request.process,
+            // A wait is capped here too: a peer cannot hold a host's call past the longest.
+            wait: request
+                .wait_ms
+                .map(|ms| std::time::Duration::from_millis(ms).min(agentprocess_service::MAX_WAIT_FOR_WORK)),
         },
     ))
 }

@@ -321,11 +321,23 @@ async fn reads_uploads_and_timers_arrive_as_sent() {
             limit: Some(20),
             cursor: Some("c_1".into()),
             process: Some("training-request".into()),
+            wait: Some(Duration::from_secs(20)),
         },
     ] {
         service.get_work(&person, request.clone()).await.unwrap();
         assert_eq!(recorder.last(), Seen::GetWork(person.clone(), request));
     }
+    // A wait past the longest reaches the host as the longest.
+    let long = GetWork {
+        wait: Some(Duration::from_secs(600)),
+        ..GetWork::default()
+    };
+    service.get_work(&person, long).await.unwrap();
+    let capped = GetWork {
+        wait: Some(agentprocess_service::MAX_WAIT_FOR_WORK),
+        ..GetWork::default()
+    };
+    assert_eq!(recorder.last(), Seen::GetWork(person.clone(), capped));
 
     for request in [
         ListRuns::default(),

@@ -30,8 +30,9 @@ pub fn run_id_of_token(token: &str) -> Option<&str> {
 }
 pub use hints::{Hints, LocalHints, NoHints};
 pub use run::{
-    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, Mode, ReadySteps, RenderedData,
-    RunService, ServiceError, Submission, ToolOutcome, ToolRefusal, Upload, Write,
+    Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, MAX_WAIT_FOR_WORK, Mode, ReadySteps,
+    RenderedData, RunService, ServiceError, Submission, ToolOutcome, ToolRefusal, Upload, WAIT_PROFILE,
+    Write,
 };
 
 /// An error and its sources, joined with `: `: an HTTP client's own message alone rarely says

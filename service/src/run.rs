@@ -173,7 +173,16 @@ pub struct GetWork {
     pub limit: Option<usize>,
     pub cursor: Option<String>,
     pub process: Option<String>,
+    /// `waitSeconds` (the `x-wait-1` profile): how long a first page that holds nothing waits
+    /// for matching work before it answers; at most [`MAX_WAIT_FOR_WORK`].
+    pub wait: Option<std::time::Duration>,
 }
+
+/// The `x-wait-1` profile's name, as `describe.profiles` lists it.
+pub const WAIT_PROFILE: &str = "x-wait-1";
+/// The longest `get_work` wait: `waitSeconds` is 1 to 20, well inside every hop's request
+/// timeout (30 s between a gateway and an actor host).
+pub const MAX_WAIT_FOR_WORK: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// An operator's read of the organization's ready-step index: the agent steps that are ready
 /// and not claimed, oldest `readySince` first, each as an agent's `get_work` item. Paged like

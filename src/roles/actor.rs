@@ -151,6 +151,7 @@ async fn actor(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<
     ));
     let runtime = Runtime::new(grouped, blobs, config, clock);
     super::file_runs_by_inputs(runtime.clone());
+    let waiting = runtime.clone();
     let service = ShardGuard::new(Arc::new(runtime), membership.clone(), shards);
     let server = run_service_server(Arc::new(service), grpc_message_bytes(&settings));
     let metrics = telemetry.serve_metrics(settings.metrics_listen).await?;
@@ -180,6 +181,8 @@ async fn actor(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<
     ));
     super::shutdown_signal().await;
     eprintln!("agentprocess: handing this host's shards over");
+    // Calls waiting for work answer now: their callers ask again, of a host that stays.
+    waiting.stop_waiting_for_work();
     membership.leave().await;
     let _ = stop_serving.send(());
     match tokio::time::timeout(Duration::from_secs(10), serving).await {

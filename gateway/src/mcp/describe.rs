@@ -58,6 +58,7 @@ impl DescribeConfig {
         if self.evaluator_configured {
             profiles.push("check-1");
         }
+        profiles.push(agentprocess_service::WAIT_PROFILE);
         json!({
             "protocol": "agentprocess",
             "version": PROTOCOL_VERSION,
@@ -84,14 +85,14 @@ mod tests {
     #[test]
     fn check_is_offered_only_with_an_evaluator() {
         let without = DescribeConfig::default().result();
-        assert_eq!(without["profiles"], json!(["parallel-1"]));
+        assert_eq!(without["profiles"], json!(["parallel-1", "x-wait-1"]));
         let with = DescribeConfig {
             evaluator_configured: true,
             check_fail: Some(0.5),
             ..DescribeConfig::default()
         }
         .result();
-        assert_eq!(with["profiles"], json!(["parallel-1", "check-1"]));
+        assert_eq!(with["profiles"], json!(["parallel-1", "check-1", "x-wait-1"]));
         assert_eq!(with["limits"]["checkFail"], json!(0.5));
         assert_eq!(without["tools"].as_array().unwrap().len(), 14);
     }

@@ -90,6 +90,8 @@ pub(crate) struct Host {
     pub claim_leases: claim_leases::ClaimLeases,
     /// Seen to be true: every run the store held is filed under its inputs' values.
     pub runs_filed_by_input: std::sync::atomic::AtomicBool,
+    /// `get_work` calls waiting for work, by organization.
+    pub waiters: Arc<crate::runtime::waiting::WorkWaiters>,
 }
 
 /// Where a run's record was found.

@@ -20,6 +20,7 @@ mod filing;
 mod reads;
 mod service;
 mod uploads;
+pub(crate) mod waiting;
 
 // Organization-level state lives in its own crate; these names stay reachable here for the
 // actor host's own callers.
@@ -98,6 +99,7 @@ impl Runtime {
                     actors: Mutex::new(HashMap::new()),
                     claim_leases: Default::default(),
                     runs_filed_by_input: Default::default(),
+                    waiters: Default::default(),
                 }),
             }),
         }
@@ -442,8 +444,19 @@ impl Runtime {
         reads::inspect_run(&self.inner.host, caller, run_id).await
     }
 
+    /// Answers every `get_work` call waiting for work with its page as it is now, and every
+    /// later one at once: for a host that is shutting down.
+    pub fn stop_waiting_for_work(&self) {
+        self.inner.host.waiters.stop();
+    }
+
     pub async fn get_work(&self, caller: &Caller, request: GetWork) -> Result<ToolOutcome, RuntimeError> {
-        reads::get_work(&self.inner.host, caller, request).await
+        Ok(
+            match waiting::work_page(&self.inner.host, caller, request).await? {
+                Ok(page) => ToolOutcome::Ok(page.to_value()),
+                Err(refusal) => ToolOutcome::Refused(refusal),
+            },
+        )
     }
 
     /// An operator's page of the organization's ready, unclaimed agent steps, oldest first.

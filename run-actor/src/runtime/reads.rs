@@ -383,17 +383,6 @@ fn page(items: Vec<Value>, next_cursor: Option<String>) -> ToolOutcome {
     ToolOutcome::Ok(Value::Object(page))
 }
 
-pub(super) async fn get_work(
-    host: &Host,
-    caller: &Caller,
-    request: GetWork,
-) -> Result<ToolOutcome, RuntimeError> {
-    Ok(match work_page(host, caller, request).await? {
-        Ok(page) => ToolOutcome::Ok(page.to_value()),
-        Err(refusal) => ToolOutcome::Refused(refusal),
-    })
-}
-
 /// The caller's `get_work` page, `{ items, nextCursor }`, spliced from the items' stored JSON:
 /// an index entry's value is the item exactly as the caller gets it, so it is checked to be one
 /// JSON value and copied, never parsed into values and written again.
@@ -485,6 +474,19 @@ async fn rendered_page(
     let rendered = serde_json::value::to_raw_value(&page)
         .map_err(|e| RuntimeError::Corrupt(format!("a work page does not render: {e}")))?;
     Ok(RenderedData::new(rendered))
+}
+
+/// Whether a rendered page holds no item ([`RenderedPage`] writes `items` first).
+pub(crate) fn page_is_empty(page: &RenderedData) -> bool {
+    page.json().starts_with(r#"{"items":[]"#)
+}
+
+/// The `process` of a stored index entry's item; `None` when it does not read as one.
+pub(crate) fn stored_item_process(stored: &[u8]) -> Option<String> {
+    let json = packed::unpack(stored).ok()?;
+    serde_json::from_slice::<ItemProcess<'_>>(&json)
+        .ok()
+        .map(|item| item.process.into_owned())
 }
 
 /// A `get_work` page as the caller gets it: the items' JSON as stored.

@@ -61,7 +61,7 @@ impl service::RunService for Runtime {
         request: service::GetWork,
     ) -> Result<service::ToolOutcome, service::ServiceError> {
         let caller = caller_of(caller);
-        match reads::work_page(&self.inner.host, &caller, request).await {
+        match super::waiting::work_page(&self.inner.host, &caller, request).await {
             // A person's items may hold file evidence (an escalation's candidate), whose links
             // the gateway adds to values: theirs leave parsed.
             Ok(Ok(page)) if matches!(caller.kind, CallerKind::Agent { .. }) => {

@@ -1,0 +1,306 @@
+//! `get_work` calls that wait for work (the `x-wait-1` profile, `docs/profiles/wait.md`): each
+//! organization's waiting callers, woken by a watch on its ready-step and work-item indexes, so
+//! that work made ready by any actor host reaches a caller waiting on this one.
+//!
+//! A new ready step wakes one waiting agent whose `process` filter it matches, the one waiting
+//! longest; a new work item wakes every waiting person of the organization (each reads its own
+//! items). A woken caller reads its page again: it answers if it holds items, else waits on. The
+//! watch of an organization opens with its first waiter and closes a while after its last.
+
+use super::reads;
+use crate::actor::Host;
+use crate::call::RuntimeError;
+use crate::machine::{Caller, CallerKind, OrgId, Refusal};
+use agentprocess_service::{GetWork, RenderedData};
+use agentprocess_store::keys::Keys;
+use agentprocess_store::{EventKind, Store};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+/// How long an organization's watch stays open after its last waiter left.
+const LINGER: Duration = Duration::from_secs(30);
+/// How long a waiter waits for its organization's watch to open; past it, the call answers the
+/// page it has (an empty one) rather than wait blind.
+const WATCH_OPEN_PATIENCE: Duration = Duration::from_secs(2);
+/// How long to wait before opening a watch again after it failed.
+const REOPEN_AFTER: Duration = Duration::from_millis(500);
+
+/// Every organization's waiting callers on this host.
+#[derive(Debug)]
+pub(crate) struct WorkWaiters {
+    organizations: Mutex<HashMap<OrgId, Arc<Organization>>>,
+    /// Set when the host shuts down: every waiting call answers its page now, and no call
+    /// waits any more.
+    stopping: watch::Sender<bool>,
+}
+
+impl Default for WorkWaiters {
+    fn default() -> Self {
+        WorkWaiters {
+            organizations: Mutex::default(),
+            stopping: watch::Sender::new(false),
+        }
+    }
+}
+
+/// One organization's waiting callers and the state of its watch.
+#[derive(Debug)]
+struct Organization {
+    waiters: Mutex<Vec<Arc<Waiter>>>,
+    /// True while both index watches are open: a waiter registered then misses nothing.
+    watching: watch::Sender<bool>,
+    /// When the last waiter left (`None` while any waits).
+    idle_since: Mutex<Option<Instant>>,
+}
+
+/// One waiting call.
+#[derive(Debug)]
+struct Waiter {
+    /// `None` for a person; an agent's `process` filter (`Some(None)` when it has none).
+    agent_process: Option<Option<String>>,
+    /// Set when a wake is on its way, so the next new step wakes another waiter.
+    woken: AtomicBool,
+    wake: Notify,
+}
+
+/// A registered waiter; leaves its organization when dropped.
+struct Registration {
+    organization: Arc<Organization>,
+    waiter: Arc<Waiter>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut waiters = self.organization.waiters.lock().unwrap();
+        waiters.retain(|waiter| !Arc::ptr_eq(waiter, &self.waiter));
+        if waiters.is_empty() {
+            *self.organization.idle_since.lock().unwrap() = Some(Instant::now());
+        }
+    }
+}
+
+impl WorkWaiters {
+    /// Answers every waiting call with its page as it is, and every later call at once.
+    pub(crate) fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Registers a waiter in `caller`'s organization, opening its watch if none is open, and
+    /// returns once the watch is open (or `None` when it cannot open in time).
+    async fn register(
+        self: &Arc<Self>,
+        host: &Host,
+        caller: &Caller,
+        process: Option<String>,
+    ) -> Option<Registration> {
+        let organization = {
+            let mut organizations = self.organizations.lock().unwrap();
+            organizations
+                .entry(caller.organization.clone())
+                .or_insert_with(|| {
+                    let organization = Arc::new(Organization {
+                        waiters: Mutex::new(Vec::new()),
+                        watching: watch::Sender::new(false),
+                        idle_since: Mutex::new(None),
+                    });
+                    tokio::spawn(watch_organization(
+                        host.store.clone(),
+                        host.keys.clone(),
+                        caller.organization.clone(),
+                        Arc::downgrade(&organization),
+                        Arc::downgrade(self),
+                    ));
+                    organization
+                })
+                .clone()
+        };
+        let waiter = Arc::new(Waiter {
+            agent_process: match caller.kind {
+                CallerKind::Agent { .. } => Some(process),
+                CallerKind::Person { .. } => None,
+            },
+            woken: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        organization.waiters.lock().unwrap().push(waiter.clone());
+        *organization.idle_since.lock().unwrap() = None;
+        let registration = Registration { organization, waiter };
+        let mut watching = registration.organization.watching.subscribe();
+        match tokio::time::timeout(WATCH_OPEN_PATIENCE, watching.wait_for(|open| *open)).await {
+            Ok(Ok(_)) => Some(registration),
+            _ => None,
+        }
+    }
+
+    /// Forgets `organization` if it is still `this` one and nobody waited in it for [`LINGER`].
+    fn forget_if_idle(&self, organization: &OrgId, this: &Arc<Organization>) -> bool {
+        let mut organizations = self.organizations.lock().unwrap();
+        let idle = this.waiters.lock().unwrap().is_empty()
+            && this
+                .idle_since
+                .lock()
+                .unwrap()
+                .is_some_and(|since| since.elapsed() >= LINGER);
+        if idle
+            && organizations
+                .get(organization)
+                .is_some_and(|kept| Arc::ptr_eq(kept, this))
+        {
+            organizations.remove(organization);
+        }
+        idle
+    }
+}
+
+impl Organization {
+    /// A new ready step of `process`: wakes the agent waiting longest that it matches and that
+    /// no other wake is on its way to.
+    fn step_ready(&self, process: Option<&str>) {
+        let waiters = self.waiters.lock().unwrap();
+        let matching = waiters.iter().find(|waiter| {
+            !waiter.woken.load(Ordering::Acquire)
+                && waiter.agent_process.as_ref().is_some_and(|filter| {
+                    filter
+                        .as_deref()
+                        .is_none_or(|wanted| process.is_none_or(|process| process == wanted))
+                })
+        });
+        if let Some(waiter) = matching {
+            waiter.woken.store(true, Ordering::Release);
+            waiter.wake.notify_one();
+        }
+    }
+
+    /// A new work item: wakes every waiting person.
+    fn item_opened(&self) {
+        for waiter in self.waiters.lock().unwrap().iter() {
+            if waiter.agent_process.is_none() {
+                waiter.woken.store(true, Ordering::Release);
+                waiter.wake.notify_one();
+            }
+        }
+    }
+
+    /// After a watch was cut: wakes everyone, since what happened meanwhile is not known.
+    fn wake_all(&self) {
+        for waiter in self.waiters.lock().unwrap().iter() {
+            waiter.woken.store(true, Ordering::Release);
+            waiter.wake.notify_one();
+        }
+    }
+}
+
+/// Keeps `organization`'s ready-step and work-item indexes watched while it has waiters, and a
+/// while after; wakes them on every new entry.
+async fn watch_organization(
+    store: Arc<dyn Store>,
+    keys: Keys,
+    organization_id: OrgId,
+    organization: Weak<Organization>,
+    waiters: Weak<WorkWaiters>,
+) {
+    let ready = keys.ready_steps(&organization_id);
+    let work = keys.all_work_items(&organization_id);
+    let mut first = true;
+    loop {
+        let opened = async {
+            let ready_events = store.watch(ready.clone(), None).await?;
+            let work_events = store.watch(work.clone(), None).await?;
+            Ok::<_, agentprocess_store::StoreError>((ready_events, work_events))
+        };
+        let (mut ready_events, mut work_events) = match opened.await {
+            Ok(streams) => streams,
+            Err(error) => {
+                tracing::warn!(%error, organization = %organization_id, "cannot watch for work to wake waiting get_work calls; trying again");
+                tokio::time::sleep(REOPEN_AFTER).await;
+                continue;
+            }
+        };
+        let Some(this) = organization.upgrade() else {
+            return;
+        };
+        this.watching.send_replace(true);
+        if !std::mem::take(&mut first) {
+            this.wake_all();
+        }
+        drop(this);
+        let mut linger = tokio::time::interval(LINGER);
+        linger.tick().await;
+        loop {
+            tokio::select! {
+                event = ready_events.next() => match event {
+                    Some(Ok(event)) if event.kind == EventKind::Put => {
+                        let Some(this) = organization.upgrade() else { return };
+                        let process = reads::stored_item_process(&event.kv.value);
+                        this.step_ready(process.as_deref());
+                    }
+                    Some(Ok(_)) => {}
+                    _ => break,
+                },
+                event = work_events.next() => match event {
+                    Some(Ok(event)) if event.kind == EventKind::Put => {
+                        let Some(this) = organization.upgrade() else { return };
+                        this.item_opened();
+                    }
+                    Some(Ok(_)) => {}
+                    _ => break,
+                },
+                _ = linger.tick() => {
+                    let (Some(this), Some(waiters)) = (organization.upgrade(), waiters.upgrade()) else { return };
+                    if waiters.forget_if_idle(&organization_id, &this) {
+                        this.watching.send_replace(false);
+                        return;
+                    }
+                }
+            }
+        }
+        let Some(this) = organization.upgrade() else {
+            return;
+        };
+        this.watching.send_replace(false);
+        drop(this);
+        tokio::time::sleep(REOPEN_AFTER).await;
+    }
+}
+
+/// The caller's `get_work` page; with `request.wait` on a first page that holds nothing, the call
+/// waits until a matching item is ready, or the wait is over, and answers the page then.
+pub(crate) async fn work_page(
+    host: &Host,
+    caller: &Caller,
+    request: GetWork,
+) -> Result<Result<RenderedData, Refusal>, RuntimeError> {
+    let wait = request.wait.filter(|_| request.cursor.is_none());
+    let process = request.process.clone();
+    let page = reads::work_page(host, caller, request.clone()).await?;
+    let Some(wait) = wait else { return Ok(page) };
+    match &page {
+        Ok(rendered) if reads::page_is_empty(rendered) => {}
+        _ => return Ok(page),
+    }
+    let deadline = Instant::now() + wait;
+    let mut stopping = host.waiters.stopping.subscribe();
+    if *stopping.borrow_and_update() {
+        return Ok(page);
+    }
+    let Some(registration) = host.waiters.register(host, caller, process).await else {
+        return Ok(page);
+    };
+    loop {
+        registration.waiter.woken.store(false, Ordering::Release);
+        let page = reads::work_page(host, caller, request.clone()).await?;
+        match &page {
+            Ok(rendered) if reads::page_is_empty(rendered) => {}
+            _ => return Ok(page),
+        }
+        tokio::select! {
+            _ = registration.waiter.wake.notified() => {}
+            _ = tokio::time::sleep_until(deadline) => return Ok(page),
+            _ = stopping.changed() => return Ok(page),
+        }
+    }
+}
