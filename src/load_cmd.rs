@@ -3,6 +3,7 @@
 
 mod admin;
 mod etcd_puts;
+mod idle;
 mod mcp_client;
 pub(crate) mod processes;
 #[cfg(test)]
@@ -98,6 +99,26 @@ pub struct LoadArgs {
     /// callers' tokens with it instead of the key in --data.
     #[arg(long, value_name = "PATH", conflicts_with = "data")]
     dev_key: Option<PathBuf>,
+    /// Every `get_work` of the agents and people waits up to this long for work when its page
+    /// holds nothing (the server's `x-wait-1` profile), instead of being asked again at once.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=20))]
+    wait_seconds: Option<u64>,
+    /// Run this many idle agents instead of the load: each asks `get_work` for work of a process
+    /// that has none (load-wake), waiting (--wait-seconds) or polling every --idle-poll; prints
+    /// their calls/s and latency. No other agent or person runs.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    idle_agents: usize,
+    /// How often an idle agent that does not wait asks again.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    idle_poll: Duration,
+    /// With --idle-agents: start a run of load-wake this often (through --wake-server), and
+    /// print how long from each start's answer until an idle agent's page listed it.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "idle_agents")]
+    wake_every: Option<Duration>,
+    /// The server the runs of --wake-every start through (another gateway of a cluster).
+    /// Default: --server.
+    #[arg(long, value_name = "URL", requires = "wake_every")]
+    wake_server: Option<String>,
     /// Measure etcd's raw write rate instead of a server's: --agents workers each commit
     /// one-put transactions to this etcd (client URLs, comma-separated) back to back, for the
     /// warmup and then --duration; prints transactions/s and p50/p99. The yardstick for a
@@ -128,6 +149,8 @@ struct Settings {
     threads: usize,
     /// Runs per second the agents are paced to start; `None`: as fast as they can.
     rate: Option<f64>,
+    /// `waitSeconds` of every `get_work`; `None`: asked again at once.
+    wait_seconds: Option<u64>,
 }
 
 pub fn run(args: LoadArgs) -> ExitCode {
@@ -147,8 +170,14 @@ pub fn run(args: LoadArgs) -> ExitCode {
 /// Runs the load (or the raw etcd measurement) and prints its report; how many runs (or
 /// transactions) completed in the measured window.
 fn run_load(args: LoadArgs) -> anyhow::Result<u64> {
-    if args.agents == 0 {
+    if args.agents == 0 && args.idle_agents == 0 {
         bail!("--agents must be at least 1");
+    }
+    if args.idle_poll.is_zero() {
+        bail!("--idle-poll must be longer than zero");
+    }
+    if args.wake_every.is_some_and(|every| every.is_zero()) {
+        bail!("--wake-every must be longer than zero");
     }
     if args.duration.is_zero() {
         bail!("--duration must be longer than zero");
@@ -165,6 +194,9 @@ fn run_load(args: LoadArgs) -> anyhow::Result<u64> {
     if !args.etcd_puts.is_empty() {
         return raw_etcd_puts(&args);
     }
+    if args.idle_agents > 0 {
+        return idle_agents(&args);
+    }
     let tokens = tokens(&args)?;
     let settings = Settings {
         server: args.server.clone(),
@@ -176,6 +208,7 @@ fn run_load(args: LoadArgs) -> anyhow::Result<u64> {
         duration_seconds: args.duration.as_secs_f64(),
         threads: args.threads,
         rate: args.rate,
+        wait_seconds: args.wait_seconds,
     };
     let runtime = if args.threads == 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
@@ -208,6 +241,83 @@ fn run_load(args: LoadArgs) -> anyhow::Result<u64> {
         print!("{}", report.table());
     }
     Ok(report.runs)
+}
+
+/// `--idle-agents`: agents with nothing to do, waiting or polling, and the prober's runs they
+/// must hear of.
+fn idle_agents(args: &LoadArgs) -> anyhow::Result<u64> {
+    let key = match &args.dev_key {
+        Some(path) => DevKey::load_file(path)
+            .with_context(|| format!("reading the dev signing key {}", path.display()))?
+            .with_context(|| format!("no dev signing key at {}", path.display()))?,
+        None => DevKey::load_or_create(&args.data).context("reading the dev signing key")?,
+    };
+    let url = resource_uri(args.public_url.as_deref().unwrap_or(&args.server));
+    let mint = |kind: IdentityKind, operator: bool| {
+        key.mint(
+            &url,
+            &DevTokenRequest {
+                organization: args.org.clone(),
+                kind,
+                operator,
+                ttl: TOKEN_TTL,
+            },
+        )
+    };
+    let agent = |id: String| mint(IdentityKind::Agent { id }, false);
+    let tokens: Vec<String> = (0..args.idle_agents)
+        .map(|i| agent(format!("load-idle-{i}")))
+        .collect();
+    let prober = agent("load-prober".to_owned());
+    let operator = mint(
+        IdentityKind::Person {
+            email: "operator@load.example".to_owned(),
+            groups: Vec::new(),
+        },
+        true,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let report = runtime.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = McpClient::new(&args.server, args.mcp_revision).context("building the HTTP client")?;
+        let wake_server = args.wake_server.as_deref().unwrap_or(&args.server);
+        let wake_client =
+            McpClient::new(wake_server, args.mcp_revision).context("building the HTTP client")?;
+        match client
+            .call(&prober, ToolName::Describe.as_str(), &json!({}))
+            .await
+        {
+            CallOutcome::Ok(_) => {}
+            CallOutcome::Refused(refusal) => bail!("describe at {}: {refusal}", args.server),
+            CallOutcome::Failed(failure) => bail!("describe at {}: {failure}", args.server),
+        }
+        if !args.no_publish {
+            let server = args.server.clone();
+            tokio::task::spawn_blocking(move || admin::publish(&server, &operator, processes::WAKE))
+                .await
+                .context("the publishing task failed")??;
+        }
+        let window = Window::after_warmup(Instant::now(), args.warmup, args.duration);
+        let options = idle::IdleOptions {
+            wait_seconds: args.wait_seconds,
+            poll: args.idle_poll,
+            wake_every: args.wake_every,
+        };
+        Ok(idle::drive(client, wake_client, tokens, prober, options, window).await)
+    })?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_value(&report).context("serializing the report")?
+        );
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(report.get_work_calls)
 }
 
 /// `--etcd-puts`: etcd's raw write rate at the same concurrency, printed like a load report.
@@ -363,6 +473,7 @@ async fn drive(args: &LoadArgs, settings: &Settings, tokens: Tokens) -> anyhow::
             .rate
             .map(|rate| Duration::from_secs_f64(settings.agents as f64 / rate)),
         agents_running: std::sync::atomic::AtomicUsize::new(settings.agents),
+        wait_seconds: args.wait_seconds,
     });
     if !args.json {
         eprintln!(

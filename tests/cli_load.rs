@@ -287,3 +287,53 @@ fn etcd_puts_measures_a_real_etcd_and_refuses_one_that_is_not_there() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("cannot reach etcd"), "{stderr}");
 }
+
+/// `--idle-agents`: agents with nothing to do, waiting (`x-wait-1`) or polling, and a prober's
+/// runs they must hear of. Waiting agents make one call per wait and hear of each run at once;
+/// polling agents make one call per poll.
+#[test]
+fn idle_agents_wait_or_poll_and_hear_of_the_probers_runs() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(data.path());
+    let idle = |extra: &[&str]| {
+        let mut args = vec![
+            "--idle-agents",
+            "8",
+            "--wake-every",
+            "250ms",
+            "--warmup",
+            "1s",
+            "--duration",
+            "3s",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let output = load_against(&server, data.path(), &args);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{}\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_str::<Value>(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    };
+    let waiting = idle(&["--wait-seconds", "2"]);
+    assert_eq!(waiting["idleAgents"], 8, "{waiting:#}");
+    assert_eq!(waiting["failures"], 0, "{waiting:#}");
+    let started = waiting["wakesStarted"].as_u64().unwrap();
+    assert!(started >= 8, "{waiting:#}");
+    // Every run started before the last second was heard of (later ones may fall past the end).
+    assert!(
+        waiting["wakesHeard"].as_u64().unwrap() + 4 >= started,
+        "{waiting:#}"
+    );
+    assert!(waiting["wakeP50Ms"].as_f64().unwrap() < 1000.0, "{waiting:#}");
+
+    let polling = idle(&["--idle-poll", "500ms", "--no-publish"]);
+    assert_eq!(polling["waitSeconds"], Value::Null);
+    // 8 agents polling every 500 ms for 3 s: about 48 calls, and a page with nothing at once.
+    let calls = polling["getWorkCalls"].as_u64().unwrap();
+    assert!((24..=120).contains(&calls), "{polling:#}");
+    assert!(polling["getWorkP50Ms"].as_f64().unwrap() < 500.0, "{polling:#}");
+}

@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::conformance::client::Revision;
 
 /// How long one call may take before it counts as failed.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longer than the longest `get_work` wait (`x-wait-1`), with room for the answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How one tool call ended.
 #[derive(Debug, Clone, PartialEq)]

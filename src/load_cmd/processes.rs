@@ -4,6 +4,8 @@
 pub const AGENT_STEP: &str = "load-agent-step";
 /// The name of the process with an agent step and then an approval.
 pub const APPROVAL: &str = "load-approval";
+/// The name of the process whose runs the idle agents wait for (`--wake-every`).
+pub const WAKE: &str = "load-wake";
 /// The role of the approval step, bound to [`APPROVERS_GROUP`] when the process is published.
 pub const APPROVER_ROLE: &str = "approver";
 /// The group every person of the load generator belongs to.
@@ -53,11 +55,33 @@ steps:
 The load generator's agents do the step; its people approve it.
 ";
 
+/// One agent step, started now and then for the idle agents waiting for it to hear of.
+pub const WAKE_TEXT: &str = "---
+name: load-wake
+description: One agent step the load generator's idle agents wait for. Published by the load generator.
+inputs:
+  n: number
+steps:
+  - id: work
+    agent: Return the number n from the inputs as the result.
+    output:
+      result: number
+  - id: done
+    finish: done
+---
+
+# Load: work for waiting agents
+
+The load generator starts a run of this process now and then; its idle agents, waiting for work
+of this process only, must hear of each one.
+";
+
 /// The text of the benchmark process `name`.
 pub fn text(name: &str) -> Option<&'static str> {
     match name {
         AGENT_STEP => Some(AGENT_STEP_TEXT),
         APPROVAL => Some(APPROVAL_TEXT),
+        WAKE => Some(WAKE_TEXT),
         _ => None,
     }
 }
@@ -68,8 +92,8 @@ mod tests {
     use agentprocess_process::{Offer, PersonRef, load};
 
     #[test]
-    fn both_processes_are_valid_on_a_core_only_server() {
-        for name in [AGENT_STEP, APPROVAL] {
+    fn every_process_is_valid_on_a_core_only_server() {
+        for name in [AGENT_STEP, APPROVAL, WAKE] {
             let loaded = load(text(name).unwrap().as_bytes(), &Offer::CORE)
                 .unwrap_or_else(|issues| panic!("{name}: {issues:?}"));
             assert_eq!(loaded.process.name.as_str(), name);

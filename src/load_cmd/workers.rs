@@ -45,6 +45,8 @@ pub struct LoadContext {
     pub run_interval: Option<Duration>,
     /// Agents not yet done, the runs they started finished: people go on until it is 0.
     pub agents_running: AtomicUsize,
+    /// `waitSeconds` of every `get_work` (`x-wait-1`): a page with nothing waits for work.
+    pub wait_seconds: Option<u64>,
 }
 
 impl LoadContext {
@@ -116,11 +118,15 @@ pub fn start_run_arguments(process: &str, n: u64) -> Value {
     json!({ "process": process, "inputs": { "n": n }, "requestId": request_id() })
 }
 
-/// `get_work` arguments for a page of `limit` items, of the benchmark process `process` when given.
-pub fn get_work_arguments(limit: u64, process: Option<&str>) -> Value {
+/// `get_work` arguments for a page of `limit` items, of the benchmark process `process` when given,
+/// waiting up to `wait_seconds` for work when given.
+pub fn get_work_arguments(limit: u64, process: Option<&str>, wait_seconds: Option<u64>) -> Value {
     let mut arguments = json!({ "limit": limit });
     if let Some(process) = process {
         arguments["process"] = json!(process);
+    }
+    if let Some(seconds) = wait_seconds {
+        arguments["waitSeconds"] = json!(seconds);
     }
     arguments
 }
@@ -351,7 +357,7 @@ async fn claim_a_step(
     index: usize,
     own_run: Option<&str>,
 ) -> Option<(String, String)> {
-    let get_work = get_work_arguments(AGENT_WORK_PAGE, None);
+    let get_work = get_work_arguments(AGENT_WORK_PAGE, None, context.wait_seconds);
     for _ in 0..CLAIM_ROUNDS {
         if context.is_over() {
             return None;
@@ -385,7 +391,7 @@ async fn claim_a_step(
 /// unmeasured, until every agent is done and no item is left (or [`DRAIN_PATIENCE`] has passed).
 pub async fn person(context: Arc<LoadContext>, index: usize, token: String) -> Recorder {
     let mut recorder = Recorder::new(context.window);
-    let get_work = get_work_arguments(PERSON_WORK_PAGE, Some(processes::APPROVAL));
+    let get_work = get_work_arguments(PERSON_WORK_PAGE, Some(processes::APPROVAL), context.wait_seconds);
     while !context.is_past_drain() {
         let CallOutcome::Ok(data) = context
             .call(&mut recorder, &token, ToolName::GetWork, &get_work)
