@@ -75,10 +75,18 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut waiters = self.organization.waiters.lock().unwrap();
-        waiters.retain(|waiter| !Arc::ptr_eq(waiter, &self.waiter));
-        if waiters.is_empty() {
+        let empty = {
+            let mut waiters = self.organization.waiters.lock().unwrap();
+            waiters.retain(|waiter| !Arc::ptr_eq(waiter, &self.waiter));
+            waiters.is_empty()
+        };
+        if empty {
             *self.organization.idle_since.lock().unwrap() = Some(Instant::now());
+        }
+        // A wake that reached an agent answering for another reason goes on to the next agent
+        // (which reads its page and waits on when the step is not for it): never lost.
+        if self.waiter.agent_process.is_some() && self.waiter.woken.load(Ordering::Acquire) {
+            self.organization.step_ready(None);
         }
     }
 }
@@ -268,27 +276,28 @@ async fn watch_organization(
 }
 
 /// The caller's `get_work` page; with `request.wait` on a first page that holds nothing, the call
-/// waits until a matching item is ready, or the wait is over, and answers the page then.
+/// waits until a matching item is ready, or the wait is over, and answers the page then. A call
+/// that may wait registers before its first read, so that one read serves a call that finds work
+/// and a call that starts waiting alike.
 pub(crate) async fn work_page(
     host: &Host,
     caller: &Caller,
     request: GetWork,
 ) -> Result<Result<RenderedData, Refusal>, RuntimeError> {
     let wait = request.wait.filter(|_| request.cursor.is_none());
-    let process = request.process.clone();
-    let page = reads::work_page(host, caller, request.clone()).await?;
-    let Some(wait) = wait else { return Ok(page) };
-    match &page {
-        Ok(rendered) if reads::page_is_empty(rendered) => {}
-        _ => return Ok(page),
-    }
+    let Some(wait) = wait else {
+        return reads::work_page(host, caller, request).await;
+    };
     let deadline = Instant::now() + wait;
     let mut stopping = host.waiters.stopping.subscribe();
-    if *stopping.borrow_and_update() {
-        return Ok(page);
-    }
-    let Some(registration) = host.waiters.register(host, caller, process).await else {
-        return Ok(page);
+    let stopped = *stopping.borrow_and_update();
+    let registration = match stopped {
+        true => None,
+        false => host.waiters.register(host, caller, request.process.clone()).await,
+    };
+    let Some(registration) = registration else {
+        // Shutting down, or the store cannot be watched: the page as it is.
+        return reads::work_page(host, caller, request).await;
     };
     loop {
         registration.waiter.woken.store(false, Ordering::Release);
@@ -302,5 +311,79 @@ pub(crate) async fn work_page(
             _ = tokio::time::sleep_until(deadline) => return Ok(page),
             _ = stopping.changed() => return Ok(page),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn organization() -> Arc<Organization> {
+        Arc::new(Organization {
+            waiters: Mutex::new(Vec::new()),
+            watching: watch::Sender::new(true),
+            idle_since: Mutex::new(None),
+        })
+    }
+
+    fn waiting(organization: &Arc<Organization>, agent_process: Option<Option<&str>>) -> Registration {
+        let waiter = Arc::new(Waiter {
+            agent_process: agent_process.map(|filter| filter.map(str::to_owned)),
+            woken: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        organization.waiters.lock().unwrap().push(waiter.clone());
+        Registration {
+            organization: organization.clone(),
+            waiter,
+        }
+    }
+
+    fn woken(registration: &Registration) -> bool {
+        registration.waiter.woken.load(Ordering::Acquire)
+    }
+
+    #[test]
+    fn a_new_step_wakes_the_agent_waiting_longest_whose_filter_it_matches() {
+        let organization = organization();
+        let other_process = waiting(&organization, Some(Some("invoice-approval")));
+        let person = waiting(&organization, None);
+        let first = waiting(&organization, Some(None));
+        let second = waiting(&organization, Some(Some("defect-triage")));
+        organization.step_ready(Some("defect-triage"));
+        assert!(woken(&first) && !woken(&second));
+        assert!(!woken(&other_process) && !woken(&person), "neither may take it");
+        // The next step goes to the next agent: the first already has a wake on its way.
+        organization.step_ready(Some("defect-triage"));
+        assert!(woken(&second));
+        organization.step_ready(Some("defect-triage"));
+        assert!(!woken(&other_process), "nobody is left for a third");
+    }
+
+    #[test]
+    fn a_new_work_item_wakes_every_waiting_person_and_no_agent() {
+        let organization = organization();
+        let agent = waiting(&organization, Some(None));
+        let people = [waiting(&organization, None), waiting(&organization, None)];
+        organization.item_opened();
+        assert!(people.iter().all(woken));
+        assert!(!woken(&agent));
+    }
+
+    #[test]
+    fn a_wake_that_reaches_an_agent_answering_anyway_goes_on_to_the_next() {
+        let organization = organization();
+        let answering = waiting(&organization, Some(None));
+        let next = waiting(&organization, Some(Some("defect-triage")));
+        organization.step_ready(Some("defect-triage"));
+        assert!(woken(&answering) && !woken(&next));
+        drop(answering);
+        assert!(woken(&next), "the wake was passed on");
+        assert_eq!(organization.waiters.lock().unwrap().len(), 1);
+        drop(next);
+        assert!(
+            organization.idle_since.lock().unwrap().is_some(),
+            "idle once the last left"
+        );
     }
 }
