@@ -15,6 +15,7 @@
 #   WARMUP    seconds of load before the window (default 5)
 #   SERVE     measure `serve` first, for the ratio (default 1; 0 skips it)
 #   RAW_PUTS  measure etcd's raw one-put transactions first (default 1; 0 skips it)
+#   LOAD_ARGS more arguments of every `agentprocess load` (e.g. "--wait-seconds 5")
 #   KEEP      1 keeps each cluster's folder (etcd data, every role's log) and prints where
 #   CLUSTER_BIN  the binary (default target/release/agentprocess)
 set -euo pipefail
@@ -143,7 +144,7 @@ if [ "${SERVE:-1}" = 1 ]; then
     touch "$dir/etcd.before" "$dir/etcd.after"
     echo "== serve, $agents agents, $people people, ${duration}s"
     load_with_snapshots "$dir" "$dir/processes" "" --server "http://127.0.0.1:$base" --data "$dir/data" \
-        --agents "$agents" --people "$people" --threads 2
+        --agents "$agents" --people "$people" --threads 2 ${LOAD_ARGS:-}
     # Its CPU per run, as the summary prints it, is what the clusters' are compared with.
     summarize "$dir/load.json" "$dir/cpu.before" "$dir/cpu.after" "$dir/etcd.before" "$dir/etcd.after" \
         "$ticks" 0 | tee "$dir/summary"
@@ -177,7 +178,7 @@ import json; p = json.load(open('$dir/puts.json'))
 print(f\"etcd raw one-put transactions: {p['transactionsPerSecond']:.0f}/s (p50 {p['p50Ms']:.2f} ms, p99 {p['p99Ms']:.2f} ms)\")"
     fi
     load_with_snapshots "$dir" "$dir/processes" "$members" --server "$public" --dev-key "$key" \
-        --agents "$agents" --people "$people" --threads 2
+        --agents "$agents" --people "$people" --threads 2 ${LOAD_ARGS:-}
     summarize "$dir/load.json" "$dir/cpu.before" "$dir/cpu.after" "$dir/etcd.before" "$dir/etcd.after" "$ticks" "$serve_cpu"
     kill -TERM "$cluster" 2>/dev/null || true
     wait "$cluster" 2>/dev/null || true
