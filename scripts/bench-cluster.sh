@@ -53,6 +53,12 @@ cpu_ticks() {
     done
 }
 
+# "machine all ticks": the CPU the whole machine spent (user, nice, system, irq, softirq), from
+# /proc/stat, in the same clock ticks.
+machine_ticks() {
+    awk '/^cpu / { print "machine all " $2 + $3 + $4 + $7 + $8 }' /proc/stat
+}
+
 # The etcd counters of one member's /metrics: proposals committed, and requests served by method.
 etcd_counters() {
     curl -fsS "$1/metrics" | awk '
@@ -85,9 +91,15 @@ def counters(path):
         rows[key] = rows.get(key, 0.0) + float(value)
     return rows
 before, after = table(cpu_before), table(cpu_after)
-cpu = {}
+cpu, members = {}, []
 for key, end in after.items():
-    cpu[key[0]] = cpu.get(key[0], 0.0) + (end - before.get(key, end)) / float(ticks)
+    seconds = (end - before.get(key, end)) / float(ticks)
+    if key[0] == "machine":
+        continue
+    cpu[key[0]] = cpu.get(key[0], 0.0) + seconds
+    if key[0] == "etcd":
+        members.append(seconds)
+machine = after.get(("machine", "all"), 0) - before.get(("machine", "all"), 0)
 writes_per_second = sum(t["callsPerSecond"] for t in load["tools"]
     if t["tool"] in ("start_run", "claim", "renew", "submit", "escalate", "decide", "cancel", "send_event"))
 window = load["runs"] / load["runsPerSecond"] if load["runsPerSecond"] else 0
@@ -101,6 +113,13 @@ ratio = ""
 if float(serve_cpu) > 0:
     ratio = f" = {1000 * total_cpu / load['runs'] / float(serve_cpu):.1f}x serve's {float(serve_cpu):.2f} ms"
 print(f"CPU per run, all processes: {1000 * total_cpu / load['runs']:.2f} ms{ratio} ({line})")
+if machine:
+    outside = machine / float(ticks) - total_cpu
+    print(f"  the whole machine: {1000 * machine / float(ticks) / load['runs']:.2f} ms per run, "
+          f"{machine / float(ticks) / window:.2f} cores ({outside / window:.2f} outside the measured processes: the load generator, the kernel)")
+if members:
+    busiest = ", ".join(f"{1000 * seconds / load['runs']:.2f}" for seconds in sorted(members, reverse=True))
+    print(f"  etcd members, busiest (the leader) first: {busiest} ms per run")
 if writes:
     # Proposals are counted by every member: one member's share is the cluster's count.
     proposals = delta.get("proposals", 0) / 3
@@ -118,11 +137,11 @@ load_with_snapshots() {
     shift 3
     (
         sleep "$warmup"
-        cpu_ticks <"$processes" >"$dir/cpu.before"
+        { cpu_ticks <"$processes"; machine_ticks; } >"$dir/cpu.before"
         : >"$dir/etcd.before"
         for member in $etcd; do etcd_counters "$member" >>"$dir/etcd.before"; done
         sleep "$duration"
-        cpu_ticks <"$processes" >"$dir/cpu.after"
+        { cpu_ticks <"$processes"; machine_ticks; } >"$dir/cpu.after"
         : >"$dir/etcd.after"
         for member in $etcd; do etcd_counters "$member" >>"$dir/etcd.after"; done
     ) &
