@@ -105,9 +105,19 @@ impl WorkWaiters {
         caller: &Caller,
         process: Option<String>,
     ) -> Option<Registration> {
+        let waiter = Arc::new(Waiter {
+            agent_process: match caller.kind {
+                CallerKind::Agent { .. } => Some(process),
+                CallerKind::Person { .. } => None,
+            },
+            woken: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        // Joined under the lock that forgetting an idle organization takes: an organization is
+        // never forgotten, and its watch closed, with a waiter that just joined it.
         let organization = {
             let mut organizations = self.organizations.lock().unwrap();
-            organizations
+            let organization = organizations
                 .entry(caller.organization.clone())
                 .or_insert_with(|| {
                     let organization = Arc::new(Organization {
@@ -124,18 +134,11 @@ impl WorkWaiters {
                     ));
                     organization
                 })
-                .clone()
+                .clone();
+            organization.waiters.lock().unwrap().push(waiter.clone());
+            *organization.idle_since.lock().unwrap() = None;
+            organization
         };
-        let waiter = Arc::new(Waiter {
-            agent_process: match caller.kind {
-                CallerKind::Agent { .. } => Some(process),
-                CallerKind::Person { .. } => None,
-            },
-            woken: AtomicBool::new(false),
-            wake: Notify::new(),
-        });
-        organization.waiters.lock().unwrap().push(waiter.clone());
-        *organization.idle_since.lock().unwrap() = None;
         let registration = Registration { organization, waiter };
         let mut watching = registration.organization.watching.subscribe();
         match tokio::time::timeout(WATCH_OPEN_PATIENCE, watching.wait_for(|open| *open)).await {
