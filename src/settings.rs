@@ -170,6 +170,10 @@ pub struct ClusterSettings {
     /// Whether a batch waits to grow while others are in flight (it goes once `2^n` writes wait
     /// with `n` in flight, or one comes back); `false` sends each as soon as one is free.
     pub group_commit_grow: bool,
+    /// Calls one actor host works on at once (0: no bound); past it a call is answered `retry`
+    /// at once, naming this setting. Timer firings and `get_work` calls waiting for work are not
+    /// counted.
+    pub max_in_flight_calls_per_host: usize,
     /// How often the scheduler leader compacts etcd's history (to the revision of one period
     /// before) and looks at its members' sizes, in seconds.
     pub etcd_upkeep_seconds: u64,
@@ -198,6 +202,7 @@ impl Default for ClusterSettings {
             etcd_upkeep_seconds: 300,
             group_commit_in_flight: GroupCommitOptions::default().max_in_flight,
             group_commit_grow: GroupCommitOptions::default().grow,
+            max_in_flight_calls_per_host: 0,
         }
     }
 }

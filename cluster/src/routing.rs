@@ -105,6 +105,9 @@ impl RoutedRunService {
             };
             let error = match outcome {
                 Ok(answer) => return Ok(answer),
+                // A host at its limit said when to come back: the caller hears it now, instead of
+                // the call waiting here in a queue of its own.
+                Err(error @ ServiceError::Overloaded { .. }) => return Err(error),
                 Err(error) => error,
             };
             if Instant::now() + backoff > deadline {

@@ -41,6 +41,21 @@ pub fn tool_failed() -> ToolError {
     )
 }
 
+/// What a call answers when the actor host it reached is at `limit`: `retry` at once, the
+/// issues naming the limit and when to call again (as the gateway's own admission limits do).
+pub fn overloaded(limit: &str, retry_after_ms: u64) -> ToolError {
+    ToolError::new(
+        ErrorCode::Retry,
+        format!(
+            "the server is at its limit ({limit}): call again in {retry_after_ms} ms with the same requestId"
+        ),
+    )
+    .with_issues(vec![
+        format!("limit: {limit}"),
+        format!("retry_after_ms: {retry_after_ms}"),
+    ])
+}
+
 /// The envelope a tool result travels in: `{ "ok": true, "data": … }` or
 /// `{ "ok": false, "error": { "code", "message", "issues"? } }`. The data moves in: a run view
 /// or a page of work items is not copied on its way to the wire.

@@ -116,6 +116,10 @@ impl ToolBackend for RuntimeBackend {
             Ok(ToolOutcome::Rendered(data)) => Ok(ToolData::Rendered(data)),
             Ok(ToolOutcome::Refused(refusal)) => Err(respond::refused(refusal)),
             Err(Failure::Refused(error)) => Err(error),
+            Err(Failure::Infrastructure(ServiceError::Overloaded {
+                limit,
+                retry_after_ms,
+            })) => Err(respond::overloaded(&limit, retry_after_ms)),
             Err(Failure::Infrastructure(error)) => {
                 tracing::error!(tool = tool.as_str(), %error, "tool call failed in the runtime");
                 Err(respond::tool_failed())

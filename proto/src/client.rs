@@ -100,6 +100,20 @@ fn unavailable(status: tonic::Status) -> ServiceError {
     if status.code() == tonic::Code::FailedPrecondition {
         return ServiceError::NotOwner(status.message().to_string());
     }
+    // RESOURCE_EXHAUSTED is also gRPC's own answer to a message too large: only one that names
+    // our limit is the host at its limit.
+    if status.code() == tonic::Code::ResourceExhausted {
+        let metadata = status.metadata();
+        let text = |name: &str| metadata.get(name).and_then(|value| value.to_str().ok());
+        if let (Some(limit), Some(after)) = (text(crate::OVERLOAD_LIMIT), text(crate::RETRY_AFTER_MS))
+            && let Ok(retry_after_ms) = after.parse()
+        {
+            return ServiceError::Overloaded {
+                limit: limit.to_owned(),
+                retry_after_ms,
+            };
+        }
+    }
     let mut message = format!(
         "the run service answered {:?}: {}",
         status.code(),

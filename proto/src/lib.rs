@@ -35,3 +35,6 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// The gRPC metadata key that carries the caller's W3C trace context.
 pub const TRACEPARENT: &str = "traceparent";
+/// The gRPC metadata keys of a host at its limit: which limit, and when to call again.
+pub const OVERLOAD_LIMIT: &str = "x-agentprocess-limit";
+pub const RETRY_AFTER_MS: &str = "x-agentprocess-retry-after-ms";

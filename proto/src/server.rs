@@ -32,12 +32,26 @@ fn malformed(error: WireError) -> Status {
 }
 
 /// The infrastructure failed behind the service (`UNAVAILABLE`: the caller's client turns it
-/// into `retry`), or this host does not own the run's shard (`FAILED_PRECONDITION`, which the
-/// client turns back into [`ServiceError::NotOwner`]; no other answer uses that code).
+/// into `retry`), this host does not own the run's shard (`FAILED_PRECONDITION`, which the
+/// client turns back into [`ServiceError::NotOwner`]; no other answer uses that code), or it is
+/// at a limit (`RESOURCE_EXHAUSTED` with the limit and the hint in metadata, which the client
+/// turns back into [`ServiceError::Overloaded`]).
 fn failed(error: ServiceError) -> Status {
     match error {
         ServiceError::Unavailable(message) => Status::unavailable(message),
         ServiceError::NotOwner(message) => Status::failed_precondition(message),
+        ServiceError::Overloaded {
+            limit,
+            retry_after_ms,
+        } => {
+            let mut status = Status::resource_exhausted(format!("at the limit {limit}"));
+            let metadata = status.metadata_mut();
+            if let (Ok(limit), Ok(after)) = (limit.parse(), retry_after_ms.to_string().parse()) {
+                metadata.insert(crate::OVERLOAD_LIMIT, limit);
+                metadata.insert(crate::RETRY_AFTER_MS, after);
+            }
+            status
+        }
     }
 }
 

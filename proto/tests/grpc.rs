@@ -431,6 +431,14 @@ async fn refusals_are_answers_and_failures_are_unavailable() {
         outcome,
         Err(ServiceError::NotOwner("this host does not own shard 7".into()))
     );
+
+    // A host at its limit says which and when to come back, and the client tells it apart.
+    let overloaded = ServiceError::Overloaded {
+        limit: "cluster.max_in_flight_calls_per_host".into(),
+        retry_after_ms: 100,
+    };
+    let service = client(&serve(Recorder::answering(Err(overloaded.clone()))).await);
+    assert_eq!(service.get_run(&agent(), &"r_1".into()).await, Err(overloaded));
 }
 
 /// No host listening: the call fails as `retry` within the connect timeout, and a bad URL is

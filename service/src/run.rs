@@ -269,6 +269,10 @@ pub enum ServiceError {
     /// still sees it gets `retry`.
     #[error("{0}")]
     NotOwner(String),
+    /// The host reached has as many calls in flight as `limit` lets it take: nothing was done.
+    /// Not tried again by a router: the caller gets `retry` at once, with the hint.
+    #[error("the actor host is at its limit ({limit}); call again in {retry_after_ms} ms")]
+    Overloaded { limit: String, retry_after_ms: u64 },
 }
 
 /// What gateways and the scheduler call: every write and read of runs.

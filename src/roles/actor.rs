@@ -152,7 +152,8 @@ async fn actor(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<
     let runtime = Runtime::new(grouped, blobs, config, clock);
     super::file_runs_by_inputs(runtime.clone());
     let waiting = runtime.clone();
-    let service = ShardGuard::new(Arc::new(runtime), membership.clone(), shards);
+    let service = ShardGuard::new(Arc::new(runtime), membership.clone(), shards)
+        .with_max_in_flight(settings.cluster.max_in_flight_calls_per_host);
     let server = run_service_server(Arc::new(service), grpc_message_bytes(&settings));
     let metrics = telemetry.serve_metrics(settings.metrics_listen).await?;
     let _shards_owned = metrics
