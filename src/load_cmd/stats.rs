@@ -38,10 +38,15 @@ impl Window {
 }
 
 /// Whether a refusal is what concurrent callers of a shared work queue run into by design: a claim
-/// that lost the race for a step, or a decision on an item another person just decided (which,
-/// on the last step, ended the run: `run_ended` is checked before `already_decided`).
+/// that lost the race for a step, a decision on an item another person just decided (which,
+/// on the last step, ended the run: `run_ended` is checked before `already_decided`), or a
+/// server's limit answering `retry` with when to come back (the call is made again then).
 pub fn is_expected_refusal(tool: ToolName, refusal: &Refusal) -> bool {
     let conflict_on = |issue: &str| refusal.code == "conflict" && refusal.issues.iter().any(|i| i == issue);
+    // A server's limit, with when to come back: the call is made again then.
+    if super::workers::retry_after(refusal).is_some() {
+        return true;
+    }
     match tool {
         ToolName::Claim => refusal.code == "conflict",
         ToolName::Decide => {

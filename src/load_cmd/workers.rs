@@ -2,7 +2,7 @@
 //! looping `get_work` → `decide`, then finishing the runs they started. Each is one task with its
 //! own [`Recorder`].
 
-use super::mcp_client::{CallOutcome, Data, McpClient};
+use super::mcp_client::{CallOutcome, Data, McpClient, Refusal};
 use super::processes;
 use super::stats::{Recorder, Window, is_expected_refusal};
 use agentprocess_gateway::ToolName;
@@ -50,7 +50,9 @@ pub struct LoadContext {
 }
 
 impl LoadContext {
-    /// Makes one call and records it.
+    /// Makes one call and records it. A call answered `retry` with a hint (a limit of the
+    /// server's) is made again, with the same arguments and `requestId`, once the hint's time
+    /// has passed, as spec §4.3 tells a client to; each attempt is recorded.
     async fn call(
         &self,
         recorder: &mut Recorder,
@@ -58,14 +60,22 @@ impl LoadContext {
         tool: ToolName,
         arguments: &Value,
     ) -> CallOutcome {
-        let started = Instant::now();
-        let outcome = self.client.call(token, tool.as_str(), arguments).await;
-        let finished = Instant::now();
-        recorder.record_call(tool, started, finished, &outcome);
-        if matches!(outcome, CallOutcome::Failed(_)) {
-            tokio::time::sleep(FAILURE_PAUSE).await;
+        loop {
+            let started = Instant::now();
+            let outcome = self.client.call(token, tool.as_str(), arguments).await;
+            let finished = Instant::now();
+            recorder.record_call(tool, started, finished, &outcome);
+            if matches!(outcome, CallOutcome::Failed(_)) {
+                tokio::time::sleep(FAILURE_PAUSE).await;
+            }
+            match &outcome {
+                CallOutcome::Refused(refusal) if !self.is_past_drain() => match retry_after(refusal) {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => return outcome,
+                },
+                _ => return outcome,
+            }
         }
-        outcome
     }
 
     fn is_over(&self) -> bool {
@@ -76,6 +86,19 @@ impl LoadContext {
     fn is_past_drain(&self) -> bool {
         Instant::now() >= self.window.end + DRAIN_PATIENCE
     }
+}
+
+/// How long a `retry` refusal that names a limit says to wait (`retry_after_ms: N` among its
+/// issues); `None` for any other refusal.
+pub fn retry_after(refusal: &Refusal) -> Option<Duration> {
+    if refusal.code != "retry" {
+        return None;
+    }
+    refusal
+        .issues
+        .iter()
+        .find_map(|issue| issue.strip_prefix("retry_after_ms: ")?.parse().ok())
+        .map(Duration::from_millis)
 }
 
 /// Which process each run of an agent starts: spreads `percent` of runs over the approval
@@ -426,6 +449,26 @@ pub async fn person(context: Arc<LoadContext>, index: usize, token: String) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_that_names_its_wait_is_waited_for_and_nothing_else_is() {
+        let refusal = |code: &str, issues: &[&str]| Refusal {
+            code: code.to_owned(),
+            message: String::new(),
+            issues: issues.iter().map(|issue| (*issue).to_owned()).collect(),
+        };
+        let limited = refusal(
+            "retry",
+            &["limit: admission.max_in_flight_calls", "retry_after_ms: 250"],
+        );
+        assert_eq!(retry_after(&limited), Some(Duration::from_millis(250)));
+        assert_eq!(
+            retry_after(&refusal("retry", &[])),
+            None,
+            "a failure without a hint"
+        );
+        assert_eq!(retry_after(&refusal("conflict", &["retry_after_ms: 5"])), None);
+    }
 
     fn data(value: Value) -> Data {
         Data::from_value(&value)
