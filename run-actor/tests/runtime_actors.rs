@@ -9,10 +9,8 @@ use agentprocess_run_actor::runtime::{
     Clock, EvidenceItem, GetWork, ListRuns, LocalBlobs, ReadySteps, Runtime, RuntimeConfig, RuntimeError,
     Submission, Upload, Write, blob_store_from_url,
 };
-use agentprocess_store::{
-    KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus, RangeRequest, RangeResult, Store, StoreError, Txn,
-    TxnResult, WatchStream,
-};
+use agentprocess_store::Txn;
+use agentprocess_store::probed::{Probe, Probed};
 use runtime_support::*;
 use serde_json::json;
 use sha2::Digest;
@@ -144,19 +142,17 @@ async fn a_thousand_runs_proceed_in_parallel() {
     assert_eq!(seen, 1000);
 }
 
-/// A store whose transactions wait while its gate is closed, so that commands queue behind one.
+/// Transactions wait while the gate is closed, so that commands queue behind one.
 #[derive(Debug)]
-struct GatedStore {
-    inner: Arc<dyn Store>,
+struct Gate {
     open: tokio::sync::watch::Sender<bool>,
     /// Transactions waiting at the gate now.
     waiting: AtomicUsize,
 }
 
-impl GatedStore {
-    fn new(inner: Arc<dyn Store>) -> Self {
-        GatedStore {
-            inner,
+impl Gate {
+    fn new() -> Self {
+        Gate {
             open: tokio::sync::watch::Sender::new(true),
             waiting: AtomicUsize::new(0),
         }
@@ -164,41 +160,12 @@ impl GatedStore {
 }
 
 #[async_trait::async_trait]
-impl Store for GatedStore {
-    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
-        self.inner.get(key).await
-    }
-
-    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
-        self.inner.range(request).await
-    }
-
-    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+impl Probe for Gate {
+    async fn txn(&self, _: &Txn) {
         let mut open = self.open.subscribe();
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let _ = open.wait_for(|open| *open).await;
         self.waiting.fetch_sub(1, Ordering::SeqCst);
-        self.inner.txn(txn).await
-    }
-
-    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
-        self.inner.lease_grant(ttl).await
-    }
-
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
-        self.inner.lease_keep_alive(lease).await
-    }
-
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
-        self.inner.lease_revoke(lease).await
-    }
-
-    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
-        self.inner.lease_time_to_live(lease).await
-    }
-
-    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
-        self.inner.watch(range, start_revision).await
     }
 }
 
@@ -219,7 +186,10 @@ async fn until(what: &str, check: impl Fn() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_queued_behind_a_commit_share_the_next_one() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(GatedStore::new(open_store(&dir.path().join("store")).await));
+    let store = Arc::new(Probed::new(
+        open_store(&dir.path().join("store")).await,
+        Gate::new(),
+    ));
     let runtime = runtime(
         store.clone(),
         &dir.path().join("blobs"),
@@ -245,7 +215,7 @@ async fn commands_queued_behind_a_commit_share_the_next_one() {
     let commits_before = stats.commits.load(Ordering::SeqCst);
 
     // The first claim's commit waits at the closed gate; the other seven queue behind it.
-    store.open.send_replace(false);
+    store.probe.open.send_replace(false);
     let claim_branch = |i: usize| {
         let (runtime, run, branch) = (runtime.clone(), run.clone(), branches[i].clone());
         tokio::spawn(async move {
@@ -261,7 +231,7 @@ async fn commands_queued_behind_a_commit_share_the_next_one() {
     };
     let mut calls = vec![claim_branch(0)];
     until("the first claim's commit waits", || {
-        store.waiting.load(Ordering::SeqCst) == 1
+        store.probe.waiting.load(Ordering::SeqCst) == 1
     })
     .await;
     calls.extend((1..branches.len()).map(claim_branch));
@@ -270,7 +240,7 @@ async fn commands_queued_behind_a_commit_share_the_next_one() {
         stats.commands.load(Ordering::SeqCst) == commands
     })
     .await;
-    store.open.send_replace(true);
+    store.probe.open.send_replace(true);
     for call in calls {
         assert!(ok(call.await.unwrap())["token"].is_string());
     }
@@ -1238,49 +1208,19 @@ async fn an_operator_reads_the_ready_steps_oldest_first_up_to_an_instant() {
     }
 }
 
-/// A store that counts reads of one key.
+/// Counts reads of one key.
 #[derive(Debug)]
 struct KeyReads {
-    inner: Arc<dyn Store>,
     key: Vec<u8>,
     reads: AtomicUsize,
 }
 
 #[async_trait::async_trait]
-impl Store for KeyReads {
-    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
+impl Probe for KeyReads {
+    async fn get(&self, key: &[u8]) {
         if key == self.key.as_slice() {
             self.reads.fetch_add(1, Ordering::SeqCst);
         }
-        self.inner.get(key).await
-    }
-
-    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
-        self.inner.range(request).await
-    }
-
-    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
-        self.inner.txn(txn).await
-    }
-
-    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
-        self.inner.lease_grant(ttl).await
-    }
-
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
-        self.inner.lease_keep_alive(lease).await
-    }
-
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
-        self.inner.lease_revoke(lease).await
-    }
-
-    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
-        self.inner.lease_time_to_live(lease).await
-    }
-
-    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
-        self.inner.watch(range, start_revision).await
     }
 }
 
@@ -1298,11 +1238,13 @@ async fn a_start_pins_a_version_published_by_another_host_without_reading_the_ca
     );
     publish_example(&publisher, ORG, "defect-triage").await;
     let catalog_entry = publisher.keys().catalog_entry(&OrgId::from(ORG), "defect-triage");
-    let counting = Arc::new(KeyReads {
-        inner: store.clone(),
-        key: catalog_entry,
-        reads: AtomicUsize::new(0),
-    });
+    let counting = Arc::new(Probed::new(
+        store.clone(),
+        KeyReads {
+            key: catalog_entry,
+            reads: AtomicUsize::new(0),
+        },
+    ));
     let starter = runtime(
         counting.clone(),
         &dir.path().join("blobs"),
@@ -1326,7 +1268,7 @@ async fn a_start_pins_a_version_published_by_another_host_without_reading_the_ca
     assert_eq!(started(2).await, 1);
     assert_eq!(started(3).await, 1);
     assert_eq!(
-        counting.reads.load(Ordering::SeqCst),
+        counting.probe.reads.load(Ordering::SeqCst),
         1,
         "the latest version is read once"
     );
@@ -1354,7 +1296,7 @@ async fn a_start_pins_a_version_published_by_another_host_without_reading_the_ca
         "the start after the publish pins the new version"
     );
     assert_eq!(started(5).await, 2);
-    let reads = counting.reads.load(Ordering::SeqCst);
+    let reads = counting.probe.reads.load(Ordering::SeqCst);
     assert!(
         (2..=3).contains(&reads),
         "{reads} reads: one more for the new version, and at most one to see the old one moved"

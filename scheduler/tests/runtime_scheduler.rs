@@ -13,6 +13,7 @@ use agentprocess_scheduler::{
     HttpTransport, SIGNATURE_HEADER, Scheduler, SchedulerConfig, SchedulerMetrics, SchedulerParts,
     StoreWatchHints, Webhook, configure_webhook, dead_letters, metrics, sign,
 };
+use agentprocess_store::probed::{Probe, Probed};
 use agentprocess_store::{EmbeddedOptions, EmbeddedStore, RangeRequest, StoreError};
 use indexmap::IndexMap;
 use opentelemetry::metrics::MeterProvider;
@@ -989,31 +990,24 @@ async fn a_fired_timer_is_counted_by_kind_with_its_lateness() {
     store.close().await;
 }
 
-/// A store that counts the scheduler's reads of webhooks and the transactions that delete
-/// outbox entries.
+/// Counts the scheduler's reads of webhooks and the transactions that delete outbox entries.
 #[derive(Debug)]
-struct CountingStore {
-    inner: Arc<dyn agentprocess_store::Store>,
+struct SchedulerCalls {
     keys: agentprocess_store::keys::Keys,
     webhook_reads: std::sync::atomic::AtomicUsize,
     outbox_deletes: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait::async_trait]
-impl agentprocess_store::Store for CountingStore {
-    async fn get(&self, key: &[u8]) -> Result<(Option<agentprocess_store::KeyValue>, i64), StoreError> {
-        self.inner.get(key).await
-    }
-
-    async fn range(&self, request: RangeRequest) -> Result<agentprocess_store::RangeResult, StoreError> {
+impl Probe for SchedulerCalls {
+    async fn range(&self, request: &RangeRequest) {
         if request.range == self.keys.webhooks(&OrgId::from(ORG)) {
             self.webhook_reads
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        self.inner.range(request).await
     }
 
-    async fn txn(&self, txn: agentprocess_store::Txn) -> Result<agentprocess_store::TxnResult, StoreError> {
+    async fn txn(&self, txn: &agentprocess_store::Txn) {
         let deletes_outbox = txn.then.iter().any(|op| match op {
             agentprocess_store::TxnOp::Delete { range } => self.keys.parse_outbox(&range.start).is_some(),
             _ => false,
@@ -1022,34 +1016,6 @@ impl agentprocess_store::Store for CountingStore {
             self.outbox_deletes
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        self.inner.txn(txn).await
-    }
-
-    async fn lease_grant(&self, ttl: i64) -> Result<agentprocess_store::LeaseGrant, StoreError> {
-        self.inner.lease_grant(ttl).await
-    }
-
-    async fn lease_keep_alive(&self, lease: agentprocess_store::LeaseId) -> Result<i64, StoreError> {
-        self.inner.lease_keep_alive(lease).await
-    }
-
-    async fn lease_revoke(&self, lease: agentprocess_store::LeaseId) -> Result<(), StoreError> {
-        self.inner.lease_revoke(lease).await
-    }
-
-    async fn lease_time_to_live(
-        &self,
-        lease: agentprocess_store::LeaseId,
-    ) -> Result<Option<agentprocess_store::LeaseStatus>, StoreError> {
-        self.inner.lease_time_to_live(lease).await
-    }
-
-    async fn watch(
-        &self,
-        range: agentprocess_store::KeyRange,
-        start_revision: Option<i64>,
-    ) -> Result<agentprocess_store::WatchStream, StoreError> {
-        self.inner.watch(range, start_revision).await
     }
 }
 
@@ -1078,12 +1044,14 @@ async fn one_look_at_the_outbox_reads_the_webhooks_once_and_deletes_what_it_deli
         let inputs = json!({ "accountId": format!("C-{n}"), "closeAt": "2027-01-01T00:00:00Z" });
         start(&runtime, "account-closure", inputs, Mode::Live, &format!("s-{n}")).await;
     }
-    let counting = Arc::new(CountingStore {
-        inner: runtime.store().clone(),
-        keys: runtime.keys().clone(),
-        webhook_reads: Default::default(),
-        outbox_deletes: Default::default(),
-    });
+    let counting = Arc::new(Probed::new(
+        runtime.store().clone(),
+        SchedulerCalls {
+            keys: runtime.keys().clone(),
+            webhook_reads: Default::default(),
+            outbox_deletes: Default::default(),
+        },
+    ));
     let config = SchedulerConfig {
         outbox_poll: Duration::from_secs(3600),
         outbox_gather: Duration::from_millis(200),
@@ -1121,13 +1089,19 @@ async fn one_look_at_the_outbox_reads_the_webhooks_once_and_deletes_what_it_deli
     delivered.dedup();
     assert_eq!(delivered.len(), RUNS, "every notification, each once");
     // Deliveries end one by one; their deletes wait for the next look, at most 200 ms on.
-    let deletes = counting.outbox_deletes.load(std::sync::atomic::Ordering::SeqCst);
+    let deletes = counting
+        .probe
+        .outbox_deletes
+        .load(std::sync::atomic::Ordering::SeqCst);
     assert!(
         (1..=3).contains(&deletes),
         "{deletes} delete transactions for {RUNS} entries"
     );
     assert_eq!(
-        counting.webhook_reads.load(std::sync::atomic::Ordering::SeqCst),
+        counting
+            .probe
+            .webhook_reads
+            .load(std::sync::atomic::Ordering::SeqCst),
         1
     );
     scheduler.stop().await;

@@ -30,6 +30,8 @@ mod group_commit;
 pub mod keys;
 mod limits;
 pub mod metrics;
+#[cfg(feature = "testing")]
+pub mod probed;
 mod store;
 mod types;
 

@@ -2,58 +2,35 @@
 //! concurrent callers into fewer store transactions, and never changes any one transaction's
 //! outcome (architecture, "Group commit": idempotency stays inside each write's transaction).
 
+use agentprocess_store::probed::{Probe, Probed};
 use agentprocess_store::{
-    Compare, EmbeddedOptions, EmbeddedStore, GroupCommit, GroupCommitOptions, KeyRange, KeyValue, LeaseGrant,
-    LeaseId, LeaseStatus, RangeRequest, RangeResult, Store, StoreError, Txn, TxnOp, TxnResult, WatchStream,
-    conformance,
+    Compare, EmbeddedOptions, EmbeddedStore, GroupCommit, GroupCommitOptions, KeyRange, RangeRequest, Store,
+    Txn, TxnOp, conformance,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A store that counts the transactions that reach it.
-#[derive(Debug)]
+/// Counts the transactions that reach the store, each held a moment.
+#[derive(Debug, Default)]
 struct Counting {
-    inner: EmbeddedStore,
     txns: AtomicUsize,
 }
 
 #[async_trait]
-impl Store for Counting {
-    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
-        self.inner.get(key).await
-    }
-    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
-        self.inner.range(request).await
-    }
-    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+impl Probe for Counting {
+    async fn txn(&self, _: &Txn) {
         self.txns.fetch_add(1, Ordering::SeqCst);
         // Slow enough that callers queue up behind each commit, as they do behind an etcd one.
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        self.inner.txn(txn).await
-    }
-    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
-        self.inner.lease_grant(ttl).await
-    }
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
-        self.inner.lease_keep_alive(lease).await
-    }
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
-        self.inner.lease_revoke(lease).await
-    }
-    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
-        self.inner.lease_time_to_live(lease).await
-    }
-    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
-        self.inner.watch(range, start_revision).await
     }
 }
 
-fn counting() -> Arc<Counting> {
-    Arc::new(Counting {
-        inner: EmbeddedStore::in_memory(EmbeddedOptions::default()),
-        txns: AtomicUsize::new(0),
-    })
+fn counting() -> Arc<Probed<Counting>> {
+    Arc::new(Probed::new(
+        Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default())),
+        Counting::default(),
+    ))
 }
 
 /// A run write's shape: create the record if absent, with an index entry beside it.
@@ -97,7 +74,7 @@ async fn concurrent_writes_share_transactions_and_each_is_answered() {
         .await
         .unwrap();
     assert_eq!(found.kvs.len(), 200);
-    let txns = inner.txns.load(Ordering::SeqCst);
+    let txns = inner.probe.txns.load(Ordering::SeqCst);
     assert!(
         txns < 100,
         "200 writes took {txns} store transactions: they were not grouped"
@@ -146,43 +123,20 @@ async fn two_writes_of_one_key_never_share_a_transaction() {
     assert!(a.succeeded != b.succeeded, "exactly one wins: {a:?} {b:?}");
 }
 
-/// A store whose transactions wait while its gate is closed, recording each one's size in
-/// writes (two operations each, as [`create`] makes them).
+/// Transactions wait while the gate is closed; each one's size in writes (two operations each,
+/// as [`create`] makes them) is recorded.
 #[derive(Debug)]
-struct Gated {
-    inner: EmbeddedStore,
+struct Gate {
     open: tokio::sync::watch::Sender<bool>,
     sizes: std::sync::Mutex<Vec<usize>>,
 }
 
 #[async_trait]
-impl Store for Gated {
-    async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
-        self.inner.get(key).await
-    }
-    async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
-        self.inner.range(request).await
-    }
-    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+impl Probe for Gate {
+    async fn txn(&self, txn: &Txn) {
         self.sizes.lock().unwrap().push(txn.then.len() / 2);
         let mut open = self.open.subscribe();
         open.wait_for(|open| *open).await.unwrap();
-        self.inner.txn(txn).await
-    }
-    async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrant, StoreError> {
-        self.inner.lease_grant(ttl).await
-    }
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
-        self.inner.lease_keep_alive(lease).await
-    }
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
-        self.inner.lease_revoke(lease).await
-    }
-    async fn lease_time_to_live(&self, lease: LeaseId) -> Result<Option<LeaseStatus>, StoreError> {
-        self.inner.lease_time_to_live(lease).await
-    }
-    async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
-        self.inner.watch(range, start_revision).await
     }
 }
 
@@ -192,11 +146,13 @@ async fn sizes_behind_a_closed_gate(
     options: GroupCommitOptions,
     writes: &[&[usize]],
 ) -> (Vec<usize>, Vec<usize>) {
-    let inner = Arc::new(Gated {
-        inner: EmbeddedStore::in_memory(EmbeddedOptions::default()),
-        open: tokio::sync::watch::Sender::new(false),
-        sizes: std::sync::Mutex::new(Vec::new()),
-    });
+    let inner = Arc::new(Probed::new(
+        Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default())),
+        Gate {
+            open: tokio::sync::watch::Sender::new(false),
+            sizes: std::sync::Mutex::new(Vec::new()),
+        },
+    ));
     let store = Arc::new(GroupCommit::new(inner.clone(), options));
     let mut calls = Vec::new();
     for group in writes {
@@ -206,12 +162,12 @@ async fn sizes_behind_a_closed_gate(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let while_closed = inner.sizes.lock().unwrap().clone();
-    inner.open.send_replace(true);
+    let while_closed = inner.probe.sizes.lock().unwrap().clone();
+    inner.probe.open.send_replace(true);
     for call in calls {
         assert!(call.await.unwrap().unwrap().succeeded);
     }
-    let all = inner.sizes.lock().unwrap().clone();
+    let all = inner.probe.sizes.lock().unwrap().clone();
     (while_closed, all)
 }
 
