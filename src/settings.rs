@@ -3,9 +3,9 @@
 use crate::telemetry::LogFormat;
 use agentprocess_gateway::files::FileUrlConfig;
 use agentprocess_gateway::{AuthConfig, DEFAULT_DATA_DIR, DescribeConfig, GatewayConfig};
-use agentprocess_run_actor::EvaluatorConfig;
 use agentprocess_run_actor::backlog::BacklogOptions;
 use agentprocess_run_actor::machine::{Assignment, Limits, Probability};
+use agentprocess_run_actor::{EvaluatorConfig, MirrorLimits};
 use agentprocess_scheduler::SchedulerConfig;
 use agentprocess_store::{EmbeddedOptions, GroupCommitOptions};
 use figment::Figment;
@@ -174,6 +174,10 @@ pub struct ClusterSettings {
     /// at once, naming this setting. Timer firings and `get_work` calls waiting for work are not
     /// counted.
     pub max_in_flight_calls_per_host: usize,
+    /// Most bytes an actor host's copies of the organizations' ready-step and work-item indexes
+    /// hold together (kept by etcd watches, so that `get_work` pages are read from memory); 0
+    /// reads every page from etcd. An index that does not fit is read from etcd.
+    pub index_mirror_max_bytes: usize,
     /// How often the scheduler leader compacts etcd's history (to the revision of one period
     /// before) and looks at its members' sizes, in seconds.
     pub etcd_upkeep_seconds: u64,
@@ -203,6 +207,7 @@ impl Default for ClusterSettings {
             group_commit_in_flight: GroupCommitOptions::default().max_in_flight,
             group_commit_grow: GroupCommitOptions::default().grow,
             max_in_flight_calls_per_host: 0,
+            index_mirror_max_bytes: MirrorLimits::default().max_bytes,
         }
     }
 }

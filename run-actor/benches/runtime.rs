@@ -2,13 +2,15 @@
 //! run and per pending timer. Prints figures; asserts nothing about time.
 //!
 //! Run with `cargo bench -p agentprocess-run-actor --bench runtime`; `RUNTIME_BENCH_SECONDS`
-//! sets the time per throughput scenario (default 5).
+//! sets the time per throughput scenario (default 5), `RUNTIME_BENCH_READY_STEPS` the open runs
+//! whose ready steps a host's index copy holds (default 1,000,000).
 //!
 //! The command is `renew` with a progress note: a real write that changes the run record (the
 //! claim's expiry and token hash), the claim key's lease and the claim-expiry timer entry, and
 //! records an idempotency entry. Every command is acknowledged only after the log is synced.
 
 use agentprocess_ids::{OrgId, RunId, StepId};
+use agentprocess_run_actor::MirrorLimits;
 use agentprocess_run_actor::machine::{Caller, CallerKind, Timestamp};
 use agentprocess_run_actor::runtime::{Clock, LocalBlobs, Mode, Runtime, RuntimeConfig, ToolOutcome, Write};
 use agentprocess_store::keys::Keys;
@@ -35,6 +37,10 @@ fn main() {
         match what {
             "runs" => runtime.block_on(memory_per_cached_run(count)),
             "timers" => runtime.block_on(memory_per_timer(count)),
+            "mirrored" => runtime.block_on(memory_of_index_copies(count, 4 << 30)),
+            "mirror-bounded" => {
+                runtime.block_on(memory_of_index_copies(count, MirrorLimits::default().max_bytes))
+            }
             _ => panic!("unknown memory measure {what}"),
         }
         return;
@@ -56,9 +62,15 @@ fn main() {
         throughput(1000, 1, duration).await;
     });
     // Memory is measured in fresh processes: this one's allocator holds on to what was freed.
-    for spec in ["runs,10000", "timers,1000000"] {
+    let ready_steps = std::env::var("RUNTIME_BENCH_READY_STEPS").unwrap_or_else(|_| "1000000".into());
+    for spec in [
+        "runs,10000".to_owned(),
+        "timers,1000000".to_owned(),
+        format!("mirrored,{ready_steps}"),
+        format!("mirror-bounded,{ready_steps}"),
+    ] {
         let output = std::process::Command::new(std::env::current_exe().unwrap())
-            .env(MEMORY_CHILD_ENV, spec)
+            .env(MEMORY_CHILD_ENV, &spec)
             .output()
             .expect("memory measuring child");
         print!("{}", String::from_utf8_lossy(&output.stdout));
@@ -376,4 +388,139 @@ async fn memory_per_timer(count: usize) {
         after >> 20
     );
     store.close().await;
+}
+
+/// `count` open runs, each with its step ready, in the store; then a host whose copies may hold
+/// `max_bytes` reads an agent's `get_work` page, and its copy of the ready-step index fills (or
+/// stops at the bound): the growth is the copy's.
+async fn memory_of_index_copies(count: usize, max_bytes: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = EmbeddedStore::open(dir.path().join("store"), EmbeddedOptions::default())
+        .await
+        .unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let organization = OrgId::from("bench");
+    let keys = Keys::new("default");
+    // One real ready step, its index entry copied under `count` runs' keys.
+    let writer = Runtime::new(
+        store.clone(),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        RuntimeConfig::default(),
+        Clock::system(),
+    );
+    writer
+        .publish(&organization, PROCESS.as_bytes(), IndexMap::new())
+        .await
+        .unwrap();
+    data(
+        writer
+            .execute(
+                &agent(0),
+                Write::StartRun {
+                    process: "bench".into(),
+                    version: None,
+                    inputs: json!({ "ticket": "T-0" }),
+                    mode: Mode::Live,
+                },
+                "start-0",
+            )
+            .await
+            .unwrap(),
+    );
+    drop(writer);
+    let ready = store
+        .range(agentprocess_store::RangeRequest::new(
+            keys.ready_steps(&organization),
+        ))
+        .await
+        .unwrap();
+    let entry = ready
+        .kvs
+        .first()
+        .expect("the started run's step is ready")
+        .value
+        .clone();
+    for chunk in 0..count.div_ceil(100) {
+        let ops = (chunk * 100..((chunk + 1) * 100).min(count)).map(|i| {
+            TxnOp::put(
+                keys.ready_step(
+                    &organization,
+                    1_900_000_000_000 + i as u64,
+                    &RunId::from(format!("r_{:032x}", i * 7919)),
+                    &StepId::from_wire("work"),
+                ),
+                entry.clone(),
+            )
+        });
+        store.txn(Txn::new().and_then(ops)).await.unwrap();
+    }
+    let config = RuntimeConfig {
+        index_mirror: Some(MirrorLimits {
+            max_bytes,
+            ..MirrorLimits::default()
+        }),
+        ..RuntimeConfig::default()
+    };
+    let reader = Runtime::new(
+        store.clone(),
+        Arc::new(LocalBlobs::new(dir.path().join("blobs"))),
+        config,
+        Clock::system(),
+    );
+    // The embedded store's page cache lives in this process too: warm it with one read of the
+    // whole index first, so that the growth measured is the copy's.
+    let mut start = keys.ready_steps(&organization).start;
+    loop {
+        let range = agentprocess_store::KeyRange {
+            start: start.clone(),
+            end: keys.ready_steps(&organization).end,
+        };
+        let page = store
+            .range(agentprocess_store::RangeRequest::new(range).with_limit(512))
+            .await
+            .unwrap();
+        match page.kvs.last() {
+            Some(last) if page.more => {
+                start = last.key.clone();
+                start.push(0);
+            }
+            _ => break,
+        }
+    }
+    let before = rss();
+    let started = Instant::now();
+    let mut peak = before;
+    loop {
+        reader
+            .get_work(&agent(1), agentprocess_service::GetWork::default())
+            .await
+            .unwrap();
+        peak = peak.max(rss());
+        let held = reader.index_mirror_bytes().unwrap();
+        if held > 0 || started.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A copy past its bound stops filling and retries 30 s later: measure after its entries went.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss();
+    let held = reader.index_mirror_bytes().unwrap();
+    println!(
+        "index copy, {count} ready steps (entries of {} bytes), bound {} MiB: {} after {:.1} s; \
+         {} bytes counted ({} per entry); RSS {} -> {} MiB (peak {} MiB)",
+        entry.len(),
+        max_bytes >> 20,
+        if held > 0 {
+            "whole"
+        } else {
+            "not kept (past its bound)"
+        },
+        started.elapsed().as_secs_f64(),
+        held,
+        held / count.max(1),
+        before >> 20,
+        after >> 20,
+        peak >> 20,
+    );
 }

@@ -2,6 +2,7 @@
 
 use crate::machine::{Assignment, EvaluatorAnswer, EvaluatorOutcome, EvaluatorRequest, Limits, RunId};
 use crate::metrics::RunActorMetrics;
+use crate::runtime::mirror::MirrorLimits;
 use agentprocess_process::PersonFormat;
 use agentprocess_service::{Hints, LocalHints};
 use agentprocess_store::{Compare, StoreError};
@@ -41,6 +42,10 @@ pub struct RuntimeConfig {
     /// What stops this host writing a run whose shard it no longer owns (a cluster's actor
     /// host); `None` when this process owns every run (`serve`).
     pub fence: Option<Arc<dyn RunFence>>,
+    /// Copies of the organizations' ready-step and work-item indexes kept by watches, that
+    /// `get_work` pages are read from (a cluster's actor host, where each read is an etcd
+    /// request); `None` (the default) reads every page from the store.
+    pub index_mirror: Option<MirrorLimits>,
 }
 
 /// The fence of a cluster's actor host: every write of a run carries, in its transaction, a
@@ -96,6 +101,7 @@ impl Default for RuntimeConfig {
             hints: Arc::new(LocalHints::new()),
             metrics: RunActorMetrics::global(),
             fence: None,
+            index_mirror: None,
         }
     }
 }

@@ -46,3 +46,4 @@ pub mod runtime;
 pub use agentprocess_service::error_chain;
 pub use config::RunFence;
 pub use evaluator::{EvaluatorConfig, EvaluatorConfigError, OpenAiEvaluator};
+pub use runtime::mirror::MirrorLimits;

@@ -18,6 +18,8 @@ pub const RACED_BATCHES: &str = "agentprocess.run_actor.raced_batches";
 pub const RUNS_ARCHIVED: &str = "agentprocess.run_actor.runs_archived";
 /// Run actors in memory.
 pub const LIVE_ACTORS: &str = "agentprocess.run_actor.live_actors";
+/// Bytes an actor host's copies of the work indexes hold (`cluster.index_mirror_max_bytes`).
+pub const INDEX_MIRROR_BYTES: &str = "agentprocess.run_actor.index_mirror_bytes";
 /// Runs started, by `process`.
 pub const RUNS_STARTED: &str = "agentprocess.run_actor.runs_started";
 /// Runs ended, by `process` and `outcome`: the finish outcome (`done`, `rejected`, `failed`, or
@@ -45,6 +47,7 @@ pub struct RunActorMetrics {
     pub(crate) raced_batches: Counter<u64>,
     pub(crate) runs_archived: Counter<u64>,
     pub(crate) live_actors: UpDownCounter<i64>,
+    pub(crate) index_mirror_bytes: UpDownCounter<i64>,
     runs_started: Counter<u64>,
     runs_ended: Counter<u64>,
     claims_granted: Counter<u64>,
@@ -76,6 +79,10 @@ impl RunActorMetrics {
             live_actors: meter
                 .i64_up_down_counter(LIVE_ACTORS)
                 .with_description("Run actors in memory.")
+                .build(),
+            index_mirror_bytes: meter
+                .i64_up_down_counter(INDEX_MIRROR_BYTES)
+                .with_description("Bytes the copies of the work indexes hold.")
                 .build(),
             runs_started: meter
                 .u64_counter(RUNS_STARTED)

@@ -8,9 +8,9 @@ use crate::settings::{ClusterFlags, FlagSettings, Settings};
 use crate::telemetry::Telemetry;
 use agentprocess_cluster::{ActorMembership, HostRecord, MembershipOptions, ShardGuard, shard_of};
 use agentprocess_proto::run_service_server;
-use agentprocess_run_actor::RunFence;
 use agentprocess_run_actor::machine::RunId;
 use agentprocess_run_actor::runtime::{Clock, NoHints, Runtime, RuntimeConfig};
+use agentprocess_run_actor::{MirrorLimits, RunFence};
 use agentprocess_service::run_routing_key;
 use agentprocess_store::{Compare, GroupCommit, GroupCommitOptions, Store, StoreError};
 use anyhow::Context;
@@ -126,6 +126,11 @@ async fn actor(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<
             membership: membership.clone(),
             shards,
         })),
+        // Every page read is an etcd request here: `get_work` reads the watched copies.
+        index_mirror: (settings.cluster.index_mirror_max_bytes > 0).then(|| MirrorLimits {
+            max_bytes: settings.cluster.index_mirror_max_bytes,
+            ..MirrorLimits::default()
+        }),
         ..crate::serve_cmd::runtime_config(&settings)?
     };
     let clock = Clock::system();

@@ -16,10 +16,14 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
     async fn get(&self, _key: &[u8]) {}
     async fn range(&self, _request: &RangeRequest) {}
     async fn txn(&self, _txn: &Txn) {}
+    /// The stream a watch of `range` gives: `events`, unless a probe holds or replaces them.
+    async fn watch(&self, _range: &KeyRange, events: WatchStream) -> WatchStream {
+        events
+    }
 }
 
-/// `inner`, with `probe` told of every read and transaction first. Leases and watches go straight
-/// through.
+/// `inner`, with `probe` told of every read and transaction first, and handed every watch's
+/// stream. Leases go straight through.
 #[derive(Debug)]
 pub struct Probed<P> {
     pub inner: Arc<dyn Store>,
@@ -66,6 +70,7 @@ impl<P: Probe> Store for Probed<P> {
     }
 
     async fn watch(&self, range: KeyRange, start_revision: Option<i64>) -> Result<WatchStream, StoreError> {
-        self.inner.watch(range, start_revision).await
+        let events = self.inner.watch(range.clone(), start_revision).await?;
+        Ok(self.probe.watch(&range, events).await)
     }
 }

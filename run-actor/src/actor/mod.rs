@@ -92,6 +92,9 @@ pub(crate) struct Host {
     pub runs_filed_by_input: std::sync::atomic::AtomicBool,
     /// `get_work` calls waiting for work, by organization.
     pub waiters: Arc<crate::runtime::waiting::WorkWaiters>,
+    /// Copies of the organizations' work indexes that `get_work` pages are read from (a
+    /// cluster's actor host); `None` reads every page from the store.
+    pub mirrors: Option<Arc<crate::runtime::mirror::IndexMirrors>>,
 }
 
 /// Where a run's record was found.

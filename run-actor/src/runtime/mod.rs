@@ -17,6 +17,7 @@
 //! store transaction before it answers.
 
 mod filing;
+pub mod mirror;
 mod reads;
 mod service;
 mod uploads;
@@ -49,6 +50,7 @@ use crate::machine::{
 use crate::pinned::PinnedProcesses;
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
+use mirror::IndexMirrors;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -90,9 +92,6 @@ impl Runtime {
                 uploads: Uploads::new(store.clone(), keys.clone(), blobs.clone()),
                 host: Arc::new(Host {
                     pinned: PinnedProcesses::new(catalog),
-                    store,
-                    keys,
-                    config,
                     clock,
                     stats: Stats::default(),
                     archive: Archive::new(blobs),
@@ -100,6 +99,16 @@ impl Runtime {
                     claim_leases: Default::default(),
                     runs_filed_by_input: Default::default(),
                     waiters: Default::default(),
+                    mirrors: config.index_mirror.map(|limits| {
+                        Arc::new(IndexMirrors::new(
+                            store.clone(),
+                            limits,
+                            config.metrics.index_mirror_bytes.clone(),
+                        ))
+                    }),
+                    store,
+                    keys,
+                    config,
                 }),
             }),
         }
@@ -133,6 +142,16 @@ impl Runtime {
     /// Where this runtime's writes send their hints (see [`RuntimeConfig::hints`]).
     pub fn hints(&self) -> &Arc<dyn Hints> {
         &self.inner.host.config.hints
+    }
+
+    /// Bytes this host's copies of the work indexes hold, or `None` when it keeps none
+    /// ([`RuntimeConfig::index_mirror`]).
+    pub fn index_mirror_bytes(&self) -> Option<usize> {
+        self.inner
+            .host
+            .mirrors
+            .as_ref()
+            .map(|mirrors| mirrors.held_bytes())
     }
 
     pub fn stats(&self) -> &Stats {

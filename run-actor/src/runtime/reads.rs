@@ -124,8 +124,13 @@ fn decode_cursor(cursor: Option<&str>) -> Result<Option<Vec<u8>>, Refusal> {
 /// What one source of a merged listing reads.
 #[derive(Debug)]
 enum Index {
-    /// A range of the hot store; positions are keys relative to its prefix.
-    Hot { range: KeyRange, next_start: Vec<u8> },
+    /// A range of the hot store; positions are keys relative to its prefix. Read from this
+    /// host's copy of `mirrored` (an index holding the range) while that copy is whole.
+    Hot {
+        range: KeyRange,
+        next_start: Vec<u8>,
+        mirrored: Option<KeyRange>,
+    },
     /// A process's runs filed under an input's value in the hot store; positions are keys
     /// relative to its prefix, as in the process's own range, where each entry's item is read.
     HotByInput {
@@ -154,9 +159,18 @@ struct Source {
 
 impl Source {
     fn hot(range: KeyRange, after: Option<&[u8]>) -> Self {
+        Source::hot_mirrored(range, after, None)
+    }
+
+    /// [`Source::hot`], read from this host's copy of `mirrored` while it is whole.
+    fn hot_mirrored(range: KeyRange, after: Option<&[u8]>, mirrored: Option<KeyRange>) -> Self {
         let next_start = start_after(&range, after);
         Source {
-            index: Index::Hot { range, next_start },
+            index: Index::Hot {
+                range,
+                next_start,
+                mirrored,
+            },
             buffer: VecDeque::new(),
             exhausted: false,
         }
@@ -203,8 +217,12 @@ impl Source {
             return Ok(());
         }
         match &mut self.index {
-            Index::Hot { range, next_start } => {
-                let (entries, more) = read_on(host, range, next_start, page).await?;
+            Index::Hot {
+                range,
+                next_start,
+                mirrored,
+            } => {
+                let (entries, more) = read_on(host, range, next_start, page, mirrored.as_ref()).await?;
                 self.exhausted = !more;
                 self.buffer.extend(entries);
             }
@@ -213,7 +231,7 @@ impl Source {
                 next_start,
                 items,
             } => {
-                let (entries, more) = read_on(host, range, next_start, page).await?;
+                let (entries, more) = read_on(host, range, next_start, page, None).await?;
                 self.exhausted = !more;
                 let positions: Vec<Vec<u8>> = entries.into_iter().map(|(position, _)| position).collect();
                 // Each entry's item, read where the process's own range keeps it, all at once.
@@ -266,32 +284,44 @@ impl Source {
 }
 
 /// Up to `page` entries of `range` from `next_start` on, as (position in the range, value), and
-/// whether more follow; `next_start` moves past the last one read.
+/// whether more follow; `next_start` moves past the last one read. From this host's copy of
+/// `mirrored` when it holds one that is whole, else from the store.
 async fn read_on(
     host: &Host,
     range: &KeyRange,
     next_start: &mut Vec<u8>,
     page: usize,
+    mirrored: Option<&KeyRange>,
 ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, bool), RuntimeError> {
-    let request = KeyRange {
-        start: next_start.clone(),
-        end: range.end.clone(),
+    let copied = match (mirrored, &host.mirrors, &range.end) {
+        (Some(mirrored), Some(mirrors), Some(end)) => mirrors.read(mirrored, next_start, end, page),
+        _ => None,
     };
-    let found = host
-        .store
-        .range(RangeRequest::new(request).with_limit(page))
-        .await?;
-    if let Some(last) = found.kvs.last() {
-        *next_start = last.key.clone();
+    let (kvs, more) = match copied {
+        Some(copied) => copied,
+        None => {
+            let request = KeyRange {
+                start: next_start.clone(),
+                end: range.end.clone(),
+            };
+            let found = host
+                .store
+                .range(RangeRequest::new(request).with_limit(page))
+                .await?;
+            let kvs = found.kvs.into_iter().map(|kv| (kv.key, kv.value)).collect();
+            (kvs, found.more)
+        }
+    };
+    if let Some((last, _)) = kvs.last() {
+        *next_start = last.clone();
         next_start.push(0);
     }
     let prefix = range.start.len();
-    let entries = found
-        .kvs
+    let entries = kvs
         .into_iter()
-        .map(|kv| (kv.key[prefix..].to_vec(), kv.value))
+        .map(|(mut key, value)| (key.split_off(prefix), value))
         .collect();
-    Ok((entries, found.more))
+    Ok((entries, more))
 }
 
 /// Where a range's reading starts: its start, or just past position `after` in it.
@@ -386,6 +416,10 @@ fn page(items: Vec<Value>, next_cursor: Option<String>) -> ToolOutcome {
 /// The caller's `get_work` page, `{ items, nextCursor }`, spliced from the items' stored JSON:
 /// an index entry's value is the item exactly as the caller gets it, so it is checked to be one
 /// JSON value and copied, never parsed into values and written again.
+///
+/// On a host that copies the indexes ([`IndexMirrors`](super::mirror::IndexMirrors)), the page is read from the copy while it
+/// is whole; a page the copy finds empty is read again from the store, since the copy may not
+/// have seen work made ready elsewhere yet.
 pub(super) async fn work_page(
     host: &Host,
     caller: &Caller,
@@ -396,29 +430,43 @@ pub(super) async fn work_page(
         (Err(refusal), _) | (_, Err(refusal)) => return Ok(Err(refusal)),
     };
     let org = &caller.organization;
-    let ranges = match &caller.kind {
-        CallerKind::Agent { .. } => vec![host.keys.ready_steps(org)],
+    let (ranges, index) = match &caller.kind {
+        CallerKind::Agent { .. } => (vec![host.keys.ready_steps(org)], host.keys.ready_steps(org)),
         // An item filed under several of these (an escalation in the operator queue and in the
         // escalation group) has one position, so the merge shows it once.
-        CallerKind::Person { email, groups } => groups
-            .iter()
-            .map(|group| host.keys.work_items(org, &Assignee::Group(group.clone())))
-            .chain([host.keys.work_items(org, &Assignee::Person(email.clone()))])
-            .chain(
-                caller
-                    .operator
-                    .then(|| host.keys.work_items(org, &Assignee::Operators)),
-            )
-            .collect(),
+        CallerKind::Person { email, groups } => (
+            groups
+                .iter()
+                .map(|group| host.keys.work_items(org, &Assignee::Group(group.clone())))
+                .chain([host.keys.work_items(org, &Assignee::Person(email.clone()))])
+                .chain(
+                    caller
+                        .operator
+                        .then(|| host.keys.work_items(org, &Assignee::Operators)),
+                )
+                .collect(),
+            host.keys.all_work_items(org),
+        ),
     };
     let process = request.process;
-    rendered_page(host, ranges, after, limit, |item| {
+    let keep = |item: &RawValue| {
         process.as_deref().is_none_or(|p| {
             serde_json::from_str::<ItemProcess<'_>>(item.get()).is_ok_and(|item| item.process == p)
         })
-    })
-    .await
-    .map(Ok)
+    };
+    let mirrored = host
+        .mirrors
+        .as_ref()
+        .is_some_and(|mirrors| mirrors.is_whole(&index));
+    if mirrored {
+        let page = rendered_page(host, ranges.clone(), after.as_deref(), limit, Some(&index), keep).await?;
+        if !page_is_empty(&page) {
+            return Ok(Ok(page));
+        }
+    }
+    rendered_page(host, ranges, after.as_deref(), limit, None, keep)
+        .await
+        .map(Ok)
 }
 
 /// An operator's page of the organization's ready-step index: the agent steps ready and not
@@ -444,19 +492,21 @@ pub(super) async fn ready_steps_page(
         Some(until) => host.keys.ready_steps_until(org, until),
         None => host.keys.ready_steps(org),
     };
-    rendered_page(host, vec![range], after, limit, |_| true)
+    rendered_page(host, vec![range], after.as_deref(), limit, None, |_| true)
         .await
         .map(Ok)
 }
 
 /// `{ items, nextCursor }` of the index entries of `ranges` after `after` that `keep` accepts,
-/// spliced from their stored JSON.
+/// spliced from their stored JSON; read from this host's copy of `mirrored` (the index holding
+/// them all) while it is whole.
 async fn rendered_page(
     host: &Host,
     ranges: Vec<KeyRange>,
-    after: Option<Vec<u8>>,
+    after: Option<&[u8]>,
     limit: usize,
-    keep: impl Fn(&Box<RawValue>) -> bool,
+    mirrored: Option<&KeyRange>,
+    keep: impl Fn(&RawValue) -> bool,
 ) -> Result<RenderedData, RuntimeError> {
     let read = |stored: &[u8]| {
         let json = String::from_utf8(packed::unpack(stored).ok()?.into_owned()).ok()?;
@@ -464,9 +514,9 @@ async fn rendered_page(
     };
     let sources = ranges
         .into_iter()
-        .map(|range| Source::hot(range, after.as_deref()))
+        .map(|range| Source::hot_mirrored(range, after, mirrored.cloned()))
         .collect();
-    let (items, next) = scan_as(host, sources, limit, read, keep).await?;
+    let (items, next) = scan_as(host, sources, limit, read, |item| keep(item)).await?;
     let page = RenderedPage {
         items: &items,
         next_cursor: next.as_deref(),
