@@ -6,6 +6,7 @@ mod cluster_support;
 mod common;
 
 use cluster_support::{Cluster, Shape};
+use common::listener::Listener;
 use common::{Who, request_id};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -61,4 +62,35 @@ async fn agents_waiting_on_one_gateway_hear_of_runs_started_through_the_other() 
             "waiter {n} answered {took:?} after its call"
         );
     }
+}
+
+/// A `subscriptions/listen` stream (MCP 2026-07-28, the Python SDK) through one gateway hears of
+/// a step made ready by a start through the other, whichever actor hosts hold the stream's wait
+/// and the run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listener_on_one_gateway_hears_of_a_run_started_through_the_other() {
+    let cluster = Cluster::start(Shape {
+        schedulers: 1,
+        ..Shape::default()
+    })
+    .await;
+    cluster.publish_example_in("acme", "defect-triage");
+    let mut listener = Listener::start(
+        &cluster.mcp_url(1),
+        &cluster.token_in("acme", &Who::Agent("a_listener")),
+        "defect-triage",
+    )
+    .await;
+    let starter = cluster.client_in(0, "acme", &Who::Agent("a_starter")).await;
+    let started = starter
+        .ok(
+            "start_run",
+            json!({ "process": "defect-triage", "inputs": { "reportId": "L-1" }, "requestId": request_id() }),
+        )
+        .await;
+    let run = started["run"]["id"].as_str().unwrap();
+    listener
+        .expect(&format!("heard {run}"), Duration::from_secs(30))
+        .await;
+    listener.finished();
 }

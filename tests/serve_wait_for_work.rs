@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::listener::Listener;
 use common::{Mcp, Server, Who, request_id};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -147,4 +148,92 @@ async fn a_waiting_person_gets_the_work_item_a_submission_opens_for_them() {
     assert_eq!(item_runs(&page), vec![run], "{page}");
     assert_eq!(page["items"][0]["workItem"]["stepId"], "team_lead_approval");
     assert!(took < Duration::from_secs(10), "answered {took:?} after the call");
+}
+
+/// MCP 2026-07-28 `subscriptions/listen` with the official Python SDK: an agent subscribed to its
+/// work of one process (`agentprocess://work?process=NAME`, docs/profiles/wait.md) hears
+/// `notifications/resources/updated` when a start makes a step of that process ready, and
+/// reads the resource to find it; a run of another process started first tells it nothing
+/// (the script checks that what it reads after the first notification is of its process).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_sdk_listener_hears_of_work_of_its_process() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    server.publish_example("defect-triage");
+    server.publish_example("release-notes");
+    let mut listener = Listener::start(
+        &server.mcp_url(),
+        &server.token(&Who::Agent("a_listener")),
+        "defect-triage",
+    )
+    .await;
+    let starter = server.client(&Who::Agent("a_starter")).await;
+    starter
+        .ok(
+            "start_run",
+            json!({
+                "process": "release-notes",
+                "inputs": { "changes": "Faster search", "version": "2.1", "releaseAt": "2026-12-10T09:00:00Z" },
+                "requestId": request_id()
+            }),
+        )
+        .await;
+    let started = starter
+        .ok(
+            "start_run",
+            json!({ "process": "defect-triage", "inputs": { "reportId": "D-1" }, "requestId": request_id() }),
+        )
+        .await;
+    let run = started["run"]["id"].as_str().unwrap();
+    listener
+        .expect(&format!("heard {run}"), Duration::from_secs(30))
+        .await;
+    listener.finished();
+}
+
+/// Over plain Streamable HTTP: `resources/subscribe` (MCP 2025-11-25) is refused with why and
+/// what to use instead, since this server keeps no sessions to carry its updates; a read of an
+/// `agentprocess://` URI that is no resource is `resource not found`, naming the one there is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2025_subscription_and_an_unknown_resource_are_refused_with_reasons() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    let token = server.token(&Who::Agent("a_reader"));
+    let http = reqwest::Client::new();
+    let post = |version: &'static str, method: &'static str, params: Value| {
+        http.post(server.mcp_url())
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", version)
+            .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }))
+            .send()
+    };
+    let subscribed = post(
+        "2025-11-25",
+        "resources/subscribe",
+        json!({ "uri": "agentprocess://work" }),
+    )
+    .await
+    .unwrap();
+    let (_, body) = common::status_and_json(subscribed).await;
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("keeps none")
+            && message.contains("subscriptions/listen")
+            && message.contains("waitSeconds"),
+        "{body}"
+    );
+    let read = post(
+        "2025-11-25",
+        "resources/read",
+        json!({ "uri": "agentprocess://runs" }),
+    )
+    .await
+    .unwrap();
+    let (_, body) = common::status_and_json(read).await;
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no resource agentprocess://runs") && message.contains("agentprocess://work"),
+        "{body}"
+    );
 }

@@ -8,7 +8,9 @@
 //! written by [`crate::respond`]).
 
 use crate::auth::{Identity, IdentityKind};
-use crate::mcp::{ErrorCode, RunRead, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
+use crate::mcp::{
+    ErrorCode, RunRead, ToolBackend, ToolData, ToolError, ToolName, ToolResult, WORK_PAGE_LIMIT, WorkWait,
+};
 use crate::respond;
 use agentprocess_service::{
     Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, MAX_WAIT_FOR_WORK, Mode, OrgId, RunId,
@@ -62,6 +64,7 @@ impl RuntimeBackend {
                     cursor: args.opt_string("cursor")?,
                     process: args.opt_string("process")?,
                     wait: args.opt_wait("waitSeconds")?,
+                    only_new: false,
                 };
                 service.get_work(caller, request).await
             }
@@ -122,6 +125,30 @@ impl ToolBackend for RuntimeBackend {
             })) => Err(respond::overloaded(&limit, retry_after_ms)),
             Err(Failure::Infrastructure(error)) => {
                 tracing::error!(tool = tool.as_str(), %error, "tool call failed in the runtime");
+                Err(respond::tool_failed())
+            }
+        }
+    }
+
+    async fn work_page(&self, identity: &Identity, wait: WorkWait) -> ToolResult {
+        let request = GetWork {
+            limit: Some(WORK_PAGE_LIMIT),
+            cursor: None,
+            process: wait.process,
+            wait: wait.wait.map(|wait| wait.min(MAX_WAIT_FOR_WORK)),
+            only_new: wait.only_new,
+        };
+        match self.service.get_work(&caller_of(identity), request).await {
+            Ok(ToolOutcome::Ok(data)) => Ok(ToolData::Value(data)),
+            // Work items hold no file evidence: nothing to decorate.
+            Ok(ToolOutcome::Rendered(data)) => Ok(ToolData::Rendered(data)),
+            Ok(ToolOutcome::Refused(refusal)) => Err(respond::refused(refusal)),
+            Err(ServiceError::Overloaded {
+                limit,
+                retry_after_ms,
+            }) => Err(respond::overloaded(&limit, retry_after_ms)),
+            Err(error) => {
+                tracing::error!(%error, "a work page failed in the runtime");
                 Err(respond::tool_failed())
             }
         }

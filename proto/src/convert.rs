@@ -268,6 +268,7 @@ pub(crate) fn get_work_to_wire(caller: &Caller, request: GetWork) -> wire::GetWo
         wait_ms: request
             .wait
             .map(|wait| u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
+        only_new: request.only_new,
     }
 }
 
@@ -282,6 +283,7 @@ pub(crate) fn get_work_of(request: wire::GetWorkRequest) -> Result<(Caller, GetW
             wait: request
                 .wait_ms
                 .map(|ms| std::time::Duration::from_millis(ms).min(agentprocess_service::MAX_WAIT_FOR_WORK)),
+            only_new: request.only_new,
         },
     ))
 }

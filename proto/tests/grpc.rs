@@ -322,6 +322,12 @@ async fn reads_uploads_and_timers_arrive_as_sent() {
             cursor: Some("c_1".into()),
             process: Some("training-request".into()),
             wait: Some(Duration::from_secs(20)),
+            only_new: false,
+        },
+        GetWork {
+            wait: Some(Duration::from_secs(20)),
+            only_new: true,
+            ..GetWork::default()
         },
     ] {
         service.get_work(&person, request.clone()).await.unwrap();

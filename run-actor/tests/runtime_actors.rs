@@ -128,7 +128,7 @@ async fn a_thousand_runs_proceed_in_parallel() {
                     limit: Some(100),
                     cursor: cursor.take(),
                     process: None,
-                    wait: None,
+                    ..GetWork::default()
                 },
             )
             .await
@@ -536,7 +536,7 @@ async fn get_work_and_list_runs_page_with_cursors_and_filters() {
                     limit: Some(3),
                     cursor: cursor.take(),
                     process: Some("release-notes".into()),
-                    wait: None,
+                    ..GetWork::default()
                 },
             )
             .await

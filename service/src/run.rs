@@ -176,6 +176,10 @@ pub struct GetWork {
     /// `waitSeconds` (the `x-wait-1` profile): how long a first page that holds nothing waits
     /// for matching work before it answers; at most [`MAX_WAIT_FOR_WORK`].
     pub wait: Option<std::time::Duration>,
+    /// With `wait`: the call waits for work made ready after it started, whatever the page holds
+    /// now, and answers an empty page when none came. How a `subscriptions/listen` stream hears
+    /// of new work; no tool call sets it.
+    pub only_new: bool,
 }
 
 /// The `x-wait-1` profile's name, as `describe.profiles` lists it.

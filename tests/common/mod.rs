@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod checked;
+pub mod listener;
 pub mod quick;
 pub mod scrape;
 pub mod ui;

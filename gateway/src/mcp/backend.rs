@@ -31,6 +31,33 @@ pub trait ToolBackend: Send + Sync + 'static {
         read: RunRead,
         run_id: &str,
     ) -> impl Future<Output = ToolResult> + Send;
+
+    /// The caller's first `get_work` page (of up to 100 items), read for a resource or a
+    /// `subscriptions/listen` stream rather than a tool call: see [`WorkWait`]. A backend that
+    /// cannot wait answers the page at once, through `get_work`.
+    fn work_page(&self, identity: &Identity, wait: WorkWait) -> impl Future<Output = ToolResult> + Send {
+        let mut arguments = serde_json::json!({ "limit": WORK_PAGE_LIMIT });
+        if let Some(process) = wait.process {
+            arguments["process"] = Value::String(process);
+        }
+        self.call(identity, ToolName::GetWork, arguments)
+    }
+}
+
+/// Most items of a [`ToolBackend::work_page`].
+pub const WORK_PAGE_LIMIT: usize = 100;
+
+/// Which `get_work` page [`ToolBackend::work_page`] reads, and how long it may wait for one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkWait {
+    /// Only work of this process.
+    pub process: Option<String>,
+    /// `None`: the page as it is. Else the page once it holds work, or once `wait` passed (the
+    /// `x-wait-1` wait).
+    pub wait: Option<std::time::Duration>,
+    /// With `wait`: the page once work is made ready after the read started, whatever it holds
+    /// now; an empty page when none was.
+    pub only_new: bool,
 }
 
 /// The reads of one run beside the protocol's tools: the operator's audit trail and an
@@ -69,5 +96,9 @@ impl<B: ToolBackend> ToolBackend for Arc<B> {
         run_id: &str,
     ) -> impl Future<Output = ToolResult> + Send {
         B::read_run(self, identity, read, run_id)
+    }
+
+    fn work_page(&self, identity: &Identity, wait: WorkWait) -> impl Future<Output = ToolResult> + Send {
+        B::work_page(self, identity, wait)
     }
 }

@@ -8,8 +8,9 @@ pub mod result;
 pub mod schemas;
 mod server;
 pub mod tools;
+pub mod work_resource;
 
-pub use backend::{RunRead, ToolBackend};
+pub use backend::{RunRead, ToolBackend, WORK_PAGE_LIMIT, WorkWait};
 pub use describe::DescribeConfig;
 pub use result::{ErrorCode, ToolData, ToolError, ToolResult};
 pub use server::ProtocolServer;

@@ -1,8 +1,11 @@
 //! The MCP server handler: lists the fourteen tools and turns each call into a backend call.
 
 use super::backend::ToolBackend;
+use super::backend::WorkWait;
+use super::result::ToolData;
 use super::result::{ToolError, ToolResult};
 use super::tools::ToolName;
+use super::work_resource;
 use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::Identity;
 use crate::metrics::GatewayMetrics;
@@ -13,10 +16,12 @@ use axum::http::request::Parts;
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, Implementation, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Instant;
@@ -207,9 +212,25 @@ fn tool_listing(tool: ToolName) -> Tool {
         .with_annotations(annotations)
 }
 
+/// The identity the auth layer in front of the MCP endpoint put in the HTTP request's
+/// extensions, which rmcp hands to the handler.
+fn identity_of(context: &RequestContext<RoleServer>) -> Result<Identity, McpError> {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|parts| parts.extensions.get::<Identity>())
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("the request arrived without an identity", None))
+}
+
 impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("agentprocess", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -220,6 +241,108 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let work = Resource::new(work_resource::WORK_URI, "work")
+            .with_title("Your work")
+            .with_description(
+                "What get_work lists for you, first page. Subscribe to it on a \
+                 subscriptions/listen stream to hear when new work is ready; add \
+                 ?process=NAME for one process's work.",
+            )
+            .with_mime_type("application/json");
+        Ok(ListResourcesResult::with_all_items(vec![work]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let Some(process) = work_resource::process_of(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no resource {}: this server has {} (and ?process=NAME)",
+                    request.uri,
+                    work_resource::WORK_URI
+                ),
+                None,
+            ));
+        };
+        let identity = identity_of(&context)?;
+        let wait = WorkWait {
+            process,
+            ..WorkWait::default()
+        };
+        match self.shared.backend.work_page(&identity, wait).await {
+            Ok(page) => {
+                let text = match page {
+                    ToolData::Value(value) => value.to_string(),
+                    ToolData::Rendered(rendered) => rendered.json().to_owned(),
+                };
+                let contents = ResourceContents::text(text, request.uri).with_mime_type("application/json");
+                Ok(ReadResourceResult::new(vec![contents]).into())
+            }
+            Err(refused) => Err(McpError::internal_error(
+                format!("{}: {}", refused.code.as_str(), refused.message),
+                Some(serde_json::json!({ "code": refused.code.as_str(), "issues": refused.issues })),
+            )),
+        }
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let work: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| work_resource::process_of(uri).is_some())
+            .cloned()
+            .collect();
+        Some(SubscriptionFilter::builder().resource_subscriptions(work).build())
+    }
+
+    /// MCP 2025-11-25 delivers updates on a session's GET stream, and gateways keep no sessions
+    /// (any of them answers any request): say so, and what works instead.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Err(McpError::invalid_request(
+            "resources/subscribe needs a session, and this server keeps none; subscribe on a \
+             subscriptions/listen stream (MCP 2026-07-28), or call get_work with waitSeconds \
+             (profile x-wait-1)",
+            None,
+        ))
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let identity = identity_of(subscription.request_context())?;
+        let streams = subscription
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .map(|uri| {
+                work_resource::tell_of_new_work(
+                    &self.shared.backend,
+                    &identity,
+                    uri.clone(),
+                    subscription.sink().clone(),
+                )
+            })
+            .collect::<Vec<_>>();
+        tokio::select! {
+            _ = subscription.cancelled() => {}
+            _ = futures_util::future::join_all(streams) => {}
+        }
+        Ok(())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -237,16 +360,7 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
             .map_err(|unknown: super::tools::UnknownTool| {
                 McpError::invalid_params(unknown.to_string(), None)
             })?;
-        // The auth layer in front of the MCP endpoint puts the identity in the HTTP request's
-        // extensions; rmcp hands the request parts to the handler.
-        let identity = context
-            .extensions
-            .get::<Parts>()
-            .and_then(|parts| parts.extensions.get::<Identity>())
-            .cloned()
-            .ok_or_else(|| {
-                McpError::internal_error("the call reached the tools without an identity", None)
-            })?;
+        let identity = identity_of(&context)?;
         // rmcp hands a request's `_meta` to the handler in the context, or leaves it in the
         // parameters.
         let meta = Some(&context.meta.0.0)

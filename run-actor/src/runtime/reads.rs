@@ -526,6 +526,13 @@ async fn rendered_page(
     Ok(RenderedData::new(rendered))
 }
 
+/// A page with no item and no next page.
+pub(crate) fn empty_page() -> RenderedData {
+    RenderedData::new(
+        RawValue::from_string(r#"{"items":[],"nextCursor":null}"#.to_owned()).expect("valid JSON"),
+    )
+}
+
 /// Whether a rendered page holds no item ([`RenderedPage`] writes `items` first).
 pub(crate) fn page_is_empty(page: &RenderedData) -> bool {
     page.json().starts_with(r#"{"items":[]"#)

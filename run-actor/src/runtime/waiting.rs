@@ -3,7 +3,8 @@
 //! that work made ready by any actor host reaches a caller waiting on this one.
 //!
 //! A new ready step wakes one waiting agent whose `process` filter it matches, the one waiting
-//! longest; a new work item wakes every waiting person of the organization (each reads its own
+//! longest, and every listening agent it matches (a listener is told, not handed the step); a new
+//! work item wakes every waiting or listening person of the organization (each reads its own
 //! items). A woken caller reads its page again: it answers if it holds items, else waits on. The
 //! watch of an organization opens with its first waiter and closes a while after its last.
 
@@ -62,6 +63,9 @@ struct Organization {
 struct Waiter {
     /// `None` for a person; an agent's `process` filter (`Some(None)` when it has none).
     agent_process: Option<Option<String>>,
+    /// Waits for work made ready after it started (a `subscriptions/listen` stream), rather than
+    /// for a page to answer.
+    listening: bool,
     /// Set when a wake is on its way, so the next new step wakes another waiter.
     woken: AtomicBool,
     wake: Notify,
@@ -85,8 +89,11 @@ impl Drop for Registration {
         }
         // A wake that reached an agent answering for another reason goes on to the next agent
         // (which reads its page and waits on when the step is not for it): never lost.
-        if self.waiter.agent_process.is_some() && self.waiter.woken.load(Ordering::Acquire) {
-            self.organization.step_ready(None);
+        if self.waiter.agent_process.is_some()
+            && !self.waiter.listening
+            && self.waiter.woken.load(Ordering::Acquire)
+        {
+            self.organization.hand_to_agent(None);
         }
     }
 }
@@ -104,12 +111,14 @@ impl WorkWaiters {
         host: &Host,
         caller: &Caller,
         process: Option<String>,
+        listening: bool,
     ) -> Option<Registration> {
         let waiter = Arc::new(Waiter {
             agent_process: match caller.kind {
                 CallerKind::Agent { .. } => Some(process),
                 CallerKind::Person { .. } => None,
             },
+            listening,
             woken: AtomicBool::new(false),
             wake: Notify::new(),
         });
@@ -167,22 +176,43 @@ impl WorkWaiters {
     }
 }
 
+impl Waiter {
+    /// Whether this is an agent whose filter takes a step of `process` (`None`: any).
+    fn takes(&self, process: Option<&str>) -> bool {
+        self.agent_process.as_ref().is_some_and(|filter| {
+            filter
+                .as_deref()
+                .is_none_or(|wanted| process.is_none_or(|process| process == wanted))
+        })
+    }
+
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+}
+
 impl Organization {
-    /// A new ready step of `process`: wakes the agent waiting longest that it matches and that
-    /// no other wake is on its way to.
+    /// A new ready step of `process`: tells every listening agent it matches, and wakes the
+    /// waiting agent it is handed to ([`Organization::hand_to_agent`]).
     fn step_ready(&self, process: Option<&str>) {
+        for waiter in self.waiters.lock().unwrap().iter() {
+            if waiter.listening && waiter.takes(process) {
+                waiter.wake();
+            }
+        }
+        self.hand_to_agent(process);
+    }
+
+    /// Wakes the agent waiting longest (not listening) that a step of `process` matches and
+    /// that no other wake is on its way to.
+    fn hand_to_agent(&self, process: Option<&str>) {
         let waiters = self.waiters.lock().unwrap();
         let matching = waiters.iter().find(|waiter| {
-            !waiter.woken.load(Ordering::Acquire)
-                && waiter.agent_process.as_ref().is_some_and(|filter| {
-                    filter
-                        .as_deref()
-                        .is_none_or(|wanted| process.is_none_or(|process| process == wanted))
-                })
+            !waiter.listening && !waiter.woken.load(Ordering::Acquire) && waiter.takes(process)
         });
         if let Some(waiter) = matching {
-            waiter.woken.store(true, Ordering::Release);
-            waiter.wake.notify_one();
+            waiter.wake();
         }
     }
 
@@ -190,8 +220,7 @@ impl Organization {
     fn item_opened(&self) {
         for waiter in self.waiters.lock().unwrap().iter() {
             if waiter.agent_process.is_none() {
-                waiter.woken.store(true, Ordering::Release);
-                waiter.wake.notify_one();
+                waiter.wake();
             }
         }
     }
@@ -199,8 +228,7 @@ impl Organization {
     /// After a watch was cut: wakes everyone, since what happened meanwhile is not known.
     fn wake_all(&self) {
         for waiter in self.waiters.lock().unwrap().iter() {
-            waiter.woken.store(true, Ordering::Release);
-            waiter.wake.notify_one();
+            waiter.wake();
         }
     }
 }
@@ -287,6 +315,11 @@ pub(crate) async fn work_page(
     caller: &Caller,
     request: GetWork,
 ) -> Result<Result<RenderedData, Refusal>, RuntimeError> {
+    if request.only_new
+        && let Some(wait) = request.wait
+    {
+        return new_work(host, caller, request, wait).await;
+    }
     let wait = request.wait.filter(|_| request.cursor.is_none());
     let Some(wait) = wait else {
         return reads::work_page(host, caller, request).await;
@@ -296,7 +329,11 @@ pub(crate) async fn work_page(
     let stopped = *stopping.borrow_and_update();
     let registration = match stopped {
         true => None,
-        false => host.waiters.register(host, caller, request.process.clone()).await,
+        false => {
+            host.waiters
+                .register(host, caller, request.process.clone(), false)
+                .await
+        }
     };
     let Some(registration) = registration else {
         // Shutting down, or the store cannot be watched: the page as it is.
@@ -317,6 +354,42 @@ pub(crate) async fn work_page(
     }
 }
 
+/// The caller's page once work is made ready after the call started (and the page then holds
+/// some), or an empty page when none came within `wait`, the host is shutting down, or its store
+/// cannot be watched: how a `subscriptions/listen` stream hears of new work.
+async fn new_work(
+    host: &Host,
+    caller: &Caller,
+    request: GetWork,
+    wait: Duration,
+) -> Result<Result<RenderedData, Refusal>, RuntimeError> {
+    let deadline = Instant::now() + wait;
+    let mut stopping = host.waiters.stopping.subscribe();
+    if *stopping.borrow_and_update() {
+        return Ok(Ok(reads::empty_page()));
+    }
+    let Some(registration) = host
+        .waiters
+        .register(host, caller, request.process.clone(), true)
+        .await
+    else {
+        return Ok(Ok(reads::empty_page()));
+    };
+    loop {
+        tokio::select! {
+            _ = registration.waiter.wake.notified() => {}
+            _ = tokio::time::sleep_until(deadline) => return Ok(Ok(reads::empty_page())),
+            _ = stopping.changed() => return Ok(Ok(reads::empty_page())),
+        }
+        registration.waiter.woken.store(false, Ordering::Release);
+        let page = reads::work_page(host, caller, request.clone()).await?;
+        match &page {
+            Ok(rendered) if reads::page_is_empty(rendered) => {}
+            _ => return Ok(page),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,8 +403,21 @@ mod tests {
     }
 
     fn waiting(organization: &Arc<Organization>, agent_process: Option<Option<&str>>) -> Registration {
+        joined(organization, agent_process, false)
+    }
+
+    fn listening(organization: &Arc<Organization>, agent_process: Option<Option<&str>>) -> Registration {
+        joined(organization, agent_process, true)
+    }
+
+    fn joined(
+        organization: &Arc<Organization>,
+        agent_process: Option<Option<&str>>,
+        listening: bool,
+    ) -> Registration {
         let waiter = Arc::new(Waiter {
             agent_process: agent_process.map(|filter| filter.map(str::to_owned)),
+            listening,
             woken: AtomicBool::new(false),
             wake: Notify::new(),
         });
@@ -388,5 +474,29 @@ mod tests {
             organization.idle_since.lock().unwrap().is_some(),
             "idle once the last left"
         );
+    }
+
+    #[test]
+    fn a_new_step_tells_every_listener_it_matches_and_is_handed_to_one_waiting_agent() {
+        let organization = organization();
+        let listener = listening(&organization, Some(Some("defect-triage")));
+        let any_listener = listening(&organization, Some(None));
+        let other_listener = listening(&organization, Some(Some("invoice-approval")));
+        let first = waiting(&organization, Some(None));
+        let second = waiting(&organization, Some(None));
+        organization.step_ready(Some("defect-triage"));
+        assert!(woken(&listener) && woken(&any_listener));
+        assert!(!woken(&other_listener));
+        assert!(
+            woken(&first) && !woken(&second),
+            "handed to one waiting agent only"
+        );
+        drop(listener);
+        drop(any_listener);
+        assert!(!woken(&second), "a listener that leaves passes nothing on");
+        // Listening people hear of new work items, as waiting people do.
+        let person = listening(&organization, None);
+        organization.item_opened();
+        assert!(woken(&person));
     }
 }
