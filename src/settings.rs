@@ -174,6 +174,10 @@ pub struct ClusterSettings {
     /// at once, naming this setting. Timer firings and `get_work` calls waiting for work are not
     /// counted.
     pub max_in_flight_calls_per_host: usize,
+    /// etcd requests (reads and writes) one actor host has in flight or queued at once (0: no
+    /// bound); past it a call that needs another is answered `retry` at once, naming this
+    /// setting, and nothing is sent.
+    pub max_in_flight_store_requests: usize,
     /// Most bytes an actor host's copies of the organizations' ready-step and work-item indexes
     /// hold together (kept by etcd watches, so that `get_work` pages are read from memory); 0
     /// reads every page from etcd. An index that does not fit is read from etcd.
@@ -207,6 +211,7 @@ impl Default for ClusterSettings {
             group_commit_in_flight: GroupCommitOptions::default().max_in_flight,
             group_commit_grow: GroupCommitOptions::default().grow,
             max_in_flight_calls_per_host: 0,
+            max_in_flight_store_requests: 0,
             index_mirror_max_bytes: MirrorLimits::default().max_bytes,
         }
     }

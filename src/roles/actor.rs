@@ -151,6 +151,8 @@ async fn actor(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Result<
         GroupCommitOptions {
             max_in_flight: settings.cluster.group_commit_in_flight,
             grow: settings.cluster.group_commit_grow,
+            max_pending: settings.cluster.max_in_flight_store_requests,
+            max_pending_setting: "cluster.max_in_flight_store_requests",
             ..GroupCommitOptions::default()
         },
     ));

@@ -14,7 +14,7 @@ use crate::types::LeaseId;
 ///   After `Io`, `Closed` or `Unavailable` on a write, the write's outcome is unknown: it may be
 ///   on disk (or in etcd) and come back after a restart or be seen by a later read;
 /// - the store refused the request, and nothing happened: `LeaseNotFound`, `Compacted`,
-///   `TooLarge`, `InvalidRequest`.
+///   `TooLarge`, `InvalidRequest`, `Overloaded`.
 ///
 /// The error is `Clone` so that one failure (a failed `fsync`) can be reported to every caller
 /// it affected.
@@ -62,6 +62,10 @@ pub enum StoreError {
     /// transaction, an empty key, a lease TTL out of range).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// This client has as many requests in flight as its bound (`limit` names the setting):
+    /// the request was not sent. Calling again after `retry_after_ms` may go through.
+    #[error("the store client is at its limit ({limit}); call again in {retry_after_ms} ms")]
+    Overloaded { limit: String, retry_after_ms: u64 },
 }
 
 impl StoreError {

@@ -12,6 +12,9 @@
 //! failure of the store reaches every transaction of the batch, as it would have alone (the
 //! write may or may not have happened). Anything else — reads, `otherwise` branches, range
 //! deletes, and transactions too big to share a request — goes straight to the store.
+//!
+//! Optionally bounded: past `max_pending` requests in flight or queued, a read or transaction
+//! is not sent and fails at once with `StoreError::Overloaded`, rather than wait in a queue.
 
 use crate::error::StoreError;
 use crate::limits::{Limits, request_bytes};
@@ -24,6 +27,7 @@ use crate::types::{
 use async_trait::async_trait;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
@@ -41,7 +45,15 @@ pub struct GroupCommitOptions {
     /// Whether a batch waits to grow while others are in flight (`2^n` waiting with `n` in
     /// flight); without it every batch goes as soon as one of `max_in_flight` is free.
     pub grow: bool,
+    /// Most requests (transactions and reads) this client has in flight or queued at once; past
+    /// it a request is not sent and fails at once with [`StoreError::Overloaded`]. 0: no bound.
+    pub max_pending: usize,
+    /// The name the refusal gives that bound: the setting an operator changes.
+    pub max_pending_setting: &'static str,
 }
+
+/// How long a request refused past [`GroupCommitOptions::max_pending`] is told to wait.
+pub const OVERLOADED_RETRY_AFTER_MS: u64 = 100;
 
 impl Default for GroupCommitOptions {
     fn default() -> Self {
@@ -50,6 +62,8 @@ impl Default for GroupCommitOptions {
             max_bytes: 1 << 20,
             max_in_flight: 2,
             grow: true,
+            max_pending: 0,
+            max_pending_setting: "max_pending",
         }
     }
 }
@@ -68,6 +82,19 @@ pub struct GroupCommit {
     inner: Arc<dyn Store>,
     options: GroupCommitOptions,
     queue: mpsc::UnboundedSender<Queued>,
+    /// Requests in flight or queued now, against [`GroupCommitOptions::max_pending`].
+    pending: AtomicUsize,
+}
+
+/// One request counted against [`GroupCommitOptions::max_pending`] until it is answered.
+struct Pending<'a>(Option<&'a AtomicUsize>);
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(pending) = self.0 {
+            pending.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 impl GroupCommit {
@@ -78,7 +105,24 @@ impl GroupCommit {
             inner,
             options,
             queue,
+            pending: AtomicUsize::new(0),
         }
+    }
+
+    /// Counts one more request, or refuses it when the bound is reached.
+    fn admit(&self) -> Result<Pending<'_>, StoreError> {
+        let bound = self.options.max_pending;
+        if bound == 0 {
+            return Ok(Pending(None));
+        }
+        if self.pending.fetch_add(1, Ordering::AcqRel) >= bound {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+            return Err(StoreError::Overloaded {
+                limit: self.options.max_pending_setting.to_owned(),
+                retry_after_ms: OVERLOADED_RETRY_AFTER_MS,
+            });
+        }
+        Ok(Pending(Some(&self.pending)))
     }
 
     /// Whether `txn` can share a transaction: compares, puts and single-key deletes only, small
@@ -246,14 +290,17 @@ impl Batch {
 #[async_trait]
 impl Store for GroupCommit {
     async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StoreError> {
+        let _pending = self.admit()?;
         self.inner.get(key).await
     }
 
     async fn range(&self, request: RangeRequest) -> Result<RangeResult, StoreError> {
+        let _pending = self.admit()?;
         self.inner.range(request).await
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        let _pending = self.admit()?;
         if !self.mergeable(&txn) {
             return self.inner.txn(txn).await;
         }

@@ -41,7 +41,7 @@ pub use embedded::{
 };
 pub use error::StoreError;
 pub use etcd::{EtcdOptions, EtcdStore, EtcdTls, EtcdUser, MemberStatus, parse_endpoint_list};
-pub use group_commit::{GroupCommit, GroupCommitOptions};
+pub use group_commit::{GroupCommit, GroupCommitOptions, OVERLOADED_RETRY_AFTER_MS};
 pub use store::Store;
 pub use types::{
     Compare, CompareOp, CompareTarget, EventKind, KeyRange, KeyValue, LeaseGrant, LeaseId, LeaseStatus,

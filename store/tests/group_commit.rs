@@ -193,3 +193,65 @@ async fn batches_grow_while_others_are_in_flight() {
     assert_eq!(while_closed, vec![1, 1, 1, 1]);
     assert_eq!(all, vec![1, 1, 1, 1, 2]);
 }
+
+/// Past `max_pending` requests in flight or queued, a read or a write is not sent: it fails at
+/// once with `Overloaded`, naming the bound and when to come back; once answers come back, the
+/// next request goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_bound_a_request_is_refused_at_once_and_nothing_is_sent() {
+    let inner = Arc::new(Probed::new(
+        Arc::new(EmbeddedStore::in_memory(EmbeddedOptions::default())),
+        Gate {
+            open: tokio::sync::watch::Sender::new(false),
+            sizes: std::sync::Mutex::new(Vec::new()),
+        },
+    ));
+    let options = GroupCommitOptions {
+        max_pending: 2,
+        max_pending_setting: "cluster.max_in_flight_store_requests",
+        ..GroupCommitOptions::default()
+    };
+    let store = Arc::new(GroupCommit::new(inner.clone(), options));
+    let held: Vec<_> = (0..2)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move { store.txn(create(n)).await })
+        })
+        .collect();
+    while inner.probe.sizes.lock().unwrap().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let refused = |result: Result<(), agentprocess_store::StoreError>| match result {
+        Err(agentprocess_store::StoreError::Overloaded {
+            limit,
+            retry_after_ms,
+        }) => {
+            assert_eq!(limit, "cluster.max_in_flight_store_requests");
+            assert_eq!(retry_after_ms, agentprocess_store::OVERLOADED_RETRY_AFTER_MS);
+        }
+        other => panic!("not refused at its bound: {other:?}"),
+    };
+    refused(store.txn(create(2)).await.map(drop));
+    refused(
+        store
+            .range(RangeRequest::new(KeyRange::prefix(b"run/".to_vec())))
+            .await
+            .map(drop),
+    );
+    refused(store.get(b"run/0000").await.map(drop));
+    inner.probe.open.send_replace(true);
+    for call in held {
+        assert!(call.await.unwrap().unwrap().succeeded);
+    }
+    assert!(store.txn(create(3)).await.unwrap().succeeded, "room again");
+    let written = inner
+        .range(RangeRequest::new(KeyRange::prefix(b"run/".to_vec())))
+        .await
+        .unwrap();
+    let keys: Vec<_> = written.kvs.iter().map(|kv| kv.key.clone()).collect();
+    assert_eq!(
+        keys,
+        vec![b"run/0000".to_vec(), b"run/0001".to_vec(), b"run/0003".to_vec()],
+        "the refused write was never sent"
+    );
+}

@@ -680,6 +680,13 @@ impl Actor {
                 self.loaded = None;
                 Attempt::Raced(batch)
             }
+            // Not sent: the run is as loaded, and each caller is told to come back.
+            Err(error @ StoreError::Overloaded { .. }) => {
+                for envelope in batch {
+                    envelope.answer(Err(error.clone().into()));
+                }
+                Attempt::Done
+            }
             Err(e) => {
                 // The outcome is unknown: forget what we know and read the store again next time.
                 self.loaded = None;

@@ -116,6 +116,13 @@ impl service::RunService for Runtime {
 fn failure(error: RuntimeError) -> service::ServiceError {
     match error {
         RuntimeError::NotOwner(why) => service::ServiceError::NotOwner(why),
+        RuntimeError::Store(agentprocess_store::StoreError::Overloaded {
+            limit,
+            retry_after_ms,
+        }) => service::ServiceError::Overloaded {
+            limit,
+            retry_after_ms,
+        },
         error => service::ServiceError::Unavailable(error_chain(&error)),
     }
 }
