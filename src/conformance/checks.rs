@@ -204,6 +204,11 @@ pub async fn run_all(ctx: &mut Context) -> Vec<CheckResult> {
         "check-1",
         checked_step(ctx)
     );
+    check!(
+        "get_work with waitSeconds waits for a step made ready, or answers an empty page when the wait is over",
+        "x-wait-1",
+        wait_for_work(ctx)
+    );
     let violations = ctx.shared.violations.lock().expect("never poisoned").clone();
     results.push(CheckResult {
         name: "every tool result matches the protocol's result schema",
@@ -2009,4 +2014,84 @@ async fn checked_step(ctx: &Context) -> Checked {
             .ok_or_else(|| fail(rule, "the bounced step is not offered again"))?;
         ensure(item["handoff"]["check"].is_object(), rule, || format!("{item}"))
     }
+}
+
+// ------------------------------------------------------------------ x-wait-1 (a profile of our server)
+
+/// The process the wait check starts, whose agent steps no other check leaves ready.
+const WAIT_PROCESS: &str = "audit-remediation";
+
+/// `x-wait-1` (docs/profiles/wait.md): `waitSeconds` outside 1–20 is `invalid`; a first page that
+/// holds nothing waits, and answers the step a start makes ready meanwhile; when nothing comes,
+/// it answers an empty page once the wait is over.
+async fn wait_for_work(ctx: &Context) -> Checked {
+    if !ctx.offers("x-wait-1") {
+        return Err(Stop::NotRun("describe does not offer x-wait-1".to_owned()));
+    }
+    ctx.needs(WAIT_PROCESS)?;
+    let rule = "x-wait-1: get_work with waitSeconds waits for matching work, then answers the page";
+    for wait in [json!(0), json!(21), json!(1.5)] {
+        let error = refused(
+            &ctx.second_agent,
+            "get_work",
+            json!({ "waitSeconds": wait }),
+            "invalid",
+            None,
+            rule,
+        )
+        .await?;
+        let named = error["issues"].as_array().is_some_and(|issues| {
+            issues
+                .iter()
+                .any(|i| i.as_str().is_some_and(|i| i.starts_with("waitSeconds:")))
+        });
+        ensure(named, rule, || {
+            format!("waitSeconds {wait}: the issues do not name waitSeconds: {error}")
+        })?;
+    }
+    if !all_work(&ctx.second_agent, Some(WAIT_PROCESS)).await?.is_empty() {
+        return Err(Stop::NotRun(format!(
+            "{WAIT_PROCESS} has ready steps already (left by an earlier run?); the check needs none"
+        )));
+    }
+    let empty_wait = json!({ "process": WAIT_PROCESS, "waitSeconds": 1 });
+    let started = std::time::Instant::now();
+    let page = ok(&ctx.second_agent, "get_work", empty_wait).await?;
+    let waited = started.elapsed();
+    ensure(
+        page["items"] == json!([]) && waited >= std::time::Duration::from_millis(900),
+        rule,
+        || format!("with nothing ready, a 1 s wait answered after {waited:?}: {page}"),
+    )?;
+
+    let waiter = ctx.second_agent.clone();
+    let waiting = tokio::spawn(async move {
+        ok(
+            &waiter,
+            "get_work",
+            json!({ "process": WAIT_PROCESS, "waitSeconds": 15 }),
+        )
+        .await
+    });
+    // The call is on its way and waiting before the run starts.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let inputs = json!({ "auditId": format!("AUD-{}", ctx.tag), "findingsOwner": ctx.person_email });
+    let run = start(ctx, &ctx.agent, WAIT_PROCESS, inputs).await?;
+    let answered = waiting.await;
+    // Ended, so that nothing is left ready for the next runner.
+    ok(
+        &ctx.operator,
+        "cancel",
+        json!({ "runId": run, "reason": "conformance: the x-wait-1 check is done", "requestId": request_id() }),
+    )
+    .await?;
+    let page = answered.map_err(|e| Stop::Failed(format!("the waiting call's task failed: {e}")))??;
+    let heard = page["items"].as_array().is_some_and(|items| {
+        items
+            .iter()
+            .any(|item| item["runId"] == run && item["stepId"] == "write_report")
+    });
+    ensure(heard, rule, || {
+        format!("the waiting get_work answered {page}, not write_report of {run}, made ready while it waited")
+    })
 }
