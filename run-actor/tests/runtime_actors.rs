@@ -4,10 +4,10 @@
 mod runtime_support;
 
 use agentprocess_ids::OrgId;
-use agentprocess_run_actor::machine::ErrorCode;
+use agentprocess_run_actor::machine::{ErrorCode, RunId};
 use agentprocess_run_actor::runtime::{
-    Clock, EvidenceItem, GetWork, ListRuns, LocalBlobs, ReadySteps, Runtime, RuntimeConfig, RuntimeError,
-    Submission, Upload, Write, blob_store_from_url,
+    Clock, EvidenceItem, GetWork, ListRuns, LocalBlobs, Mode, ReadySteps, Runtime, RuntimeConfig,
+    RuntimeError, Submission, Upload, Write, blob_store_from_url,
 };
 use agentprocess_store::Txn;
 use agentprocess_store::probed::{Probe, Probed};
@@ -962,6 +962,90 @@ async fn the_actor_of_an_ended_run_leaves_memory_at_once_and_its_run_still_refus
     until("the ended run's actor is gone", || runtime.live_actors() == 1).await;
     assert_eq!(refused(cancel("x-2").await).issues, vec!["run_ended".to_string()]);
     assert!(ok(claim(&runtime, &caller, &open, "triage", "c-1").await)["token"].is_string());
+}
+
+/// Refuses every transaction as an overloaded store client does, while `refusing` is set.
+#[derive(Debug, Default)]
+struct Overloaded {
+    refusing: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Probe for Overloaded {
+    async fn refuse_txn(&self, _: &Txn) -> Option<agentprocess_store::StoreError> {
+        self.refusing
+            .load(Ordering::SeqCst)
+            .then(|| agentprocess_store::StoreError::Overloaded {
+                limit: "cluster.max_in_flight_store_requests".into(),
+                retry_after_ms: 100,
+            })
+    }
+}
+
+/// A run that does not exist keeps no actor in memory: not for a call naming no run, and not for
+/// a start the store refused to take (under overload, each `retry` of a start names a new run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_actor_is_kept_for_a_run_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Probed::new(
+        open_store(&dir.path().join("store")).await,
+        Overloaded::default(),
+    ));
+    let runtime = runtime(
+        store.clone(),
+        &dir.path().join("blobs"),
+        Clock::starting_at(START),
+    );
+    publish_example(&runtime, ORG, "defect-triage").await;
+    let caller = agent("a1");
+    let nowhere = claim(&runtime, &caller, &RunId::from("r_nowhere"), "triage", "c-1").await;
+    assert_eq!(refused(nowhere).code, ErrorCode::NotFound);
+    until("the actor of a run that is not there is gone", || {
+        runtime.live_actors() == 0
+    })
+    .await;
+
+    store.probe.refusing.store(true, Ordering::SeqCst);
+    for n in 0..5 {
+        let refused = runtime
+            .execute(
+                &caller,
+                Write::StartRun {
+                    process: "defect-triage".into(),
+                    version: None,
+                    inputs: json!({ "reportId": format!("T-{n}") }),
+                    mode: Mode::Live,
+                },
+                &format!("s-{n}"),
+            )
+            .await;
+        assert!(
+            matches!(
+                refused,
+                Err(RuntimeError::Store(
+                    agentprocess_store::StoreError::Overloaded { .. }
+                ))
+            ),
+            "{refused:?}"
+        );
+    }
+    until("no actor is kept for a start that was not taken", || {
+        runtime.live_actors() == 0
+    })
+    .await;
+    store.probe.refusing.store(false, Ordering::SeqCst);
+    let started = run_id(
+        &start(
+            &runtime,
+            &caller,
+            "defect-triage",
+            json!({ "reportId": "T-9" }),
+            "s-9",
+        )
+        .await,
+    );
+    assert!(ok(claim(&runtime, &caller, &started, "triage", "c-2").await)["token"].is_string());
+    assert_eq!(runtime.live_actors(), 1, "an existing run's actor stays");
 }
 
 /// A runtime over a store in `dir` whose actors leave memory after 50 ms idle, on a clock that

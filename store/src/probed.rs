@@ -16,6 +16,11 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
     async fn get(&self, _key: &[u8]) {}
     async fn range(&self, _request: &RangeRequest) {}
     async fn txn(&self, _txn: &Txn) {}
+    /// An error to answer `txn` with instead of passing it on (nothing is written); `None`, the
+    /// default, passes it on.
+    async fn refuse_txn(&self, _txn: &Txn) -> Option<StoreError> {
+        None
+    }
     /// The stream a watch of `range` gives: `events`, unless a probe holds or replaces them.
     async fn watch(&self, _range: &KeyRange, events: WatchStream) -> WatchStream {
         events
@@ -50,6 +55,9 @@ impl<P: Probe> Store for Probed<P> {
 
     async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
         self.probe.txn(&txn).await;
+        if let Some(error) = self.probe.refuse_txn(&txn).await {
+            return Err(error);
+        }
         self.inner.txn(txn).await
     }
 

@@ -331,8 +331,11 @@ impl Actor {
                 }
             }
             self.handle(batch).await;
-            // An ended run refuses every later write from its record alone: keep no actor for it.
-            if held.is_none() && self.run_ended() && self.evict_if_idle(&mailbox) {
+            // An ended run refuses every later write from its record alone, and a run that does
+            // not exist (a start that was not committed, a call naming no run) holds nothing:
+            // keep no actor for either. A caller refused `retry` makes a start again under a new
+            // run id, so an actor kept for each refused start would pile up under overload.
+            if held.is_none() && (self.run_ended() || self.no_run()) && self.evict_if_idle(&mailbox) {
                 return;
             }
         }
@@ -350,6 +353,11 @@ impl Actor {
         }
         self.host.stats.evictions.fetch_add(1, Ordering::Relaxed);
         true
+    }
+
+    /// Read, and no run is there.
+    fn no_run(&self) -> bool {
+        self.loaded.as_ref().is_some_and(|loaded| loaded.run.is_none())
     }
 
     fn run_ended(&self) -> bool {
