@@ -1,9 +1,7 @@
 //! The MCP server handler: lists the fourteen tools and turns each call into a backend call.
 
-use super::backend::ToolBackend;
-use super::backend::WorkWait;
-use super::result::ToolData;
-use super::result::{ToolError, ToolResult};
+use super::backend::{ToolBackend, WorkWait};
+use super::result::{ToolData, ToolError, ToolResult};
 use super::tools::ToolName;
 use super::work_resource;
 use crate::admission::{Admission, AdmissionLimits};

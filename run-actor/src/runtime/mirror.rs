@@ -26,7 +26,8 @@ use tokio::time::Instant;
 const FILL_PAGE: usize = 512;
 /// What one entry costs beyond its key's and value's bytes: the map's node share, the two
 /// vectors' headers and the allocator's rounding. Measured: a copy of 1,000,000 ready steps grew
-/// the process by 638 bytes per entry of 343 (BENCHMARKS.md, "Index copies").
+/// the process by 638 bytes per entry of 343 (BENCHMARKS.md, "`get_work` pages from copies of
+/// the work indexes").
 const ENTRY_OVERHEAD: usize = 296;
 /// How long to wait before filling a copy again after its watch was cut or its fill failed.
 const REFILL_AFTER: Duration = Duration::from_millis(500);
