@@ -126,7 +126,8 @@ if writes:
     print(f"etcd per protocol write: {proposals / writes:.2f} raft proposals, {delta.get('Range', 0) / writes:.2f} Range, "
           f"{delta.get('Txn', 0) / writes:.2f} Txn, {delta.get('Put', 0) / writes:.2f} Put, {delta.get('Lease', 0) / writes:.2f} lease requests")
 for t in load["tools"]:
-    print(f"  {t['tool']:<10} {t['callsPerSecond']:8.1f}/s  p50 {t['p50Ms']:7.2f} ms  p99 {t['p99Ms']:7.2f} ms")
+    accepted = f"  (answered ok: p50 {t['okP50Ms']:.2f}, p99 {t['okP99Ms']:.2f} ms)" if t['ok'] < t['calls'] else ""
+    print(f"  {t['tool']:<10} {t['callsPerSecond']:8.1f}/s  p50 {t['p50Ms']:7.2f} ms  p99 {t['p99Ms']:7.2f} ms{accepted}")
 PY
 }
 

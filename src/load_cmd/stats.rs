@@ -72,6 +72,8 @@ fn error_key(outcome: &CallOutcome) -> Option<String> {
 #[derive(Debug, Default)]
 struct ToolSamples {
     latencies_micros: Vec<u64>,
+    /// The latencies of the calls answered ok alone.
+    ok_latencies_micros: Vec<u64>,
     ok: u64,
     expected_errors: u64,
     unexpected_errors: u64,
@@ -116,6 +118,7 @@ impl Recorder {
         samples.latencies_micros.push(micros);
         let Some(key) = error_key(outcome) else {
             samples.ok += 1;
+            samples.ok_latencies_micros.push(micros);
             return;
         };
         let expected = matches!(outcome, CallOutcome::Refused(r) if is_expected_refusal(tool, r));
@@ -155,6 +158,7 @@ impl Recorder {
         for (tool, theirs) in other.tools {
             let ours = self.tools.entry(tool).or_default();
             ours.latencies_micros.extend(theirs.latencies_micros);
+            ours.ok_latencies_micros.extend(theirs.ok_latencies_micros);
             ours.ok += theirs.ok;
             ours.expected_errors += theirs.expected_errors;
             ours.unexpected_errors += theirs.unexpected_errors;
@@ -187,7 +191,9 @@ impl Recorder {
                 continue;
             };
             samples.latencies_micros.sort_unstable();
+            samples.ok_latencies_micros.sort_unstable();
             let sorted = &samples.latencies_micros;
+            let accepted = &samples.ok_latencies_micros;
             tools.push(ToolReport {
                 tool: tool.as_str(),
                 calls: sorted.len() as u64,
@@ -197,6 +203,8 @@ impl Recorder {
                 p90_ms: millis(percentile(sorted, 0.90)),
                 p99_ms: millis(percentile(sorted, 0.99)),
                 max_ms: millis(sorted.last().copied().unwrap_or(0)),
+                ok_p50_ms: millis(percentile(accepted, 0.50)),
+                ok_p99_ms: millis(percentile(accepted, 0.99)),
                 expected_errors: samples.expected_errors,
                 unexpected_errors: samples.unexpected_errors,
                 errors: samples.errors,
@@ -245,6 +253,10 @@ pub struct ToolReport {
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// The p50 and p99 of the calls answered ok alone: under overload, without the fast
+    /// refusals (`retry`) that the figures above include.
+    pub ok_p50_ms: f64,
+    pub ok_p99_ms: f64,
     /// Lost claim races and decisions on items someone else decided.
     pub expected_errors: u64,
     pub unexpected_errors: u64,
@@ -354,6 +366,34 @@ mod tests {
         assert_eq!(percentile(&sorted, 0.0), 1);
         assert_eq!(percentile(&[7], 0.99), 7);
         assert_eq!(percentile(&[], 0.5), 0);
+    }
+
+    #[test]
+    fn the_calls_answered_ok_have_latencies_of_their_own() {
+        let w = window();
+        let mut recorder = Recorder::new(w);
+        let ok = CallOutcome::Ok(Data::from_value(&json!({})));
+        let retry = refusal(
+            "retry",
+            &[
+                "limit: cluster.max_in_flight_store_requests",
+                "retry_after_ms: 100",
+            ],
+        );
+        let at = w.start + Duration::from_millis(100);
+        for _ in 0..9 {
+            recorder.record_call(ToolName::StartRun, at, at + Duration::from_millis(1), &retry);
+        }
+        recorder.record_call(ToolName::StartRun, at, at + Duration::from_millis(40), &ok);
+        let report = recorder.report();
+        let start = &report.tools[0];
+        assert_eq!((start.calls, start.ok), (10, 1));
+        assert_eq!(start.p50_ms, 1.0, "every attempt, the refusals included");
+        assert_eq!(
+            (start.ok_p50_ms, start.ok_p99_ms),
+            (40.0, 40.0),
+            "the one answered ok"
+        );
     }
 
     #[test]
