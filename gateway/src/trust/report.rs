@@ -20,6 +20,7 @@
 //! Test runs (`mode: test`) are left out: they say nothing about live work.
 
 use agentprocess_process::{Next, Process, Step, StepId, StepKind, Target};
+use agentprocess_service::Timestamp;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -175,6 +176,9 @@ struct Decision<'r> {
     decision: &'r str,
     by: &'r str,
     at: &'r str,
+    /// `at` read as a time: compared as text, a whole second ("…:05Z", written without
+    /// milliseconds) would sort after the milliseconds that follow it ("…:05.120Z").
+    when: Option<Timestamp>,
     note: Option<&'r str>,
 }
 
@@ -214,8 +218,9 @@ pub fn trust_report<'p>(
             let mut taken: HashSet<usize> = HashSet::new();
             for record in data.history.iter().chain(std::iter::once(&data.current)) {
                 let Some(verdict) = &record.check else { continue };
+                let verdict_when = Timestamp::parse_rfc3339(&verdict.at);
                 let partner = decisions.iter().enumerate().find(|(i, d)| {
-                    approvals.contains(d.step) && d.at >= verdict.at.as_str() && !taken.contains(i)
+                    approvals.contains(d.step) && d.when >= verdict_when && !taken.contains(i)
                 });
                 if let Some((i, _)) = partner {
                     taken.insert(i);
@@ -251,13 +256,14 @@ fn decisions_of<'r>(view: &'r RunView, definition: &Process) -> Vec<Decision<'r>
                     decision,
                     by: record.by.as_deref().unwrap_or(""),
                     at,
+                    when: Timestamp::parse_rfc3339(at),
                     note: record.note.as_deref(),
                 });
             }
         }
     }
     // A stable sort keeps process and history order among equal times.
-    decisions.sort_by(|a, b| a.at.cmp(b.at));
+    decisions.sort_by_key(|decision| decision.when);
     decisions
 }
 
@@ -400,8 +406,12 @@ impl Row {
     }
 
     fn finish(mut self) -> StepTrust {
-        self.disagreements
-            .sort_by(|a, b| b.verdict_at.cmp(&a.verdict_at).then(a.run_id.cmp(&b.run_id)));
+        self.disagreements.sort_by_cached_key(|d| {
+            (
+                std::cmp::Reverse(Timestamp::parse_rfc3339(&d.verdict_at)),
+                d.run_id.clone(),
+            )
+        });
         StepTrust {
             version: self.version,
             agreement: self.counts.agreement(),
@@ -511,6 +521,28 @@ Body.
     fn only_row(report: &TrustReport) -> &StepTrust {
         assert_eq!(report.steps.len(), 1, "{report:#?}");
         &report.steps[0]
+    }
+
+    #[test]
+    fn times_are_compared_as_times_not_as_text() {
+        // A time on a whole second is written without milliseconds ("…:05Z"), which sorts after
+        // "…:05.120Z" as text though it is earlier: the verdict must still pair with the
+        // decision made 120 ms after it, and the rework's two decisions keep their order.
+        let definition = process(PRE_SCREENED);
+        let runs = [run(
+            "r1",
+            "live",
+            json!({
+                "screen": step(vec![verdict("fail", "2026-11-30T10:00:05Z"), verdict("pass", "2026-11-30T10:00:05.500Z")]),
+                "sign_off": step(vec![
+                    decision("rejected", "2026-11-30T10:00:05.120Z", Some("missing the report")),
+                    decision("approved", "2026-11-30T10:00:06Z", None),
+                ]),
+            }),
+        )];
+        let report = trust_report("pre-screened", &runs, |_| Some(&definition)).unwrap();
+        let row = only_row(&report);
+        assert_eq!((row.counts.agreed, row.counts.disagreed), (2, 0), "{row:#?}");
     }
 
     #[test]
