@@ -75,7 +75,7 @@ async fn a_listener_on_one_gateway_hears_of_a_run_started_through_the_other() {
     })
     .await;
     cluster.publish_example_in("acme", "defect-triage");
-    let mut listener = Listener::start(
+    let listener = Listener::start(
         &cluster.mcp_url(1),
         &cluster.token_in("acme", &Who::Agent("a_listener")),
         "defect-triage",
@@ -88,9 +88,5 @@ async fn a_listener_on_one_gateway_hears_of_a_run_started_through_the_other() {
             json!({ "process": "defect-triage", "inputs": { "reportId": "L-1" }, "requestId": request_id() }),
         )
         .await;
-    let run = started["run"]["id"].as_str().unwrap();
-    listener
-        .expect(&format!("heard {run}"), Duration::from_secs(30))
-        .await;
-    listener.finished();
+    listener.hears(started["run"]["id"].as_str().unwrap()).await;
 }

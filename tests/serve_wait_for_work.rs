@@ -161,7 +161,7 @@ async fn a_python_sdk_listener_hears_of_work_of_its_process() {
     let server = Server::start(data.path(), &[]);
     server.publish_example("defect-triage");
     server.publish_example("release-notes");
-    let mut listener = Listener::start(
+    let listener = Listener::start(
         &server.mcp_url(),
         &server.token(&Who::Agent("a_listener")),
         "defect-triage",
@@ -184,11 +184,7 @@ async fn a_python_sdk_listener_hears_of_work_of_its_process() {
             json!({ "process": "defect-triage", "inputs": { "reportId": "D-1" }, "requestId": request_id() }),
         )
         .await;
-    let run = started["run"]["id"].as_str().unwrap();
-    listener
-        .expect(&format!("heard {run}"), Duration::from_secs(30))
-        .await;
-    listener.finished();
+    listener.hears(started["run"]["id"].as_str().unwrap()).await;
 }
 
 /// Over plain Streamable HTTP: `resources/subscribe` (MCP 2025-11-25) is refused with why and

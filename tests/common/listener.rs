@@ -47,7 +47,7 @@ impl Listener {
 
     /// Waits up to `patience` for the next line, which must be `expected`; panics with the
     /// script's errors otherwise.
-    pub async fn expect(&mut self, expected: &str, patience: Duration) {
+    async fn expect(&mut self, expected: &str, patience: Duration) {
         let line = tokio::time::timeout(patience, self.lines.recv()).await;
         if line.as_ref().ok().and_then(Option::as_deref) != Some(expected) {
             let _ = self.child.kill();
@@ -62,8 +62,16 @@ impl Listener {
         }
     }
 
+    /// Waits for the script to say it heard of `run` (its notification, then its read of the
+    /// resource), then for it to end well; panics otherwise.
+    pub async fn hears(mut self, run: &str) {
+        self.expect(&format!("heard {run}"), Duration::from_secs(30))
+            .await;
+        self.finished();
+    }
+
     /// Waits for the script to end; panics unless it ended well.
-    pub fn finished(mut self) {
+    fn finished(mut self) {
         let status = self.child.wait().unwrap();
         assert!(status.success(), "listen.py: {status}");
     }
