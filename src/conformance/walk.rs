@@ -8,8 +8,14 @@ use agentprocess_process::{FieldMap, Next, Process, Step, StepKind, sample_value
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-/// How many reads of a run a walk may take before it counts as stuck.
+/// How many times a walk may act on a run (claim and submit, decide, move the clock, send an
+/// event) before it counts as going round in circles. Rounds that only wait for a timer are
+/// bounded apart, by how many come in a row, so a slow server is not taken for a looping run.
 const MOST_ROUNDS: usize = 80;
+/// How many reads in a row, 100 ms apart, may find nothing to act on (a timer not fired yet).
+const MOST_IDLE_ROUNDS: usize = 100;
+/// After how many such reads the clock is moved past a wait again.
+const IDLE_ROUNDS_BEFORE_MOVING_AGAIN: usize = 20;
 
 /// A choice to walk: at `step`, take the route to `to`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,8 +101,12 @@ pub async fn walk(ctx: &Context, route: &Route, process: &Process) -> Checked {
     let mut rejected: std::collections::BTreeMap<String, bool> = std::collections::BTreeMap::new();
     let mut events_sent: BTreeSet<String> = BTreeSet::new();
     let mut idle_rounds = 0;
-    for _ in 0..MOST_ROUNDS {
+    let mut acting_rounds = 0;
+    let mut clock_moved_for: BTreeSet<String> = BTreeSet::new();
+    let mut last_steps = Value::Null;
+    while acting_rounds < MOST_ROUNDS {
         let view = ok(&ctx.agent, "get_run", json!({ "runId": run })).await?;
+        last_steps = view["steps"].clone();
         let state = view["run"]["state"].as_str().unwrap_or_default();
         if state == "ended" || state == "cancelled" {
             return finished(route, process, &view, &rejected, rule);
@@ -142,12 +152,17 @@ pub async fn walk(ctx: &Context, route: &Route, process: &Process) -> Checked {
                     person_step(ctx, process, step, &item, route, reject).await?;
                     acted = true;
                 }
-                (StepKind::Wait { duration }, Some("waiting")) if idle_rounds == 0 => {
+                // The clock moves past a wait once; then the walk waits for the server's timer,
+                // and moves it again only if the timer has not fired after a while.
+                (StepKind::Wait { duration }, Some("waiting"))
+                    if !clock_moved_for.contains(id) || idle_rounds >= IDLE_ROUNDS_BEFORE_MOVING_AGAIN =>
+                {
                     let clock = ctx.needs_clock()?;
                     clock
                         .advance(duration.as_seconds() + 1)
                         .await
                         .map_err(|e| fail(rule, e))?;
+                    clock_moved_for.insert(id.to_owned());
                     acted = true;
                 }
                 (StepKind::WaitFor { event, .. }, Some("waiting")) if events_sent.insert(id.to_owned()) => {
@@ -167,10 +182,11 @@ pub async fn walk(ctx: &Context, route: &Route, process: &Process) -> Checked {
         }
         if acted {
             idle_rounds = 0;
+            acting_rounds += 1;
         } else {
             // Timers fire just after the clock moves, and waits on past times at once.
             idle_rounds += 1;
-            if idle_rounds > 30 {
+            if idle_rounds > MOST_IDLE_ROUNDS {
                 return Err(fail(
                     rule,
                     format!(
@@ -185,7 +201,7 @@ pub async fn walk(ctx: &Context, route: &Route, process: &Process) -> Checked {
     Err(fail(
         rule,
         format!(
-            "{} of {run} did not end within {MOST_ROUNDS} rounds",
+            "{} of {run} did not end after acting {MOST_ROUNDS} times; its steps: {last_steps}",
             route.process
         ),
     ))
