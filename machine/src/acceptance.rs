@@ -4,8 +4,8 @@
 
 use super::advance::Tx;
 use super::command::Submission;
-use super::ctx::UploadStatus;
 use super::state::{EvidenceRecord, StepRecord};
+use crate::UploadStatus;
 use agentprocess_ids::StepId;
 use agentprocess_process::{EvidenceKind, Next, Step, Target, check_values};
 use serde_json::Value;

@@ -2,14 +2,15 @@
 //! rejection and ending the run. Automatic transitions (finish reached, `wait_until` already
 //! past, held event consumed) are applied here, in a loop, before a write returns.
 
-use super::ctx::{Ctx, Fresh, PinnedProcess};
+use super::ctx::{Ctx, PinnedProcess};
 use super::effect::{Effect, Notification};
 use super::history::{self, HistoryEvent, HistoryKind};
 use super::refusal::Refusal;
 use super::state::*;
-use super::time::Timestamp;
-use super::token;
 use super::{Answer, Reply, Transition, render};
+use crate::Fresh;
+use crate::Timestamp;
+use crate::token;
 use agentprocess_process::values::is_datetime;
 use agentprocess_process::{DataPath, Next, PersonRef, Process, Step, StepId, StepKind, Target};
 use serde_json::Value;

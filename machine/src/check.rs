@@ -20,7 +20,7 @@ use super::history::{self, CheckAction, HistoryEvent, HistoryKind};
 use super::refusal::Refusal;
 use super::render;
 use super::state::{Escalation, RunState, StepRecord, StepState, WorkItemKind};
-use super::time::Timestamp;
+use crate::Timestamp;
 use agentprocess_ids::StepId;
 use agentprocess_process::{Check, Next, Question, Step, Target};
 use serde::{Deserialize, Serialize};

@@ -2,11 +2,11 @@
 //! the few lookups the machine needs. Nothing in here is read from the environment.
 
 use super::check::Probability;
-use super::time::Timestamp;
+use crate::Timestamp;
+use crate::UploadStatus;
 use agentprocess_ids::OrgId;
 use agentprocess_process::{PersonFormat, Process};
 use indexmap::IndexMap;
-use sha2::{Digest, Sha256};
 
 /// The context of one command.
 ///
@@ -91,17 +91,6 @@ pub trait UploadLookup: std::fmt::Debug {
     fn lookup(&self, organization: &OrgId, upload_id: &str) -> UploadStatus;
 }
 
-/// What the blob store says about an upload id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UploadStatus {
-    /// Exists in this organization and the stored bytes still match; the hex SHA-256 recorded.
-    Verified { sha256: String },
-    /// No such upload in this organization.
-    NotFound,
-    /// Exists, but the stored bytes no longer match the hash recorded at upload.
-    HashMismatch,
-}
-
 /// An upload lookup that knows no files, for processes without file evidence.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoUploads;
@@ -173,51 +162,4 @@ pub struct PinnedProcess {
     pub version: u64,
     pub body: String,
     pub roles: IndexMap<String, String>,
-}
-
-/// Derives fresh values from the command's seed, each distinct by a purpose and a counter.
-#[derive(Debug)]
-pub(crate) struct Fresh {
-    seed: [u8; 32],
-    counter: u64,
-}
-
-impl Fresh {
-    pub(crate) fn new(seed: [u8; 32]) -> Self {
-        Fresh { seed, counter: 0 }
-    }
-
-    pub(crate) fn bytes(&mut self, purpose: &str) -> [u8; 32] {
-        self.counter += 1;
-        let mut hasher = Sha256::new();
-        hasher.update(self.seed);
-        hasher.update(purpose.as_bytes());
-        hasher.update(self.counter.to_be_bytes());
-        hasher.finalize().into()
-    }
-}
-
-/// Lower-case hex of some bytes: two digits per byte, looked up in a table.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::hex;
-
-    #[test]
-    fn hex_writes_two_lowercase_digits_per_byte() {
-        assert_eq!(hex(&[]), "");
-        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff, 0x3c]), "000fa0ff3c");
-        let every: Vec<u8> = (0..=255).collect();
-        let expected: String = every.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex(&every), expected);
-    }
 }

@@ -15,7 +15,7 @@
 use super::check::Verdict;
 use super::command::Decision;
 use super::state::{Mode, RunState, TimerKind};
-use super::time::Timestamp;
+use crate::Timestamp;
 use agentprocess_ids::StepId;
 use serde::{Deserialize, Serialize};
 

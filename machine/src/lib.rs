@@ -7,7 +7,8 @@
 //! (`check-1`) is the one write that takes two applications: see [`check`].
 //!
 //! Its own crate so that Cargo, not review, keeps it pure: its dependencies are the process
-//! model, serde, sha2 and indexmap, nothing that does IO.
+//! model, the shared vocabulary (time, error codes, run ids, tokens), serde, sha2 and indexmap,
+//! nothing that does IO.
 //!
 //! ```text
 //! lib.rs        apply, Transition, Reply
@@ -19,10 +20,8 @@
 //! advance.rs    readiness, completion, routes, rework, joins, run end
 //! acceptance.rs output, evidence, summary, next/reason and the run-data cap
 //! render.rs     run view, run data, snapshot, work items, get_work items, claim, handoff
-//! token.rs      claim tokens: run id in the clear, hashed secret
 //! history.rs    the run's history: every change as an event, appended in the change's own write
 //! inspect.rs    an operator's inspection of a run: claims, lease expiries, open work items
-//! time.rs       Timestamp: milliseconds since the epoch, RFC 3339
 //! ```
 
 mod acceptance;
@@ -44,26 +43,24 @@ mod send_event;
 mod start;
 mod state;
 mod submit;
-mod time;
 mod timer;
-pub mod token;
 
 pub use check::{
     CheckAnswer, CheckVerdict, EvaluatorAnswer, EvaluatorOutcome, EvaluatorQuestion, EvaluatorRequest,
     Probability, QuestionResult, QuestionVerdict, Verdict,
 };
 pub use command::{Command, Decide, Decision, EvidenceItem, StartRun, Submission};
-pub use ctx::{Caller, CallerKind, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup, UploadStatus};
+pub use ctx::{Caller, CallerKind, Ctx, Limits, NoUploads, PinnedProcess, UploadLookup};
 pub use effect::{Effect, Notification, Recipient};
 pub use history::{CheckAction, HistoryEvent, HistoryKind};
-pub use refusal::{ErrorCode, Refusal};
-pub use start::{run_routing_key, start_routing_key, start_run_id, start_seed};
+pub use refusal::Refusal;
 pub use state::*;
-pub use time::Timestamp;
 
 pub use agentprocess_ids::{OrgId, RunId, StepId};
-
-pub use ctx::hex;
+pub use agentprocess_vocab::{
+    ErrorCode, Fresh, Timestamp, UploadStatus, hex, run_routing_key, start_routing_key, start_run_id,
+    start_seed, token,
+};
 
 use advance::Tx;
 use serde_json::Value;

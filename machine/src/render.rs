@@ -3,11 +3,12 @@
 //! `claim` call, the claim result and `handoff`. Tokens are never rendered here except in the
 //! claim result that mints them.
 
-use super::ctx::{PinnedProcess, hex};
+use super::ctx::PinnedProcess;
 use super::state::*;
+use crate::hex;
 use agentprocess_ids::StepId;
 use agentprocess_process::hash::canonical_json;
-use agentprocess_process::{FieldMap, FieldSpec, Next, Step, StepKind};
+use agentprocess_process::{Next, Step, StepKind, field_map_as_written};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -360,36 +361,5 @@ fn requirements(step: &Step) -> (Value, Value, Value) {
         ),
         _ => Value::Null,
     };
-    (field_map(&work.output), json!(evidence), next)
-}
-
-/// A field map as written: a bare type name, or an object when more than the type is declared.
-pub fn field_map(fields: &FieldMap) -> Value {
-    Value::Object(
-        fields
-            .iter()
-            .map(|(name, spec)| (name.clone(), field_spec(spec)))
-            .collect(),
-    )
-}
-
-fn field_spec(spec: &FieldSpec) -> Value {
-    if spec.description.is_none() && !spec.optional && spec.one_of.is_none() && spec.items.is_none() {
-        return json!(spec.field_type.name());
-    }
-    let mut out = Map::new();
-    out.insert("type".into(), json!(spec.field_type.name()));
-    if let Some(description) = &spec.description {
-        out.insert("description".into(), json!(description));
-    }
-    if spec.optional {
-        out.insert("optional".into(), json!(true));
-    }
-    if let Some(one_of) = &spec.one_of {
-        out.insert("one_of".into(), Value::Array(one_of.clone()));
-    }
-    if let Some(items) = &spec.items {
-        out.insert("items".into(), field_spec(items));
-    }
-    Value::Object(out)
+    (field_map_as_written(&work.output), json!(evidence), next)
 }

@@ -2,8 +2,9 @@
 //! run view must not show (only token hashes are kept, never tokens).
 
 use super::check::CheckVerdict;
-use super::time::Timestamp;
+use crate::Timestamp;
 use agentprocess_ids::{OrgId, RunId, StepId};
+pub use agentprocess_vocab::TokenHash;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -265,31 +266,6 @@ pub struct Claim {
     pub progress: Option<String>,
 }
 
-/// SHA-256 of a token's secret part. Stored as 64 hex digits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TokenHash(pub [u8; 32]);
-
-impl Serialize for TokenHash {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&super::ctx::hex(&self.0))
-    }
-}
-
-impl<'de> Deserialize<'de> for TokenHash {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        let mut bytes = [0u8; 32];
-        if text.len() != 64 || !text.is_ascii() {
-            return Err(serde::de::Error::custom("a token hash is 64 hex digits"));
-        }
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[i * 2..i * 2 + 2], 16)
-                .map_err(|_| serde::de::Error::custom("a token hash is 64 hex digits"))?;
-        }
-        Ok(TokenHash(bytes))
-    }
-}
-
 /// The first 8 bytes of a [`TokenHash`], kept for every token a run replaced: enough to tell a
 /// token the run issued from a made-up one (a guess matches with probability 2^-64, and a match
 /// grants nothing: a replaced token only ever earns `stale`), at a quarter of the bytes.
@@ -307,7 +283,7 @@ impl TokenTag {
 
 impl Serialize for TokenTag {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&super::ctx::hex(&self.0))
+        serializer.serialize_str(&crate::hex(&self.0))
     }
 }
 

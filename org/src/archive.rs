@@ -24,7 +24,7 @@
 use crate::OrgError;
 use crate::uploads::BlobStore;
 use agentprocess_ids::{OrgId, RunId};
-use agentprocess_machine::hex;
+use agentprocess_vocab::hex;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};

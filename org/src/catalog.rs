@@ -9,7 +9,7 @@
 //! AND same bindings) is refused as a conflict: it would make a version that changes nothing.
 use crate::{Clock, OrgError};
 use agentprocess_ids::OrgId;
-use agentprocess_machine::render;
+
 use agentprocess_process::{Issue, LoadedProcess, Offer, load, warnings};
 use agentprocess_store::keys::Keys;
 use agentprocess_store::{Compare, RangeRequest, Store, StoreError, Txn, TxnOp};
@@ -534,7 +534,7 @@ impl Catalog {
             "name": name,
             "description": loaded.process.description,
             "version": version,
-            "inputs": render::field_map(&loaded.process.inputs),
+            "inputs": agentprocess_process::field_map_as_written(&loaded.process.inputs),
         });
         // A `list_processes` item carries `requires` when the process declares it (tools.md).
         if let Some(requires) = requires(&loaded.process.required_systems) {

@@ -2,7 +2,7 @@
 //! pauses it too, plus an offset tests can move forward ([`Clock::advance`]) to jump over hours
 //! and days without waiting.
 
-use agentprocess_machine::Timestamp;
+use agentprocess_vocab::Timestamp;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -5,9 +5,9 @@
 
 use crate::OrgError;
 use agentprocess_ids::OrgId;
-use agentprocess_machine::{UploadStatus, hex};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
+use agentprocess_vocab::{UploadStatus, hex};
 use async_trait::async_trait;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};

@@ -7,9 +7,9 @@
 //! SECRET never leaves the server: operators see a [`WebhookView`].
 
 use agentprocess_ids::{OrgId, RunId};
-use agentprocess_machine::hex;
 use agentprocess_store::keys::{DeadLetterKey, Keys};
 use agentprocess_store::{Compare, RangeRequest, Store, StoreError, Txn, TxnOp};
+use agentprocess_vocab::hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

@@ -1,7 +1,7 @@
 //! Field maps (`inputs`, `output`, event data): the eight field types and their declarations.
 
 use indexmap::IndexMap;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 use std::fmt;
 
 /// The eight field types of spec §2.3. That is the whole schema language.
@@ -99,7 +99,7 @@ impl FieldSpec {
             FieldType::Date => Value::from("2030-01-01"),
             FieldType::Datetime => Value::from(datetime),
             FieldType::List => Value::Array(Vec::new()),
-            FieldType::Object => Value::Object(serde_json::Map::new()),
+            FieldType::Object => Value::Object(Map::new()),
             FieldType::Person => Value::from(person),
         }
     }
@@ -109,9 +109,40 @@ impl FieldSpec {
 pub type FieldMap = IndexMap<String, FieldSpec>;
 
 /// A sample value of every field of `fields` ([`FieldSpec::sample`]), optional ones too.
-pub fn sample_values(fields: &FieldMap, person: &str, datetime: &str) -> serde_json::Map<String, Value> {
+pub fn sample_values(fields: &FieldMap, person: &str, datetime: &str) -> Map<String, Value> {
     fields
         .iter()
         .map(|(name, spec)| (name.clone(), spec.sample(person, datetime)))
         .collect()
+}
+
+/// A field map as written: a bare type name, or an object when more than the type is declared.
+pub fn field_map_as_written(fields: &FieldMap) -> Value {
+    Value::Object(
+        fields
+            .iter()
+            .map(|(name, spec)| (name.clone(), field_spec(spec)))
+            .collect(),
+    )
+}
+
+fn field_spec(spec: &FieldSpec) -> Value {
+    if spec.description.is_none() && !spec.optional && spec.one_of.is_none() && spec.items.is_none() {
+        return json!(spec.field_type.name());
+    }
+    let mut out = Map::new();
+    out.insert("type".into(), json!(spec.field_type.name()));
+    if let Some(description) = &spec.description {
+        out.insert("description".into(), json!(description));
+    }
+    if spec.optional {
+        out.insert("optional".into(), json!(true));
+    }
+    if let Some(one_of) = &spec.one_of {
+        out.insert("one_of".into(), Value::Array(one_of.clone()));
+    }
+    if let Some(items) = &spec.items {
+        out.insert("items".into(), field_spec(items));
+    }
+    Value::Object(out)
 }

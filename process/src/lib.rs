@@ -16,7 +16,7 @@ pub mod parse;
 pub mod validate;
 pub mod values;
 
-pub use fields::{FieldMap, FieldSpec, FieldType, sample_values};
+pub use fields::{FieldMap, FieldSpec, FieldType, field_map_as_written, sample_values};
 pub use hash::{ContentHash, content_hash};
 pub use issue::Issue;
 pub use model::*;

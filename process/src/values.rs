@@ -367,7 +367,10 @@ fn is_date_bytes(bytes: &[u8]) -> bool {
     else {
         return false;
     };
-    year >= 1 && (1..=12).contains(&month) && day >= 1 && day <= days_in_month(year, month)
+    year >= 1
+        && (1..=12).contains(&month)
+        && day >= 1
+        && day <= agentprocess_vocab::days_in_month(year, month)
 }
 
 /// The value of a few ASCII digits; `None` if any byte is not a digit.
@@ -375,21 +378,6 @@ fn number(digits: &[u8]) -> Option<u32> {
     digits.iter().try_fold(0, |value, &byte| {
         byte.is_ascii_digit().then(|| value * 10 + u32::from(byte - b'0'))
     })
-}
-
-/// Days in `month` (1–12) of a proleptic Gregorian `year`; the one calendar rule the crate and
-/// the run machine share.
-pub fn days_in_month(year: u32, month: u32) -> u32 {
-    match month {
-        2 if is_leap_year(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-fn is_leap_year(year: u32) -> bool {
-    (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400)
 }
 
 /// Whether `text` is an RFC 3339 date-time with an offset (`Z` or `±HH:MM`).

@@ -20,13 +20,13 @@ mod run;
 pub mod trace;
 
 pub use agentprocess_ids::{OrgId, RunId, StepId};
-pub use agentprocess_machine::{ErrorCode, Timestamp, run_routing_key, start_routing_key};
+pub use agentprocess_vocab::{ErrorCode, Timestamp, run_routing_key, start_routing_key};
 
 /// The run a claim token belongs to, read from the token itself (it carries its run id in the
 /// clear so that any role can route it without a lookup); `None` when it is not a claim token.
 /// Says nothing about whether the token verifies: only the run's actor knows that.
 pub fn run_id_of_token(token: &str) -> Option<&str> {
-    agentprocess_machine::token::run_id(token)
+    agentprocess_vocab::token::run_id(token)
 }
 pub use hints::{Hints, LocalHints, NoHints};
 pub use run::{

@@ -4,9 +4,34 @@
 //! every old hash; the secret is 32 random bytes in hex, of which only the SHA-256 is kept in run
 //! state.
 
-use super::ctx::hex;
-use super::state::TokenHash;
+use crate::hex::hex;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// SHA-256 of a token's secret part. Stored as 64 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenHash(pub [u8; 32]);
+
+impl Serialize for TokenHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&hex(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let mut bytes = [0u8; 32];
+        if text.len() != 64 || !text.is_ascii() {
+            return Err(serde::de::Error::custom("a token hash is 64 hex digits"));
+        }
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[i * 2..i * 2 + 2], 16)
+                .map_err(|_| serde::de::Error::custom("a token hash is 64 hex digits"))?;
+        }
+        Ok(TokenHash(bytes))
+    }
+}
 
 const PREFIX: &str = "apt1.";
 

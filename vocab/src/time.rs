@@ -1,6 +1,6 @@
 //! UTC timestamps as milliseconds since the Unix epoch, with RFC 3339 parsing and rendering.
 //!
-//! The machine never reads the clock: the runtime passes `now` in the context.
+//! The run machine never reads the clock: the runtime passes `now` in the context.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -108,12 +108,27 @@ impl fmt::Display for Timestamp {
     }
 }
 
-/// Days in a month, by the process crate's calendar (which checks `date` values too).
+/// [`days_in_month`] for the wider integers a parse works in; 0 for a negative year or month.
 fn calendar_days_in_month(year: i64, month: i64) -> i64 {
     let (Ok(year), Ok(month)) = (u32::try_from(year), u32::try_from(month)) else {
         return 0;
     };
-    i64::from(agentprocess_process::values::days_in_month(year, month))
+    i64::from(days_in_month(year, month))
+}
+
+/// Days in `month` (1–12) of a proleptic Gregorian `year`; the one calendar rule of the server
+/// (`date` values of the process model, and [`Timestamp`] parsing).
+pub fn days_in_month(year: u32, month: u32) -> u32 {
+    match month {
+        2 if is_leap_year(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+fn is_leap_year(year: u32) -> bool {
+    (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400)
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
