@@ -16,6 +16,7 @@ mod settings;
 mod store_cmd;
 mod telemetry;
 mod token_cmd;
+mod web;
 
 use clap::{Parser, Subcommand};
 

@@ -4,12 +4,10 @@ use crate::backup::control::ControlSocket;
 use crate::health::health_routes;
 use crate::settings::{FlagSettings, Settings};
 use crate::telemetry::{MetricsEndpoint, Telemetry, TelemetryArgs};
+use agentprocess_console::{UiAdmin, UiKey};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
-use agentprocess_gateway::ui::UiAdmin;
-use agentprocess_gateway::{
-    AdminParts, ExtraRoutes, Identity, RuntimeBackend, UiKey, admin_routes, trust_routes,
-};
+use agentprocess_gateway::{AdminParts, ExtraRoutes, Identity, RuntimeBackend, admin_routes, trust_routes};
 use agentprocess_process::Offer;
 use agentprocess_run_actor::OpenAiEvaluator;
 use agentprocess_run_actor::backlog::Backlog;
@@ -149,15 +147,13 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
         clock.clone(),
     ));
     let authenticated = authenticated.merge(agentprocess_gateway::admin_run_routes(backend.clone()));
+    let console_key = UiKey::new(signer.derive_key(crate::web::UI_KEY_PURPOSE));
     let extra = ExtraRoutes {
         authenticated,
-        ui_key: Some(UiKey::new(signer.derive_key(UI_KEY_PURPOSE))),
-        ui_admin: Some(ui_admin),
         public: file_routes(runtime.uploads().clone(), clock.clone(), signer)
             .merge(health_routes(store.clone(), scheduler.liveness())),
     };
-    let app =
-        agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;
+    let app = crate::web::gateway_with_console(&gateway, backend, extra, console_key, ui_admin)?;
 
     let metrics = telemetry.serve_metrics(settings.metrics_listen).await?;
     if metrics.is_some() {
@@ -182,10 +178,6 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
     store.close().await;
     Ok(())
 }
-
-/// What the web UI's key is derived from the file URL key for: every gateway that shares the
-/// one shares the other.
-pub(crate) const UI_KEY_PURPOSE: &str = "web ui";
 
 /// The runtime's settings from the server's: limits, escalations, retentions, the evaluator.
 /// What an actor host runs with too, beside its cluster parts.

@@ -1,6 +1,6 @@
 //! The crate boundaries the architecture draws, checked on the manifests as Cargo reads them:
 //! only the actor host applies the run machine's rules, so nothing else links it, directly or
-//! through another crate; gateways and the scheduler reach runs through the
+//! through another crate; gateways, the console and the scheduler reach runs through the
 //! service layer; the vocabulary every role shares sits in leaf crates.
 
 use serde_json::Value;
@@ -101,9 +101,13 @@ fn nothing_but_the_actor_host_and_the_binary_links_the_run_machine() {
 }
 
 #[test]
-fn gateways_and_the_scheduler_reach_runs_through_the_service_layer() {
+fn gateways_the_console_and_the_scheduler_reach_runs_through_the_service_layer() {
     let workspace = Workspace::ours();
-    for role in ["agentprocess-gateway", "agentprocess-scheduler"] {
+    for role in [
+        "agentprocess-gateway",
+        "agentprocess-console",
+        "agentprocess-scheduler",
+    ] {
         let linked = workspace.linked_by(role);
         assert!(linked.contains("agentprocess-service"), "{role}: {linked:?}");
         assert!(
@@ -111,6 +115,18 @@ fn gateways_and_the_scheduler_reach_runs_through_the_service_layer() {
             "{role} links the actor host"
         );
     }
+}
+
+#[test]
+fn the_gateway_does_not_depend_on_the_console() {
+    let workspace = Workspace::ours();
+    let linked = workspace.linked_by("agentprocess-gateway");
+    assert!(!linked.contains("agentprocess-console"), "{linked:?}");
+    let linked = workspace.linked_by("agentprocess");
+    assert!(
+        linked.contains("agentprocess-console"),
+        "the binary mounts the console"
+    );
 }
 
 #[test]
@@ -177,4 +193,262 @@ fn every_form_of_a_dependency_counts() {
     let linked = workspace.linked_by("top");
     let expected: BTreeSet<String> = ["inline", "table", "unix", "deep"].map(String::from).into();
     assert_eq!(linked, expected);
+}
+
+/// A crate's modules (one per file: `src/a.rs` or `src/a/mod.rs` is `a`, `src/a/b.rs` is `a::b`)
+/// and, at each level of its tree, which sibling modules refer to which: module `x` refers to its
+/// sibling `y` when a file in `x`'s subtree names a path into `y`'s (through `crate::` or
+/// `super::`). A module and its own ancestors are never siblings, so `use super::Thing` in a
+/// child never counts against its parent.
+struct ModuleGraph {
+    /// For each parent module, each sibling pair `(from, to)` and the file that made it.
+    references: BTreeMap<Vec<String>, BTreeSet<(String, String, String)>>,
+}
+
+impl ModuleGraph {
+    fn of(src: &Path) -> ModuleGraph {
+        let mut modules: BTreeMap<Vec<String>, std::path::PathBuf> = BTreeMap::new();
+        let mut folders = vec![src.to_path_buf()];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else if path.extension().is_some_and(|extension| extension == "rs") {
+                    let relative = path.strip_prefix(src).unwrap().with_extension("");
+                    let mut segments: Vec<String> = relative
+                        .iter()
+                        .map(|segment| segment.to_string_lossy().into_owned())
+                        .collect();
+                    if segments == ["lib"]
+                        || segments == ["main"]
+                        || segments.last().is_some_and(|last| last == "mod")
+                    {
+                        segments.pop();
+                    }
+                    modules.insert(segments, path);
+                }
+            }
+        }
+        let mut references: BTreeMap<Vec<String>, BTreeSet<(String, String, String)>> = BTreeMap::new();
+        for (module, file) in &modules {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (supers, path) in paths_named(&text) {
+                if supers > module.len() {
+                    continue;
+                }
+                let mut full: Vec<String> =
+                    if supers == 0 && path.first().is_some_and(|first| first == "crate") {
+                        path[1..].to_vec()
+                    } else {
+                        let mut base = module[..module.len() - supers].to_vec();
+                        base.extend(path);
+                        base
+                    };
+                while !modules.contains_key(&full) {
+                    full.pop();
+                }
+                let common = module.iter().zip(&full).take_while(|(a, b)| a == b).count();
+                if common < module.len() && common < full.len() {
+                    references.entry(module[..common].to_vec()).or_default().insert((
+                        module[common].clone(),
+                        full[common].clone(),
+                        file.strip_prefix(src).unwrap().display().to_string(),
+                    ));
+                }
+            }
+        }
+        ModuleGraph { references }
+    }
+
+    /// Every circle among sibling modules: the parent, the modules in the circle, and the
+    /// references that close it.
+    fn circles(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for (parent, pairs) in &self.references {
+            let edges: BTreeMap<&str, BTreeSet<&str>> =
+                pairs.iter().fold(BTreeMap::new(), |mut edges, (from, to, _)| {
+                    edges.entry(from.as_str()).or_default().insert(to.as_str());
+                    edges
+                });
+            let reaches = |from: &str, to: &str| {
+                let mut seen = BTreeSet::new();
+                let mut next = vec![from];
+                while let Some(current) = next.pop() {
+                    for &target in edges.get(current).into_iter().flatten() {
+                        if target == to {
+                            return true;
+                        }
+                        if seen.insert(target) {
+                            next.push(target);
+                        }
+                    }
+                }
+                false
+            };
+            let closing: Vec<String> = pairs
+                .iter()
+                .filter(|(from, to, _)| reaches(to, from))
+                .map(|(from, to, file)| format!("{from} -> {to} ({file})"))
+                .collect();
+            if !closing.is_empty() {
+                let parent = if parent.is_empty() {
+                    "the crate root".to_string()
+                } else {
+                    parent.join("::")
+                };
+                found.push(format!("under {parent}: {}", closing.join(", ")));
+            }
+        }
+        found
+    }
+}
+
+/// The paths a file names through `crate::` or `super::` (each with how many `super`s), `use`
+/// trees expanded; comments and the `tests` module at the end of a file left out.
+fn paths_named(text: &str) -> Vec<(usize, Vec<String>)> {
+    let code: String = text
+        .lines()
+        .map(|line| match line.find("//") {
+            Some(comment) => &line[..comment],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let code = match code.find("#[cfg(test)]\nmod tests") {
+        Some(tests) => &code[..tests],
+        None => &code[..],
+    };
+    let tokens = tokenize(code);
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let starts_path = (tokens[i] == "crate" || tokens[i] == "super")
+            && tokens.get(i + 1).is_some_and(|next| next == "::")
+            && (i == 0 || tokens[i - 1] != "::");
+        if !starts_path {
+            i += 1;
+            continue;
+        }
+        let mut supers = 0;
+        let mut prefix = Vec::new();
+        if tokens[i] == "crate" {
+            prefix.push("crate".to_string());
+            i += 2;
+        }
+        while tokens.get(i).is_some_and(|token| token == "super")
+            && tokens.get(i + 1).is_some_and(|next| next == "::")
+        {
+            supers += 1;
+            i += 2;
+        }
+        let (paths, end) = use_tree(&tokens, i, prefix);
+        found.extend(paths.into_iter().map(|path| (supers, path)));
+        i = end.max(i + 1);
+    }
+    found
+}
+
+/// Identifiers, `::`, and single punctuation characters.
+fn tokenize(code: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut chars = code.char_indices().peekable();
+    while let Some((start, c)) = chars.next() {
+        if c.is_alphanumeric() || c == '_' {
+            let mut end = start + c.len_utf8();
+            while let Some(&(at, next)) = chars.peek() {
+                if next.is_alphanumeric() || next == '_' {
+                    end = at + next.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            tokens.push(code[start..end].to_string());
+        } else if c == ':' && chars.peek().is_some_and(|&(_, next)| next == ':') {
+            chars.next();
+            tokens.push("::".to_string());
+        } else if !c.is_whitespace() {
+            tokens.push(c.to_string());
+        }
+    }
+    tokens
+}
+
+/// The paths of a path or `use` tree starting at `tokens[i]`, each after `prefix`; and where it
+/// ends.
+fn use_tree(tokens: &[String], mut i: usize, prefix: Vec<String>) -> (Vec<Vec<String>>, usize) {
+    let mut path = prefix;
+    loop {
+        match tokens.get(i).map(String::as_str) {
+            Some("{") => {
+                let mut paths = Vec::new();
+                i += 1;
+                while i < tokens.len() && tokens[i] != "}" {
+                    let (inner, end) = use_tree(tokens, i, path.clone());
+                    paths.extend(inner);
+                    i = end;
+                    if tokens.get(i).is_some_and(|token| token == ",") {
+                        i += 1;
+                    }
+                }
+                return (paths, i + 1);
+            }
+            Some(token) if token.chars().all(|c| c.is_alphanumeric() || c == '_') => {
+                path.push(token.to_string());
+                i += 1;
+                if tokens.get(i).is_some_and(|token| token == "::") {
+                    i += 1;
+                } else {
+                    // `as name` and anything after a path's end is not part of it.
+                    if tokens.get(i).is_some_and(|token| token == "as") {
+                        i += 2;
+                    }
+                    return (vec![path], i);
+                }
+            }
+            _ => return (vec![path], i),
+        }
+    }
+}
+
+#[test]
+fn neither_the_gateway_nor_the_console_has_an_import_circle() {
+    for crate_dir in ["gateway", "console"] {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(crate_dir).join("src");
+        let circles = ModuleGraph::of(&src).circles();
+        assert!(
+            circles.is_empty(),
+            "{crate_dir} has import circles:\n{}",
+            circles.join("\n")
+        );
+    }
+}
+
+/// The reading above finds a circle through a `use` tree, through `super::super::`, and through
+/// a path written inline, and does not count a child's use of its parent.
+#[test]
+fn an_import_circle_is_found_however_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "mod a;\nmod b;\nmod c;\npub struct Root;\n");
+    write("a/mod.rs", "mod inner;\npub struct A;\n");
+    write("a/inner.rs", "use super::A;\nuse crate::{Root, b::{B, other}};\n");
+    write("b.rs", "pub struct B;\nfn f() -> crate::c::C { todo!() }\n");
+    write("c/mod.rs", "mod deep;\npub struct C;\n");
+    let circles = ModuleGraph::of(dir.path()).circles();
+    assert!(circles.is_empty(), "no circle yet: {circles:?}");
+    write(
+        "c/deep.rs",
+        "// use crate::b; a comment names nothing\nuse super::super::a::A;\n",
+    );
+    let circles = ModuleGraph::of(dir.path()).circles();
+    assert_eq!(circles.len(), 1, "{circles:?}");
+    for edge in ["a -> b (a/inner.rs)", "b -> c (b.rs)", "c -> a (c/deep.rs)"] {
+        assert!(circles[0].contains(edge), "{edge} in {circles:?}");
+    }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use agentprocess_gateway::mcp::schemas::{ID_PREFIX, bundle, envelope};
+use agentprocess_gateway::tool::schemas::{ID_PREFIX, bundle, envelope};
 use agentprocess_testkit::SchemaSet;
 use common::{Mcp, Server, Who, request_id};
 use serde_json::{Value, json};

@@ -187,7 +187,7 @@ pub(crate) async fn require_operator(request: Request, next: Next) -> Response {
 
 /// Why an admin request failed. [`crate::respond`] writes it as a status and an error body.
 #[derive(Debug)]
-pub(crate) enum AdminError {
+pub enum AdminError {
     /// The request itself is malformed.
     Malformed(String),
     /// The body is larger than [`MAX_ADMIN_BODY_BYTES`].
@@ -353,7 +353,7 @@ async fn import(
 }
 
 /// Imports `source` as the draft of its process, validated against `offer`.
-pub(crate) async fn import_process(
+pub async fn import_process(
     parts: &AdminParts,
     offer: &Offer,
     identity: &Identity,
@@ -389,7 +389,7 @@ async fn bind(
 }
 
 /// Binds roles of the draft of `name` to groups; roles not named keep theirs.
-pub(crate) async fn bind_process_roles(
+pub async fn bind_process_roles(
     parts: &AdminParts,
     identity: &Identity,
     name: &str,
@@ -412,7 +412,7 @@ async fn publish(
 }
 
 /// Publishes the draft of `name` as its next version, validated again against `offer`.
-pub(crate) async fn publish_process(
+pub async fn publish_process(
     parts: &AdminParts,
     offer: &Offer,
     identity: &Identity,
@@ -496,7 +496,7 @@ async fn diff(
 
 /// What changed in a process between two of its texts.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct ProcessDiff {
+pub struct ProcessDiff {
     pub name: String,
     /// `{ version, contentHash, publishedAt }` or `{ draft: true, contentHash, importedAt }`.
     pub from: Value,
@@ -506,7 +506,7 @@ pub(crate) struct ProcessDiff {
 
 /// What changed in process `name` from `from` to `to` (each a version number or `draft`), each
 /// side named with its content hash.
-pub(crate) async fn process_diff(
+pub async fn process_diff(
     catalog: &Catalog,
     identity: &Identity,
     name: &str,
@@ -588,7 +588,7 @@ async fn put_webhook(
 }
 
 /// Adds or replaces webhook `id` from `{ url, secret }`; its view carries no secret.
-pub(crate) async fn store_webhook(
+pub async fn store_webhook(
     parts: &AdminParts,
     identity: &Identity,
     id: &str,
@@ -616,10 +616,7 @@ async fn list_webhooks(
 }
 
 /// The organization's webhooks by id, without their secrets.
-pub(crate) async fn webhook_views(
-    parts: &AdminParts,
-    identity: &Identity,
-) -> Result<Vec<WebhookView>, AdminError> {
+pub async fn webhook_views(parts: &AdminParts, identity: &Identity) -> Result<Vec<WebhookView>, AdminError> {
     let found = webhooks(parts.store.as_ref(), &parts.keys, &identity.organization).await?;
     Ok(found.iter().map(|(id, webhook)| webhook.view(id)).collect())
 }
@@ -635,11 +632,7 @@ async fn delete_webhook(
 }
 
 /// Removes webhook `id`; [`AdminError::NoWebhook`] when there is none.
-pub(crate) async fn delete_webhook_of(
-    parts: &AdminParts,
-    identity: &Identity,
-    id: &str,
-) -> Result<(), AdminError> {
+pub async fn delete_webhook_of(parts: &AdminParts, identity: &Identity, id: &str) -> Result<(), AdminError> {
     if remove_webhook(parts.store.as_ref(), &parts.keys, &identity.organization, id).await? {
         Ok(())
     } else {
@@ -663,7 +656,7 @@ async fn list_dead_letters(
 }
 
 /// Up to `limit` dead letters, oldest first: `{ id, notification, attempts, error }` each.
-pub(crate) async fn dead_letter_items(
+pub async fn dead_letter_items(
     parts: &AdminParts,
     identity: &Identity,
     limit: usize,
@@ -695,11 +688,7 @@ async fn redeliver(
 }
 
 /// Moves dead letter `id` back into the outbox and wakes the scheduler to deliver it.
-pub(crate) async fn redeliver_letter(
-    parts: &AdminParts,
-    identity: &Identity,
-    id: &str,
-) -> Result<(), AdminError> {
+pub async fn redeliver_letter(parts: &AdminParts, identity: &Identity, id: &str) -> Result<(), AdminError> {
     let letter = dead_letter_id(id)?;
     match redeliver_dead_letter(parts.store.as_ref(), &parts.keys, &identity.organization, &letter).await? {
         Redelivery::Redelivered => {
@@ -722,11 +711,7 @@ async fn delete_dead_letter(
 }
 
 /// Deletes dead letter `id`; [`AdminError::NoDeadLetter`] when there is none.
-pub(crate) async fn discard_letter(
-    parts: &AdminParts,
-    identity: &Identity,
-    id: &str,
-) -> Result<(), AdminError> {
+pub async fn discard_letter(parts: &AdminParts, identity: &Identity, id: &str) -> Result<(), AdminError> {
     let letter = dead_letter_id(id)?;
     if discard_dead_letter(parts.store.as_ref(), &parts.keys, &identity.organization, &letter).await? {
         Ok(())

@@ -3,7 +3,7 @@
 //! limit and when to come back, never queued.
 
 use crate::auth::{Identity, IdentityKind};
-use crate::mcp::{ErrorCode, ToolError};
+use crate::tool::{ErrorCode, ToolError};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -4,7 +4,7 @@
 
 use crate::Identity;
 use crate::mcp::{ToolError, ToolName};
-use crate::ui::UiRuns;
+use crate::tool_caller::ToolCaller;
 use serde_json::{Value, json};
 
 /// The most `get_work` pages (of [`PAGE_SIZE`]) one reading goes through.
@@ -26,7 +26,10 @@ pub struct OpenEscalations {
 
 /// The open escalations `operator` (a person) may decide, read with `get_work` as them, so every
 /// rule on what they see holds. A refusal of `get_work` is passed on.
-pub async fn open_escalations(runs: &dyn UiRuns, operator: &Identity) -> Result<OpenEscalations, ToolError> {
+pub async fn open_escalations(
+    runs: &dyn ToolCaller,
+    operator: &Identity,
+) -> Result<OpenEscalations, ToolError> {
     let mut items: Vec<Value> = Vec::new();
     let mut cursor: Option<String> = None;
     let mut complete = false;

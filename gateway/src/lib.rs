@@ -1,4 +1,6 @@
-//! The MCP gateway: authentication, the fourteen tools, uploads, the admin API and the web UI.
+//! The MCP gateway: the protocol's edge (the fourteen tools over MCP), the resource server's
+//! authentication, uploads and signed file links, and the admin API. The web console is a crate
+//! of its own, mounted beside it by the binary.
 //!
 //! [`router`] builds the gateway's HTTP application from a [`GatewayConfig`] and a
 //! [`ToolBackend`] that carries out the tool calls:
@@ -9,9 +11,6 @@
 //!   `tools/call` is answered without rmcp's per-call machinery, byte for byte as rmcp answers it.
 //! - `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata clients discover the
 //!   authorization server from.
-//!
-//! - `/ui/...` and `/`: the web UI ([`ui`]); in dev mode also the OAuth authorization server that
-//!   signs MCP clients in through it ([`oauth`]).
 //!
 //! [`router_with`] mounts more routes: [`admin_routes`], the operators' admin API
 //! (`/admin/v1/...`: import, bind, publish, list; webhooks, dead letters) behind the same bearer layer,
@@ -30,20 +29,19 @@ pub mod escalations;
 pub mod files;
 pub mod mcp;
 pub mod metrics;
-pub mod oauth;
 pub mod process_diff;
 pub mod respond;
 pub mod runtime_backend;
 mod secret_file;
+pub mod tool;
+pub mod tool_caller;
 pub mod trust;
-pub mod ui;
 
 pub use admin::{AdminParts, admin_routes, trust_routes};
 pub use admin_runs::admin_run_routes;
 pub use auth::{AuthConfig, Authenticator, Identity, IdentityKind};
 pub use mcp::{DescribeConfig, ErrorCode, RunRead, ToolBackend, ToolData, ToolError, ToolName, ToolResult};
 pub use runtime_backend::{DecorateResult, RuntimeBackend};
-pub use ui::UiKey;
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
@@ -103,8 +101,6 @@ pub enum ConfigError {
     PublicUrl(String),
     #[error(transparent)]
     Auth(#[from] auth::AuthConfigError),
-    #[error("the identity provider sign-in cannot be set up: {0}")]
-    ProviderSignIn(String),
 }
 
 impl GatewayConfig {
@@ -152,7 +148,15 @@ pub fn resource_uri(public_url: &str) -> String {
 
 /// Builds the gateway's HTTP application. Reads (or in dev mode creates) the signing keys.
 pub fn router<B: ToolBackend>(config: &GatewayConfig, backend: B) -> Result<Router, ConfigError> {
-    router_with(config, backend, ExtraRoutes::default())
+    router_with(config, backend, ExtraRoutes::default()).map(|gateway| gateway.router)
+}
+
+/// A built gateway: its routes, and the authenticator they check bearer tokens with, which the
+/// console mounted beside it checks sessions with too.
+#[derive(Debug)]
+pub struct Gateway {
+    pub router: Router,
+    pub authenticator: Arc<Authenticator>,
 }
 
 /// Routes served next to the MCP endpoint.
@@ -163,11 +167,6 @@ pub struct ExtraRoutes {
     pub authenticated: Router,
     /// Served without a bearer token: they check their own credentials (signed file URLs).
     pub public: Router,
-    /// The key the web UI signs sessions' CSRF tokens, OAuth client ids and codes with. Every
-    /// gateway of a deployment needs the same one; `None` makes one for this process alone.
-    pub ui_key: Option<UiKey>,
-    /// The operators' pages of the web UI: the admin API's parts. `None`: no operator pages.
-    pub ui_admin: Option<ui::UiAdmin>,
 }
 
 /// [`router`] with more routes: see [`ExtraRoutes`].
@@ -175,7 +174,7 @@ pub fn router_with<B: ToolBackend>(
     config: &GatewayConfig,
     backend: B,
     extra: ExtraRoutes,
-) -> Result<Router, ConfigError> {
+) -> Result<Gateway, ConfigError> {
     build_router(config, backend, extra, true)
 }
 
@@ -186,7 +185,7 @@ pub(crate) fn build_router<B: ToolBackend>(
     backend: B,
     extra: ExtraRoutes,
     direct_calls: bool,
-) -> Result<Router, ConfigError> {
+) -> Result<Gateway, ConfigError> {
     let resource = config.resource();
     match reqwest::Url::parse(&resource) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
@@ -229,28 +228,11 @@ pub(crate) fn build_router<B: ToolBackend>(
             get(auth::protected_resource_metadata),
         )
         .with_state(authenticator.clone());
-    let dev_mode = authenticator.is_dev();
-    let provider_sign_in = match &config.auth.provider {
-        Some(provider) => ui::provider::ProviderSignIn::from_config(provider, &resource)
-            .map_err(ConfigError::ProviderSignIn)?,
-        None => None,
-    };
-    let ui = Arc::new(ui::UiState::new(ui::UiParts {
-        auth: authenticator,
-        key: extra.ui_key.unwrap_or_else(UiKey::random),
-        provider: provider_sign_in,
-        runs: backend,
-        describe: config.describe.result(),
-        admin: extra.ui_admin,
-    }));
-    let mut app = app
-        .merge(metadata)
-        .merge(extra.public)
-        .merge(ui::ui_routes(ui.clone()));
-    if dev_mode {
-        app = app.merge(oauth::oauth_routes(ui));
-    }
-    Ok(app)
+    let app = app.merge(metadata).merge(extra.public);
+    Ok(Gateway {
+        router: app,
+        authenticator,
+    })
 }
 
 pub use agentprocess_service::error_chain;

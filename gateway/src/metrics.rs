@@ -1,6 +1,6 @@
 //! The gateway's metric names, each defined once, and the instruments that record them.
 
-use crate::mcp::ToolResult;
+use crate::tool::ToolResult;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 use std::sync::LazyLock;

@@ -14,7 +14,7 @@
 //! Codes are the protocol's [`ErrorCode`]s, plus the few that only the HTTP APIs write
 //! ([`HttpErrorCode`]).
 
-use crate::mcp::{ErrorCode, ToolData, ToolError, ToolResult};
+use crate::tool::{ErrorCode, ToolData, ToolError, ToolResult};
 use agentprocess_service::ToolRefusal;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};

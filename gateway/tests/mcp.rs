@@ -3,7 +3,7 @@
 
 mod common;
 
-use agentprocess_gateway::mcp::schemas::{self, ID_PREFIX, bundle};
+use agentprocess_gateway::tool::schemas::{self, ID_PREFIX, bundle};
 use agentprocess_gateway::{DescribeConfig, IdentityKind, ToolName};
 use agentprocess_testkit::{SchemaSet, assert_matches_schema, assert_matches_standalone, schemas_dir};
 use common::{TestServer, initialize, post_mcp, post_mcp_with, start_dev, start_with};

@@ -3,7 +3,7 @@
 //! checked against the protocol's result schemas, failed results kept for the report.
 
 use agentprocess_gateway::error_chain;
-use agentprocess_gateway::mcp::schemas;
+use agentprocess_gateway::tool::schemas;
 use jsonschema::Validator;
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -7,11 +7,11 @@ use super::{CommonArgs, connect_etcd, run_role, shared_blobs};
 use crate::settings::{FlagSettings, Settings};
 use crate::telemetry::Telemetry;
 use agentprocess_cluster::{RoutedRunService, ShardMap};
+use agentprocess_console::{UiAdmin, UiKey};
 use agentprocess_gateway::files::{FileUrlSigner, SignedFileUrls, file_routes};
 use agentprocess_gateway::respond::HttpFailure;
-use agentprocess_gateway::ui::UiAdmin;
 use agentprocess_gateway::{
-    AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, UiKey, admin_routes, trust_routes,
+    AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, admin_routes, trust_routes,
 };
 use agentprocess_run_actor::backlog::Backlog;
 use agentprocess_run_actor::runtime::{Catalog, Clock, NoHints, Uploads};
@@ -144,10 +144,9 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
         runs.clone(),
         clock.clone(),
     ));
+    let console_key = UiKey::new(signer.derive_key(crate::web::UI_KEY_PURPOSE));
     let extra = ExtraRoutes {
         authenticated: authenticated.merge(trust).merge(run_routes),
-        ui_key: Some(UiKey::new(signer.derive_key(crate::serve_cmd::UI_KEY_PURPOSE))),
-        ui_admin: Some(ui_admin),
         public: file_routes(
             Uploads::new(store.clone(), keys.clone(), blobs),
             clock.clone(),
@@ -155,8 +154,7 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
         )
         .merge(health_routes(map)),
     };
-    let app =
-        agentprocess_gateway::router_with(&gateway, backend, extra).context("the gateway cannot start")?;
+    let app = crate::web::gateway_with_console(&gateway, backend, extra, console_key, ui_admin)?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;

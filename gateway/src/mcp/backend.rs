@@ -1,8 +1,8 @@
 //! The seam between the gateway and the run runtime.
 
-use super::result::ToolResult;
-use super::tools::ToolName;
 use crate::auth::Identity;
+use crate::tool::names::ToolName;
+use crate::tool::result::ToolResult;
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;

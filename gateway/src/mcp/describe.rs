@@ -1,6 +1,6 @@
 //! `describe`: what this server offers. Answered by the gateway itself from configuration.
 
-use super::tools::ToolName;
+use crate::tool::names::ToolName;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -17,9 +17,9 @@
 
 use super::backend::ToolBackend;
 use super::server::ProtocolServer;
-use super::tools::ToolName;
 use crate::auth::Identity;
 use crate::respond;
+use crate::tool::names::ToolName;
 use axum::body::{Body, Bytes};
 use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST};
 use axum::http::request::Parts;

@@ -4,17 +4,13 @@ mod backend;
 pub mod describe;
 mod direct;
 mod guard;
-pub mod result;
-pub mod schemas;
 mod server;
-pub mod tools;
 pub mod work_resource;
 
+pub use crate::tool::{ErrorCode, ToolData, ToolError, ToolName, ToolResult, UnknownTool};
 pub use backend::{RunRead, ToolBackend, WORK_PAGE_LIMIT, WorkWait};
 pub use describe::DescribeConfig;
-pub use result::{ErrorCode, ToolData, ToolError, ToolResult};
 pub use server::ProtocolServer;
-pub use tools::{ToolName, UnknownTool};
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;

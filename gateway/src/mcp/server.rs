@@ -1,13 +1,13 @@
 //! The MCP server handler: lists the fourteen tools and turns each call into a backend call.
 
 use super::backend::{ToolBackend, WorkWait};
-use super::result::{ToolData, ToolError, ToolResult};
-use super::tools::ToolName;
 use super::work_resource;
 use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::Identity;
 use crate::metrics::GatewayMetrics;
 use crate::respond;
+use crate::tool::names::ToolName;
+use crate::tool::result::{ToolData, ToolError, ToolResult};
 use agentprocess_service::trace::{self, TraceParent};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
@@ -355,7 +355,7 @@ impl<B: ToolBackend> ServerHandler for ProtocolServer<B> {
         let tool: ToolName = request
             .name
             .parse()
-            .map_err(|unknown: super::tools::UnknownTool| {
+            .map_err(|unknown: crate::tool::UnknownTool| {
                 McpError::invalid_params(unknown.to_string(), None)
             })?;
         let identity = identity_of(&context)?;

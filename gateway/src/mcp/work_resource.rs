@@ -8,8 +8,8 @@
 //! the actor hosts (`x-wait-1`), so a quiet stream costs no store read.
 
 use super::backend::{ToolBackend, WorkWait};
-use super::result::{ToolData, ToolResult};
 use crate::auth::Identity;
+use crate::tool::result::{ToolData, ToolResult};
 use rmcp::service::SubscriptionSink;
 use serde_json::Value;
 use std::collections::HashSet;

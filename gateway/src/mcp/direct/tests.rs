@@ -59,7 +59,9 @@ async fn start(direct_calls: bool) -> Gateway {
         data_dir: data.path().to_owned(),
         ..GatewayConfig::default()
     };
-    let app = crate::build_router(&config, Scripted, ExtraRoutes::default(), direct_calls).unwrap();
+    let app = crate::build_router(&config, Scripted, ExtraRoutes::default(), direct_calls)
+        .unwrap()
+        .router;
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let token = DevKey::load_or_create(data.path()).unwrap().mint(
         &config.public_url,
