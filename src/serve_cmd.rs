@@ -11,6 +11,7 @@ use agentprocess_gateway::{AdminParts, ExtraRoutes, Identity, RuntimeBackend, ad
 use agentprocess_process::Offer;
 use agentprocess_run_actor::OpenAiEvaluator;
 use agentprocess_run_actor::backlog::Backlog;
+use agentprocess_run_actor::overview::StoreOverview;
 use agentprocess_run_actor::runtime::{
     BlobStore, Clock, Evaluator, LocalBlobs, Runtime, RuntimeConfig, blob_store_from_url,
 };
@@ -153,7 +154,13 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
         public: file_routes(runtime.uploads().clone(), clock.clone(), signer)
             .merge(health_routes(store.clone(), scheduler.liveness())),
     };
-    let app = crate::web::gateway_with_console(&gateway, backend, extra, console_key, ui_admin)?;
+    let overview = Arc::new(StoreOverview::new(
+        store.clone(),
+        runtime.keys().clone(),
+        clock.clone(),
+        settings.metrics.backlog_scan_limit,
+    ));
+    let app = crate::web::gateway_with_console(&gateway, backend, extra, console_key, ui_admin, overview)?;
 
     let metrics = telemetry.serve_metrics(settings.metrics_listen).await?;
     if metrics.is_some() {

@@ -3,6 +3,7 @@
 
 use agentprocess_console::{ConsoleParts, UiAdmin, UiKey, console_routes};
 use agentprocess_gateway::{ExtraRoutes, GatewayConfig, ToolBackend, router_with};
+use agentprocess_service::OrgOverview;
 use anyhow::Context;
 use axum::Router;
 use std::sync::Arc;
@@ -12,13 +13,15 @@ use std::sync::Arc;
 pub(crate) const UI_KEY_PURPOSE: &str = "web ui";
 
 /// The gateway's routes and the console's, the console checking sessions with the gateway's
-/// authenticator and calling tools through the same backend as `/mcp`.
+/// authenticator, calling tools through the same backend as `/mcp`, and reading its overview
+/// page from `overview`.
 pub(crate) fn gateway_with_console<B: ToolBackend>(
     config: &GatewayConfig,
     backend: Arc<B>,
     extra: ExtraRoutes,
     console_key: UiKey,
     admin: UiAdmin,
+    overview: Arc<dyn OrgOverview>,
 ) -> anyhow::Result<Router> {
     let gateway = router_with(config, backend.clone(), extra).context("the gateway cannot start")?;
     let console = console_routes(ConsoleParts {
@@ -28,6 +31,7 @@ pub(crate) fn gateway_with_console<B: ToolBackend>(
         runs: backend,
         describe: config.describe.result(),
         admin: Some(admin),
+        overview: Some(overview),
     })
     .context("the web console cannot start")?;
     Ok(gateway.router.merge(console))

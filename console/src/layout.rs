@@ -12,11 +12,12 @@ pub const STYLESHEET: &str = concat!(
     include_str!("assets/work.css"),
     include_str!("assets/runs.css"),
     include_str!("assets/processes.css"),
+    include_str!("assets/overview.css"),
 );
 /// The icon, embedded in the binary.
 pub const ICON: &str = include_str!("assets/icon.svg");
 /// Where the stylesheet is served. The name carries a version, so it can be cached for good.
-pub const STYLESHEET_PATH: &str = "/ui/assets/style-2.css";
+pub const STYLESHEET_PATH: &str = "/ui/assets/style-3.css";
 /// Where the icon is served.
 pub const ICON_PATH: &str = "/ui/assets/icon-1.svg";
 
@@ -115,6 +116,7 @@ fn nav_links(signed_in: &SignedIn) -> Vec<(&'static str, &'static str)> {
     let mut links = vec![("Inbox", "/ui"), ("Runs", "/ui/runs")];
     if signed_in.identity.operator {
         links.extend([
+            ("Overview", "/ui/overview"),
             ("Escalations", "/ui/escalations"),
             ("Processes", "/ui/processes"),
             ("Trust", "/ui/trust"),

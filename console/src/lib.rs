@@ -9,7 +9,7 @@
 //! (a work item and its decisions, [`work`]), `GET|POST /ui/sign-in`
 //! (the dev sign-in form, or the way to the identity provider), `GET /ui/sign-in/provider` and
 //! `GET /ui/sign-in/callback` (sign-in with the identity provider, [`provider`]),
-//! `POST /ui/sign-out`, the runs area ([`run_pages`]: runs, a run's page and map, escalations,
+//! `POST /ui/sign-out`, the operators' overview ([`overview`]), the runs area ([`run_pages`]: runs, a run's page and map, escalations,
 //! trust), the operators' processes ([`processes`]) and webhooks ([`webhooks`]) pages, and the
 //! assets. Sessions and CSRF are in [`session`]: nothing is kept in memory between requests, so
 //! every gateway of a cluster serves every page, given the same [`UiKey`].
@@ -19,6 +19,7 @@ pub mod layout;
 pub mod markdown;
 pub mod oauth;
 mod operator;
+pub mod overview;
 mod processes;
 pub mod provider;
 pub mod run_pages;
@@ -40,6 +41,7 @@ use agentprocess_gateway::auth::Authenticator;
 use agentprocess_gateway::mcp::{ToolData, ToolError, ToolName};
 use agentprocess_gateway::tool_caller::ToolCaller;
 use agentprocess_process::Offer;
+use agentprocess_service::OrgOverview;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::response::Redirect;
@@ -65,6 +67,8 @@ pub struct UiState {
     /// The catalog, webhooks and dead letters, and what publications are checked against; `None`
     /// where the server mounts no admin API.
     pub admin: Option<UiAdmin>,
+    /// The organization at a glance (the overview page); `None` where the server reads none.
+    pub overview: Option<Arc<dyn OrgOverview>>,
 }
 
 /// The operators' parts of the UI: the admin API's parts and the server's offer.
@@ -84,6 +88,7 @@ pub struct UiParts {
     pub runs: Arc<dyn ToolCaller>,
     pub describe: Value,
     pub admin: Option<UiAdmin>,
+    pub overview: Option<Arc<dyn OrgOverview>>,
 }
 
 impl UiState {
@@ -99,6 +104,7 @@ impl UiState {
             runs: parts.runs,
             describe: parts.describe,
             admin: parts.admin,
+            overview: parts.overview,
         }
     }
 
@@ -150,6 +156,8 @@ pub struct ConsoleParts<'a> {
     pub runs: Arc<dyn ToolCaller>,
     pub describe: Value,
     pub admin: Option<UiAdmin>,
+    /// What the overview page reads; `None`: no overview page.
+    pub overview: Option<Arc<dyn OrgOverview>>,
 }
 
 /// The console's routes: the pages, and in dev mode (no identity provider) the OAuth
@@ -168,6 +176,7 @@ pub fn console_routes(parts: ConsoleParts<'_>) -> Result<Router, ConsoleError> {
         runs: parts.runs,
         describe: parts.describe,
         admin: parts.admin,
+        overview: parts.overview,
     }));
     let mut routes = ui_routes(state.clone());
     if dev_mode {
@@ -194,6 +203,7 @@ pub fn ui_routes(state: Arc<UiState>) -> Router {
         .route("/ui/sign-out", axum::routing::post(sign_in::sign_out))
         .route(provider::START_PATH, get(provider::start))
         .route(provider::CALLBACK_PATH, get(provider::callback))
+        .route(overview::OVERVIEW_PATH, get(overview::overview_page))
         .merge(run_pages::routes())
         .merge(processes::routes())
         .merge(webhooks::routes())

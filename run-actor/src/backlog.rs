@@ -76,6 +76,26 @@ pub struct ProcessBacklog {
     pub overdue_work_items: u64,
 }
 
+impl ProcessBacklog {
+    /// Adds `other`'s counts to these, keeping the older of the two oldest entries.
+    fn add(&mut self, other: &ProcessBacklog) {
+        self.ready_steps += other.ready_steps;
+        self.oldest_ready_ms = min_of(self.oldest_ready_ms, other.oldest_ready_ms);
+        self.work_items += other.work_items;
+        self.oldest_work_item_ms = min_of(self.oldest_work_item_ms, other.oldest_work_item_ms);
+        self.escalations += other.escalations;
+        self.overdue_agent_steps += other.overdue_agent_steps;
+        self.overdue_work_items += other.overdue_work_items;
+    }
+}
+
+fn min_of(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// One sample of the whole store.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sample {
@@ -300,53 +320,11 @@ pub async fn sample(
     let mut sample = Sample::default();
     for org in organizations(store, keys).await? {
         let label = options.organization_label.then(|| org.clone());
-        let mut truncated = false;
-        truncated |= !scan(store, keys.ready_steps(&org), options.scan_limit, |key, value| {
-            let (Some(parsed), Some(entry)) = (keys.parse_ready_step(key), read::<ReadyEntry>(value)) else {
-                return;
-            };
-            let backlog = sample
-                .processes
-                .entry((label.clone(), entry.process))
-                .or_default();
-            backlog.ready_steps += 1;
-            // The index is ordered by readySince: the first entry of a process is its oldest.
-            backlog.oldest_ready_ms.get_or_insert(parsed.ready_since_ms);
-            backlog.overdue_agent_steps += u64::from(entry.overdue);
-        })
-        .await?;
-        // An item filed under several assignees (the operator queue and a group) counts once.
-        let mut seen = HashSet::new();
-        truncated |= !scan(
-            store,
-            keys.all_work_items(&org),
-            options.scan_limit,
-            |key, value| {
-                let (Some(parsed), Some(entry)) = (keys.parse_work_item(key), read::<WorkEntry>(value))
-                else {
-                    return;
-                };
-                if !seen.insert((parsed.run_id, parsed.work_item_id)) {
-                    return;
-                }
-                let backlog = sample
-                    .processes
-                    .entry((label.clone(), entry.process))
-                    .or_default();
-                backlog.work_items += 1;
-                let oldest = backlog.oldest_work_item_ms.get_or_insert(parsed.since_ms);
-                *oldest = (*oldest).min(parsed.since_ms);
-                backlog.escalations += u64::from(entry.work_item.escalation.is_some_and(|e| !e.is_null()));
-                let overdue = entry
-                    .work_item
-                    .due
-                    .as_deref()
-                    .and_then(Timestamp::parse_rfc3339)
-                    .is_some_and(|due| due < now);
-                backlog.overdue_work_items += u64::from(overdue);
-            },
-        )
-        .await?;
+        let (processes, truncated) = organization_backlog(store, keys, now, &org, options.scan_limit).await?;
+        for (process, backlog) in processes {
+            let total = sample.processes.entry((label.clone(), process)).or_default();
+            total.add(&backlog);
+        }
         sample.truncated |= truncated;
     }
     let mut claims = 0;
@@ -363,6 +341,54 @@ pub async fn sample(
     sample.outbox = outbox;
     sample.oldest_outbox_ms = oldest_outbox_ms;
     Ok(sample)
+}
+
+/// The backlog of one organization's processes, reading at most `scan_limit` entries of each
+/// index; `true` with it when an index held more.
+pub async fn organization_backlog(
+    store: &dyn Store,
+    keys: &Keys,
+    now: Timestamp,
+    org: &OrgId,
+    scan_limit: usize,
+) -> Result<(BTreeMap<String, ProcessBacklog>, bool), StoreError> {
+    let mut processes: BTreeMap<String, ProcessBacklog> = BTreeMap::new();
+    let mut truncated = false;
+    truncated |= !scan(store, keys.ready_steps(org), scan_limit, |key, value| {
+        let (Some(parsed), Some(entry)) = (keys.parse_ready_step(key), read::<ReadyEntry>(value)) else {
+            return;
+        };
+        let backlog = processes.entry(entry.process).or_default();
+        backlog.ready_steps += 1;
+        // The index is ordered by readySince: the first entry of a process is its oldest.
+        backlog.oldest_ready_ms.get_or_insert(parsed.ready_since_ms);
+        backlog.overdue_agent_steps += u64::from(entry.overdue);
+    })
+    .await?;
+    // An item filed under several assignees (the operator queue and a group) counts once.
+    let mut seen = HashSet::new();
+    truncated |= !scan(store, keys.all_work_items(org), scan_limit, |key, value| {
+        let (Some(parsed), Some(entry)) = (keys.parse_work_item(key), read::<WorkEntry>(value)) else {
+            return;
+        };
+        if !seen.insert((parsed.run_id, parsed.work_item_id)) {
+            return;
+        }
+        let backlog = processes.entry(entry.process).or_default();
+        backlog.work_items += 1;
+        let oldest = backlog.oldest_work_item_ms.get_or_insert(parsed.since_ms);
+        *oldest = (*oldest).min(parsed.since_ms);
+        backlog.escalations += u64::from(entry.work_item.escalation.is_some_and(|e| !e.is_null()));
+        let overdue = entry
+            .work_item
+            .due
+            .as_deref()
+            .and_then(Timestamp::parse_rfc3339)
+            .is_some_and(|due| due < now);
+        backlog.overdue_work_items += u64::from(overdue);
+    })
+    .await?;
+    Ok((processes, truncated))
 }
 
 fn read<T: serde::de::DeserializeOwned>(stored: &[u8]) -> Option<T> {

@@ -38,6 +38,7 @@ pub mod evaluator;
 pub mod fixtures;
 mod idempotency;
 pub mod metrics;
+pub mod overview;
 pub mod packed;
 mod pinned;
 mod rfc3339;

@@ -16,6 +16,7 @@
 
 pub mod exported_spans;
 mod hints;
+pub mod overview;
 mod run;
 pub mod trace;
 
@@ -29,6 +30,7 @@ pub fn run_id_of_token(token: &str) -> Option<&str> {
     agentprocess_vocab::token::run_id(token)
 }
 pub use hints::{Hints, LocalHints, NoHints};
+pub use overview::{OVERVIEW_HOURS, OrgOverview, Overview, ProcessOverview};
 pub use run::{
     Caller, CallerKind, Decision, EvidenceItem, GetWork, ListRuns, MAX_WAIT_FOR_WORK, Mode, ReadySteps,
     RenderedData, RunService, ServiceError, Submission, ToolOutcome, ToolRefusal, Upload, WAIT_PROFILE,

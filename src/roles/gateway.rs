@@ -14,6 +14,7 @@ use agentprocess_gateway::{
     AdminParts, DEFAULT_PUBLIC_URL, ExtraRoutes, Identity, RuntimeBackend, admin_routes, trust_routes,
 };
 use agentprocess_run_actor::backlog::Backlog;
+use agentprocess_run_actor::overview::StoreOverview;
 use agentprocess_run_actor::runtime::{Catalog, Clock, NoHints, Uploads};
 use agentprocess_store::Store;
 use agentprocess_store::keys::Keys;
@@ -154,7 +155,13 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
         )
         .merge(health_routes(map)),
     };
-    let app = crate::web::gateway_with_console(&gateway, backend, extra, console_key, ui_admin)?;
+    let overview = Arc::new(StoreOverview::new(
+        store.clone(),
+        keys.clone(),
+        clock.clone(),
+        settings.metrics.backlog_scan_limit,
+    ));
+    let app = crate::web::gateway_with_console(&gateway, backend, extra, console_key, ui_admin, overview)?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
