@@ -99,4 +99,40 @@ async fn a_session_and_an_oauth_flow_span_the_gateways_of_a_cluster() {
         "{work}"
     );
     mira.close().await;
+
+    // The operators' overview, read by a gateway off etcd, counts the run and the approval
+    // waiting on Mira.
+    let operator = cookie_pair(&dev_sign_in(second, ("ap_sign_in", "ap_session"), "/ui", OPERATOR).await);
+    let overview = http()
+        .get(format!("{second}/ui/overview"))
+        .header(COOKIE, &operator)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(overview.status(), 200);
+    let html = overview.text().await.unwrap();
+    assert_eq!(tile_figure(&html, "People's queue"), "1", "{html}");
+    assert_eq!(tile_figure(&html, "Agent steps ready"), "0", "{html}");
+    assert!(
+        html.contains(r#"aria-label="purchase-request: 1 waiting""#)
+            || html.contains(r#"aria-label="purchase-request: 1 active""#),
+        "{html}"
+    );
+}
+
+const OPERATOR: &[(&str, &str)] = &[
+    ("organization", common::ORG),
+    ("kind", "person"),
+    ("email", "ops@acme.test"),
+    ("groups", "ops"),
+    ("operator", "on"),
+];
+
+/// The figure of the overview's tile labelled `label`.
+fn tile_figure<'a>(html: &'a str, label: &str) -> &'a str {
+    let tile = &html[html
+        .find(&format!("<dt>{label}"))
+        .unwrap_or_else(|| panic!("no tile {label}"))..];
+    let figure = &tile[tile.find(r#"class="figure">"#).unwrap() + r#"class="figure">"#.len()..];
+    &figure[..figure.find('<').unwrap()]
 }
