@@ -159,6 +159,7 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
         runtime.keys().clone(),
         clock.clone(),
         settings.metrics.backlog_scan_limit,
+        settings.metrics.overview_run_limit,
     ));
     let app = crate::web::gateway_with_console(&gateway, backend, extra, console_key, ui_admin, overview)?;
 

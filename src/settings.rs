@@ -99,6 +99,9 @@ pub struct MetricsSettings {
     /// The most index entries one sample reads per organization and index; past it the sample
     /// says it was cut short (`agentprocess_backlog_truncated`).
     pub backlog_scan_limit: usize,
+    /// The most run records one read of the operators' overview takes (the last day's runs, and
+    /// older runs with work waiting); past it the overview says its counts are lower bounds.
+    pub overview_run_limit: usize,
 }
 
 impl Default for MetricsSettings {
@@ -107,6 +110,7 @@ impl Default for MetricsSettings {
             organization_label: false,
             backlog_sample_seconds: 15,
             backlog_scan_limit: 100_000,
+            overview_run_limit: 5_000,
         }
     }
 }
@@ -551,6 +555,9 @@ impl Settings {
         }
         if self.metrics.backlog_scan_limit == 0 {
             problems.push("metrics.backlog_scan_limit must be at least 1".to_owned());
+        }
+        if self.metrics.overview_run_limit == 0 {
+            problems.push("metrics.overview_run_limit must be at least 1".to_owned());
         }
         if self.store.cache_bytes < 1 << 20 {
             problems.push("store.cache_bytes must be at least 1048576".to_owned());

@@ -190,3 +190,39 @@ async fn the_overview_counts_what_the_tools_say() {
         client.close().await;
     }
 }
+
+/// An overview that would read more run records than `metrics.overview_run_limit` reads that
+/// many and says its counts are lower bounds.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_overview_past_its_run_limit_says_its_counts_are_lower_bounds() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with_env(
+        data.path(),
+        &[],
+        &[("AGENTPROCESS_METRICS__OVERVIEW_RUN_LIMIT", "2")],
+    );
+    server.publish_example("defect-triage");
+    let agent = server.client(&Who::Agent("triager")).await;
+    for report in ["D-1", "D-2", "D-3"] {
+        agent
+            .ok(
+                "start_run",
+                json!({ "process": "defect-triage", "inputs": { "reportId": report }, "requestId": request_id() }),
+            )
+            .await;
+    }
+    agent.close().await;
+    let base = server.url.as_str();
+    let ops = cookie_pair(&dev_sign_in(base, ("ap_sign_in", "ap_session"), "/ui", OPERATOR).await);
+    let html = http()
+        .get(format!("{base}/ui/overview"))
+        .header(COOKIE, &ops)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("the counts below are lower bounds"), "{html}");
+    assert!(html.contains(r#"aria-label="defect-triage: 2 active""#), "{html}");
+}

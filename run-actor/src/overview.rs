@@ -1,8 +1,8 @@
 //! An organization's [`Overview`] for the console, read off the store: the runs started in the
 //! last day (their records, in one ordered range: a run's id begins with its start time), the
 //! backlog indexes as the backlog gauges read them, and the records of older runs with work
-//! waiting, for the lease expiries and escalations of the last day. Every read is bounded by
-//! `scan_limit`; an overview cut short says so. One organization's overview is kept for a few
+//! waiting, for the lease expiries and escalations of the last day. Every read is bounded: at most
+//! `scan_limit` entries of each index and `run_limit` run records; an overview cut short says so. One organization's overview is kept for a few
 //! seconds, so that pages refreshing together cost one read.
 
 use crate::backlog::organization_backlog;
@@ -68,18 +68,26 @@ pub struct StoreOverview {
     keys: Keys,
     clock: Clock,
     scan_limit: usize,
+    run_limit: usize,
     kept: Mutex<HashMap<OrgId, (Instant, Overview)>>,
 }
 
 impl StoreOverview {
     /// Overviews of `store`'s organizations, each reading at most `scan_limit` entries of each
-    /// index and `scan_limit` run records.
-    pub fn new(store: Arc<dyn Store>, keys: Keys, clock: Clock, scan_limit: usize) -> StoreOverview {
+    /// index and `run_limit` run records.
+    pub fn new(
+        store: Arc<dyn Store>,
+        keys: Keys,
+        clock: Clock,
+        scan_limit: usize,
+        run_limit: usize,
+    ) -> StoreOverview {
         StoreOverview {
             store,
             keys,
             clock,
             scan_limit: scan_limit.max(1),
+            run_limit: run_limit.max(1),
             kept: Mutex::new(HashMap::new()),
         }
     }
@@ -100,7 +108,7 @@ impl StoreOverview {
         let mut recent = Vec::new();
         let mut recent_ids = BTreeSet::new();
         overview.truncated |= !self
-            .records(window, self.scan_limit, |run| {
+            .records(window, self.run_limit, |run| {
                 recent_ids.insert(run.id.clone());
                 recent.push(run);
             })
@@ -114,7 +122,7 @@ impl StoreOverview {
         let waiting = self.runs_with_work_waiting(org).await?;
         let mut older = Vec::new();
         for run_id in waiting.difference(&recent_ids) {
-            if recent.len() + older.len() >= self.scan_limit {
+            if recent.len() + older.len() >= self.run_limit {
                 overview.truncated = true;
                 break;
             }

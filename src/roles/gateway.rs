@@ -160,6 +160,7 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
         keys.clone(),
         clock.clone(),
         settings.metrics.backlog_scan_limit,
+        settings.metrics.overview_run_limit,
     ));
     let app = crate::web::gateway_with_console(&gateway, backend, extra, console_key, ui_admin, overview)?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
