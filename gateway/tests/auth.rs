@@ -351,6 +351,87 @@ async fn refusals_say_what_was_expected_and_how_to_get_a_matching_token() {
     assert!(text.contains(ISSUER), "{text}");
 }
 
+/// A token that is not a JWT at all is refused in a person's words, in the challenge's
+/// `error_description` (RFC 6750 §3) and the body alike, one message per kind of malformation;
+/// the JWT library's names for its errors never show.
+#[tokio::test]
+async fn malformed_tokens_are_described_in_words_not_library_names() {
+    let server = start_dev().await;
+    let header = base64url(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = base64url(br#"{"sub":"a"}"#);
+    let cases = [
+        (
+            "not-a-jwt".to_owned(),
+            "the bearer token is not a JWT: expected three base64url parts separated by dots, found 1",
+        ),
+        (
+            format!("{header}.{claims}"),
+            "expected three base64url parts separated by dots, found 2",
+        ),
+        (
+            format!("%%%.{claims}.c2ln"),
+            "its header (the first part) is not base64url",
+        ),
+        (
+            format!("{header}.%%%.c2ln"),
+            "its claims (the second part) is not base64url",
+        ),
+        (
+            format!("{}.{claims}.c2ln", base64url(b"[]")),
+            "its header (the first part) does not decode to a JSON object",
+        ),
+        (
+            format!("{header}.{}.c2ln", base64url(b"42")),
+            "its claims (the second part) does not decode to a JSON object",
+        ),
+        (
+            format!("{}.{claims}.c2ln", base64url(br#"{"typ":"JWT"}"#)),
+            "names no signing algorithm (alg)",
+        ),
+        (
+            format!("{}.{claims}.", base64url(br#"{"alg":"none"}"#)),
+            "the bearer token is unsigned",
+        ),
+        (
+            format!("{}.{claims}.c2ln", base64url(br#"{"alg":"XS1"}"#)),
+            "names an algorithm (alg) that is not a JWS signing algorithm",
+        ),
+        (format!("{header}.{claims}."), "the bearer token has no signature"),
+    ];
+    for (token, expected) in cases {
+        let answer = post_mcp(&server, Some(&token), initialize()).await;
+        assert_challenge(&server, &answer, true);
+        let body = answer.json()["error_description"].as_str().unwrap().to_owned();
+        let challenge = answer.www_authenticate.clone().unwrap();
+        for (place, text) in [("body", &body), ("challenge", &challenge)] {
+            assert!(
+                text.contains(expected),
+                "{token}: the {place} says {text:?}, not {expected:?}"
+            );
+            assert!(
+                !names_a_library_error(text),
+                "{token}: the {place} names a library error: {text}"
+            );
+        }
+    }
+}
+
+/// Whether `text` holds a word like `InvalidToken` or `Base64(`: an error's name in code.
+fn names_a_library_error(text: &str) -> bool {
+    let camel_case = text.split(|c: char| !c.is_ascii_alphanumeric()).any(|word| {
+        let mut chars = word.chars();
+        chars.next().is_some_and(|c| c.is_ascii_uppercase())
+            && word
+                .as_bytes()
+                .windows(2)
+                .any(|pair| pair[0].is_ascii_lowercase() && pair[1].is_ascii_uppercase())
+    });
+    camel_case
+        || ["Base64(", "Json(", "Utf8(", "Error {"]
+            .iter()
+            .any(|name| text.contains(name))
+}
+
 fn assert_challenge_status(answer: &common::Answer) {
     assert_eq!(answer.status, 401, "{answer:?}");
     assert_eq!(answer.json()["error"], json!("invalid_token"), "{answer:?}");

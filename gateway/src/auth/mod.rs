@@ -9,6 +9,7 @@ pub mod dev;
 mod http;
 pub mod identity;
 pub mod keys;
+mod shape;
 mod verified;
 
 pub use http::{metadata_document, metadata_path, metadata_url, protected_resource_metadata, require_bearer};
@@ -269,9 +270,16 @@ impl Authenticator {
             return Ok(identity);
         }
         let invalid = |message: String| AuthError::InvalidToken(message);
-        // `alg: none` and unknown algorithms fail here: the header does not parse.
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|e| invalid(format!("the token is not a signed JWT: {e}")))?;
+        // `alg: none`, unknown algorithms and anything that is not a JWT stop here.
+        if let Some(malformed) = shape::malformed(token) {
+            return Err(invalid(malformed.to_string()));
+        }
+        let header = jsonwebtoken::decode_header(token).map_err(|e| {
+            invalid(format!(
+                "the bearer token's header cannot be read: {}",
+                describe_jwt_error(&e)
+            ))
+        })?;
         // Keys given in the configuration stay for the life of the process; keys fetched from
         // the provider only until their next refetch.
         let (candidates, keys_fresh_for) = match &self.keys {
@@ -434,6 +442,14 @@ fn describe_jwt_error(error: &jsonwebtoken::errors::Error) -> String {
         ErrorKind::InvalidSignature => "the token's signature does not verify".into(),
         ErrorKind::InvalidAlgorithm => "the token's algorithm does not match the key".into(),
         ErrorKind::MissingRequiredClaim(claim) => format!("the token has no {claim:?} claim"),
-        other => format!("the token does not verify: {other:?}"),
+        ErrorKind::InvalidClaimFormat(claim) => format!("the token's {claim:?} claim has the wrong type"),
+        ErrorKind::InvalidToken => {
+            "the token is not a JWT: expected three base64url parts separated by dots".into()
+        }
+        ErrorKind::Base64(_) => "a part of the token is not base64url".into(),
+        ErrorKind::Json(_) | ErrorKind::Utf8(_) => "a part of the token is not the JSON a JWT holds".into(),
+        // Every other kind is about this server's keys, not the caller's token: never the
+        // library's own names for them.
+        _ => "the token does not verify with the keys of this server".into(),
     }
 }
