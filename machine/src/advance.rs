@@ -222,6 +222,11 @@ impl<'a> Tx<'a> {
     /// progress note (spec §3.3).
     pub fn expire_claim(&mut self, step: &StepId) {
         if let Some(claim) = self.release_claim(step) {
+            self.run.expired_claims.push(ExpiredClaim {
+                generation: claim.generation,
+                step: step.clone(),
+                expired_at: claim.expires_at,
+            });
             self.record(
                 history::SCHEDULER,
                 HistoryKind::LeaseExpired {
@@ -573,6 +578,7 @@ impl<'a> Tx<'a> {
         // Every write to an ended run is `run_ended` before any token is looked at.
         self.run.retired_tokens.clear();
         self.run.replaced_tokens.clear();
+        self.run.expired_claims.clear();
         let state = if end.cancelled { "cancelled" } else { "ended" };
         let outcome = end.outcome.clone();
         self.record(
@@ -657,7 +663,11 @@ impl<'a> Tx<'a> {
                 return Err(invalid());
             }
             if claim.expires_at <= self.now() {
-                return Err(Refusal::stale("the claim's lease has ended"));
+                return Err(Refusal::claim_expired(
+                    &step.id,
+                    claim.generation,
+                    claim.expires_at,
+                ));
             }
             return Ok(step.id.clone());
         }
@@ -665,6 +675,18 @@ impl<'a> Tx<'a> {
         // made-up secret on an issued generation included, does not verify (spec §4.3).
         let issued = (1..=self.run.counters.tokens).contains(&parsed.generation);
         let replaced = issued && self.run.replaced_tokens.contains(&TokenTag::of(&parsed.hash));
+        let expired = self
+            .run
+            .expired_claims
+            .iter()
+            .find(|expired| expired.generation == parsed.generation);
+        if let Some(expired) = expired.filter(|_| replaced) {
+            return Err(Refusal::claim_expired(
+                &expired.step,
+                expired.generation,
+                expired.expired_at,
+            ));
+        }
         if replaced || self.run.retired_tokens.contains(&parsed.hash) {
             return Err(Refusal::stale("the claim has ended or was replaced"));
         }

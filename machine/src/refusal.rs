@@ -2,7 +2,8 @@
 //! of the server; infrastructure failures are not the machine's business.
 
 use super::state::RunState;
-use crate::ErrorCode;
+use crate::{ErrorCode, Timestamp};
+use agentprocess_ids::StepId;
 use std::fmt;
 
 /// A refused command: `{ code, message, issues? }` for the caller.
@@ -48,6 +49,18 @@ impl Refusal {
 
     pub fn stale(message: impl Into<String>) -> Self {
         Refusal::new(ErrorCode::Stale, message)
+    }
+
+    /// `stale` for a token of a claim whose lease ran out: the claim (by its token's
+    /// generation) and step, when the lease ended, and what to do now, which is what spec §4.3
+    /// tells an agent after `stale` (read the work again) and then `claim`.
+    pub fn claim_expired(step: &StepId, generation: u64, expired_at: Timestamp) -> Self {
+        Refusal::stale(format!(
+            "claim {generation} on step {step} (the generation in your token) expired at {}: its \
+             lease ran out before this call; call `get_work` or `get_run`, then claim the step \
+             again with `claim`",
+            expired_at.to_rfc3339()
+        ))
     }
 
     /// `conflict` with the one machine-readable issue that says why.

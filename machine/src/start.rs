@@ -63,6 +63,7 @@ pub(crate) fn start(pinned: &PinnedProcess, command: StartRun, ctx: &Ctx<'_>) ->
         held_events: Vec::new(),
         retired_tokens: Vec::new(),
         replaced_tokens: Vec::new(),
+        expired_claims: Vec::new(),
         counters: Counters::default(),
         history: Vec::new(),
         history_dropped: 0,

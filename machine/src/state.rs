@@ -47,6 +47,11 @@ pub struct RunState {
     /// `run_ended` first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced_tokens: Vec<TokenTag>,
+    /// The claims whose lease ran out while the run is open: presenting the last token of one
+    /// is `stale` saying which claim expired, when, and to claim the step again. Cleared with
+    /// `replaced_tokens` when the run ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expired_claims: Vec<ExpiredClaim>,
     pub counters: Counters,
     /// Every change of the run, oldest first, at most `limits.history_events` of them (see
     /// [`crate::history`]). Runs stored before the history existed load with none.
@@ -264,6 +269,17 @@ pub struct Claim {
     pub expires_at: Timestamp,
     /// The latest `renew` progress note.
     pub progress: Option<String>,
+}
+
+/// A claim whose lease ran out, kept for the `stale` answer to its last token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpiredClaim {
+    /// The generation of the claim's last token: the claim's id, which the agent reads in its
+    /// token (`apt1.<runId>.<generation>.<secret>`).
+    pub generation: u64,
+    pub step: StepId,
+    /// When the lease ran out (the claim's `expires_at`, not when the expiry was noticed).
+    pub expired_at: Timestamp,
 }
 
 /// The first 8 bytes of a [`TokenHash`], kept for every token a run replaced: enough to tell a

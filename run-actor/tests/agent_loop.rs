@@ -6,7 +6,7 @@ mod common;
 use agentprocess_ids::StepId;
 use agentprocess_process::{EvidenceKind, FieldType, PersonRef};
 use agentprocess_run_actor::machine::{
-    Command, Effect, ErrorCode, Mode, Notification, StepState, Submission, token,
+    Command, Effect, ErrorCode, Mode, Notification, Refusal, StepState, Submission, token,
 };
 use common::*;
 use serde_json::json;
@@ -220,9 +220,7 @@ fn tools_claim_errors() {
     );
 }
 
-fn issues_code(
-    result: Result<agentprocess_run_actor::machine::Transition, agentprocess_run_actor::machine::Refusal>,
-) -> ErrorCode {
+fn issues_code(result: Result<agentprocess_run_actor::machine::Transition, Refusal>) -> ErrorCode {
     result.expect_err("refused").code
 }
 
@@ -387,6 +385,58 @@ fn spec_3_3_a_lapsed_lease_is_claimable_at_once_even_before_the_expiry_arrives()
     assert_eq!(
         refused(world.submit(agent("a_screener"), &token, screening("approve"))).0,
         ErrorCode::Stale
+    );
+}
+
+/// Spec §4.3 and §6 rule 2 (`stale` for a token whose lease ended): the refusal names the claim
+/// (its token's generation) and step, says when the lease ran out (RFC 3339) and to read the work
+/// again and claim the step again; the same whether the expiry was noticed at the call, by the
+/// lease timer, or by another agent's claim.
+#[test]
+fn spec_4_3_an_expired_claims_token_is_stale_with_the_claim_its_expiry_and_what_to_do() {
+    let expected = "claim 1 on step check_vendor (the generation in your token) expired at \
+                    2026-10-06T09:10:00Z: its lease ran out before this call; call `get_work` or \
+                    `get_run`, then claim the step again with `claim`";
+    let message = |result: Result<_, Refusal>| {
+        let refusal = result.expect_err("refused");
+        assert_eq!(refusal.code, ErrorCode::Stale);
+        refusal.message
+    };
+
+    // Noticed at the call: the claim is still recorded, its lease over.
+    let mut world = started();
+    let token = world.claim_token(agent("a_screener"), "check_vendor");
+    world.advance(600);
+    assert_eq!(
+        message(world.submit(agent("a_screener"), &token, screening("approve"))),
+        expected
+    );
+
+    // Noticed by the lease timer first, a minute late.
+    world.advance(60);
+    world
+        .apply(Command::ClaimExpired {
+            step: StepId::from_wire("check_vendor"),
+            lease: 1,
+        })
+        .unwrap();
+    let renew = |world: &mut World| {
+        world.apply(Command::Renew {
+            caller: agent("a_screener"),
+            token: token.clone(),
+            progress: None,
+        })
+    };
+    assert_eq!(message(renew(&mut world)), expected);
+
+    // Noticed by another agent's claim, which replaces the lapsed one.
+    let mut world = started();
+    let token = world.claim_token(agent("a_screener"), "check_vendor");
+    world.advance(700);
+    world.claim_token(agent("a_second"), "check_vendor");
+    assert_eq!(
+        message(world.submit(agent("a_screener"), &token, screening("approve"))),
+        expected
     );
 }
 
