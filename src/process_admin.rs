@@ -2,6 +2,7 @@
 //! API (`/admin/v1/processes`), over HTTP with a bearer token.
 
 use agentprocess_gateway::DEFAULT_PUBLIC_URL;
+use agentprocess_org::ProcessEntry;
 use agentprocess_process::{Issue, parse_document};
 use clap::Args;
 use serde_json::{Value, json};
@@ -465,22 +466,6 @@ fn try_import(args: &ImportArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Whether a process entry's draft differs from its latest version, in content or bindings
-/// (the draft stays after publication, so most published processes have one).
-fn has_unpublished_draft(process: &Value) -> bool {
-    let draft = &process["draft"];
-    if draft.is_null() {
-        return false;
-    }
-    match process["versions"]
-        .as_array()
-        .and_then(|versions| versions.last())
-    {
-        Some(latest) => latest["contentHash"] != draft["contentHash"] || latest["roles"] != draft["bindings"],
-        None => true,
-    }
-}
-
 pub fn list(args: ListArgs) -> ExitCode {
     let listed = AdminClient::new(&args.server)
         .and_then(|client| client.call(reqwest::Method::GET, "/admin/v1/processes", Vec::new()));
@@ -492,7 +477,12 @@ pub fn list(args: ListArgs) -> ExitCode {
         println!("{listed}");
         return ExitCode::from(EXIT_DONE);
     }
-    let processes = listed["processes"].as_array().cloned().unwrap_or_default();
+    let processes: Vec<ProcessEntry> = match serde_json::from_value(listed["processes"].clone()) {
+        Ok(processes) => processes,
+        Err(error) => {
+            return Failure::ServerFailed(format!("its process list cannot be read: {error}")).report("list");
+        }
+    };
     if processes.is_empty() {
         println!("no processes in this organization");
         return ExitCode::from(EXIT_DONE);
@@ -501,12 +491,13 @@ pub fn list(args: ListArgs) -> ExitCode {
         .iter()
         .map(|process| {
             [
-                process["name"].as_str().unwrap_or_default().to_owned(),
-                process["latestVersion"]
-                    .as_u64()
+                process.name.clone(),
+                process
+                    .latest_version
                     .map_or_else(|| "-".to_owned(), |v| v.to_string()),
-                process["versions"].as_array().map_or(0, Vec::len).to_string(),
-                if has_unpublished_draft(process) {
+                process.versions.len().to_string(),
+                // The draft stays after publication: "yes" only when it has something new.
+                if process.unpublished_draft().is_some() {
                     "yes"
                 } else {
                     "no"

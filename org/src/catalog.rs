@@ -91,7 +91,7 @@ pub struct Draft {
 }
 
 /// What an operator sees of a draft.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DraftView {
     pub content_hash: String,
@@ -100,7 +100,7 @@ pub struct DraftView {
     /// Roles still without a group, in `roles` order; publication needs none.
     pub unbound: Vec<String>,
     /// `{ systems }` when the process declares `requires`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires: Option<Value>,
     pub warnings: Vec<String>,
 }
@@ -127,7 +127,7 @@ impl Draft {
 }
 
 /// One published version, without its source.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VersionSummary {
     pub version: u64,
@@ -151,7 +151,7 @@ pub struct PublishedVersion {
 }
 
 /// One process as operators see it: every published version, oldest first, and the draft.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessEntry {
     pub name: String,
@@ -160,6 +160,27 @@ pub struct ProcessEntry {
     pub latest_version: Option<u64>,
     pub versions: Vec<VersionSummary>,
     pub draft: Option<DraftView>,
+}
+
+impl ProcessEntry {
+    /// The draft when publishing it would make a new version: `None` when there is no draft, or
+    /// when it is the latest version already (see [`is_latest_version`]).
+    pub fn unpublished_draft(&self) -> Option<&DraftView> {
+        self.draft
+            .as_ref()
+            .filter(|draft| !is_latest_version(&draft.content_hash, &draft.bindings, self.versions.last()))
+    }
+}
+
+/// Whether a draft of `content_hash` with `bindings` is exactly the `latest` published version:
+/// the same content hash AND the same bindings, so publishing it would change nothing. The one
+/// rule behind [`CatalogRefusal::Unchanged`], the operators' process list and the operator CLI.
+pub fn is_latest_version(
+    content_hash: &str,
+    bindings: &IndexMap<String, String>,
+    latest: Option<&VersionSummary>,
+) -> bool {
+    latest.is_some_and(|latest| latest.content_hash == content_hash && latest.roles == *bindings)
 }
 
 /// A published version as stored: the source a run pins, the bindings, and the summary's facts.
@@ -349,8 +370,7 @@ impl Catalog {
             return Err(CatalogRefusal::Invalid(issues).into());
         };
         if let Some(latest) = self.versions(organization, name).await?.pop()
-            && latest.content_hash == draft.content_hash
-            && latest.roles == draft.bindings
+            && is_latest_version(&draft.content_hash, &draft.bindings, Some(&latest))
         {
             return Err(CatalogRefusal::Unchanged {
                 name: name.to_string(),
@@ -671,4 +691,78 @@ fn add_draft(entries: &mut BTreeMap<String, ProcessEntry>, draft: Draft) {
             draft: None,
         })
         .draft = Some(view);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bindings(pairs: &[(&str, &str)]) -> IndexMap<String, String> {
+        pairs
+            .iter()
+            .map(|(role, group)| (role.to_string(), group.to_string()))
+            .collect()
+    }
+
+    fn version(number: u64, content_hash: &str, roles: &[(&str, &str)]) -> VersionSummary {
+        VersionSummary {
+            version: number,
+            content_hash: content_hash.to_string(),
+            published_at: "2026-10-06T09:00:00Z".to_string(),
+            roles: bindings(roles),
+            published_by: None,
+        }
+    }
+
+    fn entry(versions: Vec<VersionSummary>, draft: Option<(&str, &[(&str, &str)])>) -> ProcessEntry {
+        ProcessEntry {
+            name: "expense-claim".to_string(),
+            description: String::new(),
+            latest_version: versions.last().map(|v| v.version),
+            versions,
+            draft: draft.map(|(content_hash, pairs)| DraftView {
+                content_hash: content_hash.to_string(),
+                roles: pairs.iter().map(|(role, _)| role.to_string()).collect(),
+                bindings: bindings(pairs),
+                unbound: Vec::new(),
+                requires: None,
+                warnings: Vec::new(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_draft_is_the_latest_version_only_with_the_same_content_hash_and_bindings() {
+        let latest = version(2, "aa", &[("reviewer", "finance")]);
+        let same = bindings(&[("reviewer", "finance")]);
+        assert!(is_latest_version("aa", &same, Some(&latest)));
+        assert!(!is_latest_version("bb", &same, Some(&latest)), "other content");
+        let regrouped = bindings(&[("reviewer", "audit")]);
+        assert!(
+            !is_latest_version("aa", &regrouped, Some(&latest)),
+            "other bindings"
+        );
+        assert!(!is_latest_version("aa", &same, None), "nothing published");
+    }
+
+    #[test]
+    fn only_a_draft_that_differs_from_the_latest_version_is_unpublished() {
+        let older = version(1, "00", &[("reviewer", "finance")]);
+        let latest = version(2, "aa", &[("reviewer", "finance")]);
+        let published = entry(
+            vec![older.clone(), latest.clone()],
+            Some(("aa", &[("reviewer", "finance")])),
+        );
+        assert_eq!(published.unpublished_draft(), None);
+        let changed = entry(vec![latest.clone()], Some(("bb", &[("reviewer", "finance")])));
+        assert_eq!(
+            changed.unpublished_draft().map(|d| d.content_hash.as_str()),
+            Some("bb")
+        );
+        let like_an_older_version = entry(vec![older, latest], Some(("00", &[("reviewer", "finance")])));
+        assert!(like_an_older_version.unpublished_draft().is_some());
+        let never_published = entry(Vec::new(), Some(("aa", &[])));
+        assert!(never_published.unpublished_draft().is_some());
+        assert_eq!(entry(vec![version(1, "aa", &[])], None).unpublished_draft(), None);
+    }
 }

@@ -22,7 +22,7 @@ mod webhooks;
 pub use archive::{Archive, ArchiveEntry, ArchivedRun};
 pub use catalog::{
     Catalog, CatalogError, CatalogRefusal, Draft, DraftView, LatestVersion, ProcessEntry, PublishedRecord,
-    PublishedVersion, VersionSummary, binding_issues, unbound_issues,
+    PublishedVersion, VersionSummary, binding_issues, is_latest_version, unbound_issues,
 };
 pub use clock::Clock;
 pub use error::OrgError;

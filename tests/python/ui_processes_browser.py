@@ -112,7 +112,15 @@ async def import_fix_bind_publish_compare(page, base, checks):
     await submit(page, "button:has-text('Publish the draft')")
     check(page.url.endswith("?done=published"), f"after publishing: {page.url}")
     hashes = {"1": await page.inner_text("table.versions tbody tr:last-child code.hash")}
+    # The draft stays, and is version 1 itself: nothing to publish, here or in the list.
+    published_as = await page.inner_text("p.published-as")
+    check("version 1" in published_as, f"the draft's publication: {published_as!r}")
+    check(await page.locator("button:has-text('Publish the draft')").count() == 0,
+          "a publish button for a draft that is version 1")
     await checks.visited_page("process-published")
+    await page.goto(f"{base}/ui/processes")
+    row = await page.inner_text(f"tr:has(a[href='/ui/processes/{PROCESS}'])")
+    check("none: the same as v1" in row and "ready to publish" not in row, f"the process row: {row!r}")
 
     # A changed file, uploaded this time, becomes v2.
     await page.goto(f"{base}/ui/processes")

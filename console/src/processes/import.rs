@@ -101,12 +101,14 @@ fn process_table(processes: &[ProcessEntry]) -> Markup {
     }
 }
 
-/// A draft's state in a few words: none, its unbound roles, or ready.
+/// A draft's state in a few words: none (or none but the latest version itself), its unbound
+/// roles, or ready.
 fn draft_state(process: &ProcessEntry) -> String {
-    match &process.draft {
-        None => "none".to_owned(),
-        Some(draft) if draft.unbound.is_empty() => "ready to publish".to_owned(),
-        Some(draft) => format!("unbound roles: {}", draft.unbound.join(", ")),
+    match (process.unpublished_draft(), process.latest_version) {
+        (None, Some(latest)) if process.draft.is_some() => format!("none: the same as v{latest}"),
+        (None, _) => "none".to_owned(),
+        (Some(draft), _) if draft.unbound.is_empty() => "ready to publish".to_owned(),
+        (Some(draft), _) => format!("unbound roles: {}", draft.unbound.join(", ")),
     }
 }
 

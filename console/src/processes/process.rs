@@ -10,7 +10,7 @@ use crate::operator::{admin_failure_page, notice, operator_admin};
 use crate::session::SignedForm;
 use crate::signed_in::SignedIn;
 use agentprocess_gateway::admin::{AdminError, bind_process_roles, publish_process};
-use agentprocess_org::{CatalogRefusal, Draft, ProcessEntry};
+use agentprocess_org::{CatalogRefusal, Draft, ProcessEntry, is_latest_version};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -89,7 +89,7 @@ fn page<'a>(
         p { (entry.description) }
         (notice(feedback.notice))
         @if let Some(draft) = draft {
-            (draft_section(signed_in, draft, feedback))
+            (draft_section(signed_in, entry, draft, feedback))
         } @else {
             section aria-labelledby="draft-heading" {
                 h2 id="draft-heading" { "Draft" }
@@ -106,8 +106,11 @@ fn page<'a>(
     }
 }
 
-fn draft_section(signed_in: &SignedIn, draft: &Draft, feedback: &Feedback) -> Markup {
+fn draft_section(signed_in: &SignedIn, entry: &ProcessEntry, draft: &Draft, feedback: &Feedback) -> Markup {
     let action = format!("{}/bindings", process_path(&draft.name));
+    let published_as = entry
+        .latest_version
+        .filter(|_| is_latest_version(&draft.content_hash, &draft.bindings, entry.versions.last()));
     html! {
         section aria-labelledby="draft-heading" {
             h2 id="draft-heading" { "Draft" }
@@ -158,10 +161,17 @@ fn draft_section(signed_in: &SignedIn, draft: &Draft, feedback: &Feedback) -> Ma
                     ul class="issues" { @for error in &feedback.publish_errors { li { (error) } } }
                 }
             }
-            form method="post" action=(format!("{}/publish", process_path(&draft.name))) {
-                input type="hidden" name="csrf" value=(signed_in.csrf());
-                p { "Publishing makes the draft the next version, which new runs start on." }
-                button type="submit" { "Publish the draft" }
+            @if let Some(version) = published_as {
+                p class="published-as" {
+                    "This draft is version " (version) ", with the same content and groups: there is \
+                     nothing to publish. Import a changed PROCESS.md or change a group first."
+                }
+            } @else {
+                form method="post" action=(format!("{}/publish", process_path(&draft.name))) {
+                    input type="hidden" name="csrf" value=(signed_in.csrf());
+                    p { "Publishing makes the draft the next version, which new runs start on." }
+                    button type="submit" { "Publish the draft" }
+                }
             }
         }
     }
