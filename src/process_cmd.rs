@@ -43,8 +43,17 @@ pub struct CheckArgs {
     /// PROCESS.md files, or folders each holding one (a folder's name must equal the process name).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Print one JSON object per input: {"path", "name", "hash", "valid", "issues"}.
-    #[arg(long)]
+    /// Print one JSON object per input, one a line (fields in the long help, --help).
+    ///
+    /// Each object holds:
+    ///   "path"      the file or folder as given
+    ///   "name"      the process name; null when the file does not parse
+    ///   "hash"      the content hash (hex SHA-256, spec 6.5); null when the file does not parse
+    ///   "valid"     true when every publication rule holds
+    ///   "issues"    each rule broken, as "where: what" texts; empty when valid
+    ///   "warnings"  what a valid process allows but probably does not mean, as "where: what"
+    ///   "requires"  {"systems": [...]}, what the process says it depends on; null when it names none
+    #[arg(long, verbatim_doc_comment)]
     json: bool,
     #[command(flatten)]
     offer: OfferArgs,

@@ -211,6 +211,50 @@ fn spec_2_2_on_timeout_without_timeout_is_valid_with_a_warning() {
     assert_eq!(object["warnings"], serde_json::json!([warning]));
 }
 
+/// `process check --help` documents every field of the `--json` objects. The fields are read
+/// from real outputs (valid with `requires`, valid with a warning, refused), so a field added
+/// to the output without its line in the help fails here.
+#[test]
+fn check_help_documents_every_field_of_its_json_output() {
+    let help = agentprocess(&["process", "check", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let help = stdout(&help);
+    let warned = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("process/tests/corpus/accepted/on-timeout-without-timeout/PROCESS.md")
+        .display()
+        .to_string();
+    let (_temp, refused) = copy_into_folder("purchase-request", "another-name");
+    let output = agentprocess(&[
+        "process",
+        "check",
+        "--json",
+        &example_folder("partner-screening"),
+        &warned,
+        &refused,
+    ]);
+    let objects: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object a line"))
+        .collect();
+    assert_eq!(objects.len(), 3, "{}", stdout(&output));
+    let mut fields = Vec::new();
+    for object in &objects {
+        for (key, value) in object.as_object().unwrap() {
+            fields.push(key.clone());
+            if let Some(inner) = value.as_object() {
+                fields.extend(inner.keys().cloned());
+            }
+        }
+    }
+    assert!(fields.iter().any(|field| field == "systems"), "{objects:?}");
+    for field in fields {
+        assert!(
+            help.contains(&format!("\"{field}\"")),
+            "the help does not document {field:?}:\n{help}"
+        );
+    }
+}
+
 #[test]
 fn usage_errors_exit_2() {
     assert_eq!(agentprocess(&["process", "check"]).status.code(), Some(2));
