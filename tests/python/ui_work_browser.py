@@ -119,6 +119,15 @@ async def approves_and_rejects_with_a_note(page, base, plan, checks):
     check(fetched.status == 200 and await fetched.body() == UPLOADED_TEXT, f"the file's link: {fetched.status}")
     buttons = await page.locator("main form button").all_inner_texts()
     check(buttons == ["Approve", "Reject", "Fail the run"], f"an approval's decisions: {buttons}")
+    # What is approved comes before the decision, its web addresses as links.
+    data_first = await page.evaluate("""() => {
+        const data = document.getElementById('run-data-heading');
+        const form = document.querySelector('main form');
+        return !!(data && form && (data.compareDocumentPosition(form) & Node.DOCUMENT_POSITION_FOLLOWING));
+    }""")
+    check(data_first, "the run data is not above the decision forms")
+    draft_link = page.locator('a.value-link[href="https://docs.test/p-7"]')
+    check(await draft_link.count() == 1, f"the draftDocument input is not a link: {await text_of(page)!r}")
     await checks.visited_page("work-approval")
     # The same page on a wide screen, for the README.
     await page.set_viewport_size(WIDE)

@@ -514,6 +514,8 @@ fn render(
             },
             None => {}
         }
+        // What is decided on comes before the decision: the instructions, what the item
+        // carries, and the run's data, then the forms.
         @if let Some(item) = item {
             section aria-labelledby="what-heading" {
                 h2 id="what-heading" { "What to do" }
@@ -521,6 +523,7 @@ fn render(
             }
             @if item["escalation"].is_object() { (run_view::escalation(&item["escalation"])) }
             @if item["handoff"].is_object() { (run_view::handoff(&item["handoff"])) }
+            (run_view::run_data(view))
             (decision_forms(&FormContext {
                 item,
                 values: &attempt.values,
@@ -531,8 +534,8 @@ fn render(
             }))
         } @else {
             (status_of(view, &step, standing))
+            (run_view::run_data(view))
         }
-        (run_view::run_data(view))
         (run_view::process_body(view["body"].as_str().unwrap_or_default()))
         p { a href="/ui" { "Back to your inbox" } }
     };

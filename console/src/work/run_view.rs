@@ -176,27 +176,43 @@ fn evidence_item(item: &Value) -> Markup {
                 }
             }
             _ => {
-                "Link "
-                @if is_web_address(reference) { a href=(reference) { (reference) } } @else { (reference) }
+                "Link " (text_or_link(reference))
             }
         }
     }
 }
 
-/// Whether `reference` is a web address a page may link to.
-fn is_web_address(reference: &str) -> bool {
-    let lower = reference.to_ascii_lowercase();
-    lower.starts_with("https://") || lower.starts_with("http://")
+/// Where a page may link for `text`: its URL when the whole text is one http or https address
+/// (no other scheme, such as `javascript:`, ever becomes a link).
+pub fn web_link(text: &str) -> Option<url::Url> {
+    let lower = text.to_ascii_lowercase();
+    let written_as_web_address = lower.starts_with("https://") || lower.starts_with("http://");
+    if !written_as_web_address || text.chars().any(char::is_whitespace) {
+        return None;
+    }
+    let url = url::Url::parse(text).ok()?;
+    (matches!(url.scheme(), "http" | "https") && url.has_host()).then_some(url)
 }
 
-/// A value of run data: text as is, a list of texts as a list, anything else as JSON.
+/// `text` as a link when it is a web address, else as text; escaped either way.
+fn text_or_link(text: &str) -> Markup {
+    html! {
+        @match web_link(text) {
+            Some(url) => a class="value-link" href=(url.as_str()) { (text) },
+            None => (text),
+        }
+    }
+}
+
+/// A value of run data: text as is (a web address as a link), a list of texts as a list,
+/// anything else as JSON.
 fn value_markup(value: &Value) -> Markup {
     html! {
         @match value {
             Value::Array(items) if !items.is_empty() && items.iter().all(|item| !item.is_object() && !item.is_array()) => {
-                ul class="values" { @for item in items { li { (value_label(item)) } } }
+                ul class="values" { @for item in items { li { (text_or_link(&value_label(item))) } } }
             }
-            Value::String(text) => span class="instructions" { (text) },
+            Value::String(text) => span class="instructions" { (text_or_link(text)) },
             other => code { (other.to_string()) },
         }
     }
@@ -221,4 +237,48 @@ fn text(value: &Value) -> String {
 
 fn time_of(value: &Value) -> Markup {
     html! { @if let Some(at) = value.as_str() { (time(at)) } }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_whole_http_or_https_address_is_a_link() {
+        for link in ["https://docs.test/invoice/42", "http://erp.test/a?b=1&c=<2>"] {
+            assert!(web_link(link).is_some(), "{link}");
+        }
+        for text in [
+            "javascript:alert(1)",
+            "data:text/html,<b>x</b>",
+            "ftp://files.test/a",
+            "see https://docs.test/a",
+            "https://docs.test/a b",
+            "https:nohost",
+            "docs.test/a",
+            "",
+        ] {
+            assert!(web_link(text).is_none(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn run_data_shows_web_addresses_as_escaped_links_and_other_text_as_text() {
+        let html = value_markup(&json!("https://docs.test/inv?a=1&b=\"><script>")).into_string();
+        assert_eq!(
+            html,
+            "<span class=\"instructions\"><a class=\"value-link\" \
+             href=\"https://docs.test/inv?a=1&amp;b=%22%3E%3Cscript%3E\">\
+             https://docs.test/inv?a=1&amp;b=&quot;&gt;&lt;script&gt;</a></span>"
+        );
+        let html = value_markup(&json!("javascript:alert(1)")).into_string();
+        assert!(!html.contains("<a"), "{html}");
+        let list = value_markup(&json!(["https://a.test/1", "plain"])).into_string();
+        assert!(
+            list.contains("<li><a class=\"value-link\" href=\"https://a.test/1\">"),
+            "{list}"
+        );
+        assert!(list.contains("<li>plain</li>"), "{list}");
+    }
 }
