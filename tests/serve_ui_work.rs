@@ -241,21 +241,48 @@ async fn the_work_page_escapes_the_body_keeps_others_out_and_wants_its_csrf_toke
     let view = agent.ok("get_run", json!({ "runId": run_id })).await;
     assert_eq!(step_state(&view, "write"), "waiting", "{view}");
 
-    // The owner's form, with its token: done, and back to the inbox with a notice.
+    // The owner's form, with its token: done, and back to the inbox with a notice for this
+    // session, once (a flash cookie the inbox clears).
     let done = send(mira.clone(), as_pairs(&completion(&csrf))).await;
     assert_eq!(done.status(), 303);
-    assert_eq!(
-        location(&done),
-        format!("/ui?done=completed&run={run_id}&step=write")
-    );
+    assert_eq!(location(&done), "/ui");
+    let flash = cookie_pair(&set_cookie(&done, "ap_flash").expect("a flash"));
     let view = agent.ok("get_run", json!({ "runId": run_id })).await;
     assert_eq!(
         view["data"]["steps"]["write"]["output"],
         json!({ "text": "Hello" })
     );
     assert_eq!(view["data"]["steps"]["write"]["by"], MIRA);
-    let (_, notice) = get_page(base, &location(&done), &mira).await;
-    assert!(notice.contains("Done: you completed write of run"), "{notice}");
+    let with_flash = |session: &str| format!("{session}; {flash}");
+    let inbox = http()
+        .get(format!("{base}/ui"))
+        .header(COOKIE, with_flash(&mira))
+        .send()
+        .await
+        .unwrap();
+    let cleared = set_cookie(&inbox, "ap_flash").expect("the flash is cleared");
+    assert!(
+        cleared.starts_with("ap_flash=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+    let notice = inbox.text().await.unwrap();
+    assert!(
+        notice.contains(&format!("Done: you completed write of run {run_id}.")),
+        "{notice}"
+    );
+    let (_, reloaded) = get_page(base, "/ui", &mira).await;
+    assert!(!reloaded.contains("Done: you"), "shown once: {reloaded}");
+    // Neither a made-up query nor another session's flash says anything was decided.
+    let (_, forged) = get_page(base, "/ui?done=rejected&run=r_fake&step=pay_everyone", &mira).await;
+    assert!(
+        !forged.contains("Done: you") && !forged.contains("pay_everyone"),
+        "{forged}"
+    );
+    let (_, borrowed) = get_page(base, "/ui", &with_flash(&olga)).await;
+    assert!(
+        !borrowed.contains("Done: you"),
+        "another session's flash: {borrowed}"
+    );
     // The item is no longer open: its page says who completed it, and a form sent from the
     // page as it was before is not sent on (tools.md `decide`: `already_decided`).
     let (status, closed) = get_page(base, &path, &mira).await;

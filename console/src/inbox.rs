@@ -1,18 +1,19 @@
 //! The inbox at `GET /ui`: the caller's open work exactly as `get_work` gives it, oldest first,
 //! with due and overdue times, test runs and escalations marked, refreshed every 30 seconds
-//! unless the person turns that off (`?updates=off`).
+//! unless the person turns that off (`?updates=off`); after a decision, a notice of it, once.
 
 use super::UiState;
 use super::layout::{Page, message_page};
+use super::session::take_flash;
 use super::when::{is_before, now, time};
-use super::work::{Decision, kind_label, work_path};
+use super::work::{DecisionNotice, kind_label, work_path};
 use crate::layout::run_path;
 use crate::signed_in::SignedIn;
 use agentprocess_gateway::auth::IdentityKind;
 use agentprocess_gateway::mcp::ToolName;
 use agentprocess_service::Timestamp;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
@@ -25,14 +26,11 @@ pub const REFRESH_SECONDS: u32 = 30;
 /// The most `get_work` pages read for one inbox (of 100 items each).
 const MAX_PAGES: usize = 10;
 
-/// `?done=…&run=…&step=…`: what the last form did, for the notice; `updates=off` stops the
-/// automatic refresh.
+/// `?updates=off` stops the automatic refresh. Nothing in the query makes a notice: a link
+/// anyone can write must not say that the reader decided something.
 #[derive(Debug, Default, Deserialize)]
-pub struct DoneQuery {
+pub struct InboxQuery {
     updates: Option<String>,
-    done: Option<String>,
-    run: Option<String>,
-    step: Option<String>,
 }
 
 /// One open item as the inbox lists it.
@@ -53,8 +51,11 @@ pub struct InboxEntry {
 pub async fn inbox(
     State(state): State<Arc<UiState>>,
     signed_in: SignedIn,
-    Query(query): Query<DoneQuery>,
+    Query(query): Query<InboxQuery>,
+    headers: HeaderMap,
 ) -> Response {
+    let (flash, clear_flash) = take_flash(&state, &headers);
+    let notice = flash.as_deref().and_then(DecisionNotice::from_bytes);
     let entries = match inbox_entries(&state, &signed_in).await {
         Ok(entries) => entries,
         Err(message) => {
@@ -69,8 +70,8 @@ pub async fn inbox(
     let live = query.updates.as_deref() != Some("off");
     let main = html! {
         h1 { "Your work" }
-        @if let Some(notice) = done_notice(&query) {
-            p class="notice" role="status" { (notice) }
+        @if let Some(notice) = &notice {
+            p class="notice" role="status" { (notice.text()) }
         }
         p class="refresh" {
             @match entries.len() {
@@ -100,19 +101,15 @@ pub async fn inbox(
         signed_in: Some(&signed_in),
         main,
     };
-    if live {
+    let mut response = if live {
         page.render_refreshing(StatusCode::OK, REFRESH_SECONDS)
     } else {
         page.render(StatusCode::OK)
+    };
+    if let Some(clear) = clear_flash {
+        response.headers_mut().append(header::SET_COOKIE, clear);
     }
-}
-
-/// The notice after a decision, when the query names one.
-fn done_notice(query: &DoneQuery) -> Option<String> {
-    let decision = Decision::parse(query.done.as_deref()?)?;
-    let step = query.step.as_deref().unwrap_or("the step");
-    let run = query.run.as_deref().unwrap_or("the run");
-    Some(format!("Done: you {} {step} of run {run}.", decision.as_str()))
+    response
 }
 
 /// Every open item of the caller, in `get_work`'s order (oldest first), pages followed.
@@ -277,6 +274,7 @@ fn who_you_are(signed_in: &SignedIn) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::work::Decision;
 
     #[test]
     fn a_person_item_is_overdue_by_the_step_flag_or_the_clock() {
@@ -311,22 +309,16 @@ mod tests {
     }
 
     #[test]
-    fn the_notice_names_only_known_decisions() {
-        let query = DoneQuery {
-            updates: None,
-            done: Some("approved".into()),
-            run: Some("r_1".into()),
-            step: Some("approve".into()),
+    fn a_decision_notice_reads_back_and_names_only_known_decisions() {
+        let notice = DecisionNotice {
+            decision: Decision::Approved,
+            run_id: "r_1".into(),
+            step_id: "approve".into(),
         };
-        assert_eq!(
-            done_notice(&query).unwrap(),
-            "Done: you approved approve of run r_1."
-        );
-        let unknown = DoneQuery {
-            updates: None,
-            done: Some("<b>".into()),
-            ..DoneQuery::default()
-        };
-        assert_eq!(done_notice(&unknown), None);
+        let read = DecisionNotice::from_bytes(&notice.to_bytes()).unwrap();
+        assert_eq!(read.text(), "Done: you approved approve of run r_1.");
+        let unknown = br#"{"decision":"<b>","run":"r_1","step":"approve"}"#;
+        assert_eq!(DecisionNotice::from_bytes(unknown), None);
+        assert_eq!(DecisionNotice::from_bytes(b"approved"), None);
     }
 }

@@ -11,11 +11,16 @@
 //! (signed-in forms) or of a random nonce kept in a sign-in cookie (the sign-in form, before
 //! there is a session). A POST whose token does not match is refused with a 403 page.
 //!
+//! Flash: a notice for the next page of the same session only (what a form just did), in a
+//! short-lived cookie signed under the UI key and bound to the session's token; the page that
+//! shows it clears it, so a reload, a refresh or a link with a made-up query shows nothing.
+//!
 //! [`Authenticator`]: agentprocess_gateway::auth::Authenticator
 
 use super::UiState;
 use super::layout::message_page;
 use super::signed_in::SignedIn;
+use super::signing::UiKey;
 use agentprocess_gateway::auth::AuthError;
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -47,6 +52,14 @@ const MAX_NEXT_BYTES: usize = 8192;
 pub const MAX_SESSION_TOKEN_BYTES: usize = 3900;
 /// How long the sign-in cookie (CSRF nonce, provider sign-in state) lives: ten minutes.
 pub const SIGN_IN_COOKIE_SECONDS: u64 = 600;
+/// How long a flash waits for its page: a minute (the redirect that shows it follows at once).
+pub const FLASH_COOKIE_SECONDS: u64 = 60;
+/// The purpose flashes are signed for.
+const FLASH_PURPOSE: &str = "flash";
+/// The purpose of the MAC that binds a flash to its session's token.
+const FLASH_SESSION_PURPOSE: &str = "flash session";
+/// Bytes of that MAC, in front of the notice in a flash.
+const FLASH_BINDING_BYTES: usize = 32;
 
 /// The cookie names of a deployment. Over https they take the `__Host-` prefix, which browsers
 /// accept only with `Secure`, `Path=/` and no `Domain`, so no other host can set them.
@@ -55,6 +68,8 @@ pub struct Cookies {
     pub secure: bool,
     pub session: &'static str,
     pub sign_in: &'static str,
+    /// The one-time notice for the next page (see the module's docs).
+    pub flash: &'static str,
 }
 
 impl Cookies {
@@ -65,12 +80,14 @@ impl Cookies {
                 secure,
                 session: "__Host-ap_session",
                 sign_in: "__Host-ap_sign_in",
+                flash: "__Host-ap_flash",
             }
         } else {
             Cookies {
                 secure,
                 session: "ap_session",
                 sign_in: "ap_sign_in",
+                flash: "ap_flash",
             }
         }
     }
@@ -164,6 +181,47 @@ pub fn csrf_refused() -> Response {
         "The form was not sent from a page of this server, or it was opened before you last \
          signed in or out. Go back, reload the page and send it again.",
         None,
+    )
+}
+
+/// A flash holding `notice` for the session whose cookie holds `session_token`: the MAC of the
+/// token, then the notice, signed with `key`.
+pub fn seal_flash(key: &UiKey, session_token: &str, notice: &[u8]) -> String {
+    let mut data = key.mac(FLASH_SESSION_PURPOSE, session_token.as_bytes()).to_vec();
+    data.extend_from_slice(notice);
+    key.sign(FLASH_PURPOSE, &data)
+}
+
+/// The notice in `sealed` if `key` sealed it for the session whose cookie holds
+/// `session_token`; `None` for anything else (another session's flash, a changed or made-up
+/// one).
+pub fn open_flash(key: &UiKey, session_token: &str, sealed: &str) -> Option<Vec<u8>> {
+    let data = key.open(FLASH_PURPOSE, sealed)?;
+    let (binding, notice) = data.split_at_checked(FLASH_BINDING_BYTES)?;
+    key.verify_mac(FLASH_SESSION_PURPOSE, session_token.as_bytes(), binding)
+        .then(|| notice.to_vec())
+}
+
+/// The `Set-Cookie` that carries `notice` to the next page of the session `headers` carry.
+pub fn set_flash(state: &UiState, headers: &HeaderMap, notice: &[u8]) -> HeaderValue {
+    let token = read_cookie(headers, state.cookies.session).unwrap_or_default();
+    state.cookies.set(
+        state.cookies.flash,
+        &seal_flash(&state.key, &token, notice),
+        FLASH_COOKIE_SECONDS,
+    )
+}
+
+/// The flash a request carries for its own session, if any, and the `Set-Cookie` that clears
+/// the flash cookie when there is one: a flash is shown once.
+pub fn take_flash(state: &UiState, headers: &HeaderMap) -> (Option<Vec<u8>>, Option<HeaderValue>) {
+    let Some(sealed) = read_cookie(headers, state.cookies.flash) else {
+        return (None, None);
+    };
+    let token = read_cookie(headers, state.cookies.session).unwrap_or_default();
+    (
+        open_flash(&state.key, &token, &sealed),
+        Some(state.cookies.clear(state.cookies.flash)),
     )
 }
 
@@ -305,6 +363,31 @@ mod tests {
         headers.append(header::COOKIE, HeaderValue::from_static("xap_session=no"));
         assert_eq!(read_cookie(&headers, "ap_session").as_deref(), Some("abc.def"));
         assert_eq!(read_cookie(&headers, "ap_sign_in"), None);
+    }
+
+    #[test]
+    fn a_flash_opens_once_sealed_and_only_for_its_session() {
+        let key = UiKey::new([3; 32]);
+        let sealed = seal_flash(&key, "session-a", b"approved");
+        assert_eq!(
+            open_flash(&key, "session-a", &sealed).as_deref(),
+            Some(&b"approved"[..])
+        );
+        assert_eq!(open_flash(&key, "session-b", &sealed), None, "another session");
+        assert_eq!(
+            open_flash(&UiKey::new([4; 32]), "session-a", &sealed),
+            None,
+            "another key"
+        );
+        let other_purpose = key.sign("client", b"approved");
+        assert_eq!(
+            open_flash(&key, "session-a", &other_purpose),
+            None,
+            "signed for another use"
+        );
+        for made_up in ["", "approved", "YXBwcm92ZWQ.AAAA"] {
+            assert_eq!(open_flash(&key, "session-a", made_up), None, "{made_up:?}");
+        }
     }
 
     #[test]

@@ -10,8 +10,9 @@ script changes the launch run over MCP while Mira's page is open.
 1. Mira signs in; her inbox marks the overdue approval of a test run, refreshes every 30 s.
 2. She completes the policy's `write_draft` task: first without a file (each refusal next to its
    field, what she typed kept), then with a file uploaded as evidence.
-3. She approves `compliance_review` (the uploaded file opens from the run data) and rejects
-   `security_review`, first without the note it needs, then with one.
+3. She approves `compliance_review` (the run data, its web addresses as links, above the
+   decision; the uploaded file opens from it; the inbox's notice of it shown once, and none for a
+   made-up query) and rejects `security_review`, first without the note it needs, then with one.
 4. She opens the launch's `marketing_ready` task and types; the engineering lead completes
    their branch meanwhile; her completion is refused as stale, the page shows the fresh run and what she
    typed; she sends it again.
@@ -50,9 +51,20 @@ async def open_item(page, base, run_id, step_id):
 
 
 async def back_in_inbox(page, base, notice):
-    check(page.url.startswith(f"{base}/ui?done="), f"after the decision the browser is at {page.url}")
+    check(page.url == f"{base}/ui", f"after the decision the browser is at {page.url}")
     shown = await page.inner_text(".notice")
     check(notice in shown, f"the inbox's notice: {shown!r}, expected {notice!r}")
+
+
+async def the_notice_is_shown_once(page, base):
+    """The decision's notice went with the page that showed it: a reload, as the 30 s refresh
+    does, shows none; neither does a link that names a decision in its query."""
+    await page.reload()
+    await page.wait_for_load_state("load")
+    check(await page.locator(".notice").count() == 0, f"the notice after a reload: {await text_of(page)!r}")
+    await page.goto(f"{base}/ui?done=rejected&run=r_fake&step=pay_everyone")
+    shown = await text_of(page)
+    check("Done:" not in shown and "pay_everyone" not in shown, f"a made-up notice: {shown!r}")
 
 
 async def error_next_to(page, input_id):
@@ -136,6 +148,7 @@ async def approves_and_rejects_with_a_note(page, base, plan, checks):
     await page.click("button:has-text('Approve')")
     await page.wait_for_load_state("load")
     await back_in_inbox(page, base, "you approved compliance_review")
+    await the_notice_is_shown_once(page, base)
 
     await open_item(page, base, plan["policyRun"], "security_review")
     await page.click("button:has-text('Reject')")

@@ -2,6 +2,8 @@
 //! the process body, and the decisions the protocol allows the caller on this item, sent with
 //! `decide` (files through `upload` first).
 
+mod notice;
+pub use notice::DecisionNotice;
 mod fields;
 mod forms;
 mod posted;
@@ -12,6 +14,7 @@ pub use run_view::kind_label;
 
 use super::UiState;
 use super::layout::{Page, message_page};
+use super::session::set_flash;
 use super::signing::random_text;
 use crate::layout::{path_segment, run_path};
 use crate::signed_in::SignedIn;
@@ -21,7 +24,7 @@ use agentprocess_gateway::mcp::{ToolError, ToolName};
 use agentprocess_service::ErrorCode;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -149,7 +152,7 @@ pub async fn post(
         }
     };
     match state.call(&signed_in.identity, ToolName::Decide, arguments).await {
-        Ok(_) => done(decision, &run_id, &step_id),
+        Ok(_) => done(&state, &headers, decision, &run_id, &step_id),
         Err(error) => {
             refused(
                 &state, &signed_in, &run_id, &step_id, decision, values, item, &error,
@@ -346,12 +349,18 @@ fn evidence_items(values: &FormValues) -> Vec<Value> {
     links.chain(files).collect()
 }
 
-/// The 303 to the inbox after a decision, which says what was done.
-fn done(decision: Decision, run_id: &str, step_id: &str) -> Response {
-    let query =
-        serde_urlencoded::to_string([("done", decision.as_str()), ("run", run_id), ("step", step_id)])
-            .expect("strings encode");
-    Redirect::to(&format!("/ui?{query}")).into_response()
+/// The 303 to the inbox after a decision, with the flash that tells this session what it did.
+fn done(state: &UiState, headers: &HeaderMap, decision: Decision, run_id: &str, step_id: &str) -> Response {
+    let notice = DecisionNotice {
+        decision,
+        run_id: run_id.to_owned(),
+        step_id: step_id.to_owned(),
+    };
+    let mut response = Redirect::to(super::session::HOME_PATH).into_response();
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, set_flash(state, headers, &notice.to_bytes()));
+    response
 }
 
 /// The run view of `run_id`, when it has the step `step_id`; else the page saying why not.
