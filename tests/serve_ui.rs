@@ -526,7 +526,8 @@ async fn drive_browser(server: &Server, mode: &str) -> Value {
     drive_browser_script(server, "ui_browser.py", &[mode], &[]).await
 }
 
-/// The pages in a real browser at 375 px, and an MCP client that signs in through them with no
+/// The pages in a real browser at 375 px (the sign-in page showing only the chosen kind's
+/// fields, its button in view at 1280x900), and an MCP client that signs in through them with no
 /// token pasted by hand: the Python SDK's OAuth client discovers, registers, sends the browser
 /// to sign in and allow it, takes the code at its loopback redirect URI, and then calls tools
 /// as Mira. No console errors, no serious or critical axe-core violation, no sideways scroll.
@@ -546,6 +547,7 @@ async fn a_browser_signs_in_and_an_mcp_client_completes_oauth_through_it() {
         summary["pages"],
         json!([
             "sign-in",
+            "sign-in-agent",
             "sign-in-errors",
             "home",
             "oauth-sign-in",

@@ -314,7 +314,9 @@ fn dev_form(
                 }
             }
         }
-        form method="post" action="/ui/sign-in" novalidate {
+        // Only the section of the kind chosen shows: the stylesheet hides the other by the
+        // radio that is checked, so it works without script.
+        form class="sign-in" method="post" action="/ui/sign-in" novalidate {
             input type="hidden" name="csrf" value=(csrf);
             input type="hidden" name="next" value=(fields.next.as_deref().unwrap_or(HOME_PATH));
             (text_field("organization", "Organization", "The organization you act in, like acme.", &fields.organization, errors.of(Field::Organization), "organization"))
@@ -323,23 +325,25 @@ fn dev_form(
                 @if let Some(message) = errors.of(Field::Kind) {
                     span class="error" id="kind-error" { (message) }
                 }
-                div class="choice" {
-                    input type="radio" id="kind-person" name="kind" value="person" checked[is_person];
-                    label for="kind-person" { "A person" }
-                }
-                div class="choice" {
-                    input type="radio" id="kind-agent" name="kind" value="agent" checked[!is_person];
-                    label for="kind-agent" { "An agent" }
+                div class="choices" {
+                    div class="choice" {
+                        input type="radio" id="kind-person" name="kind" value="person" checked[is_person];
+                        label for="kind-person" { "A person" }
+                    }
+                    div class="choice" {
+                        input type="radio" id="kind-agent" name="kind" value="agent" checked[!is_person];
+                        label for="kind-agent" { "An agent" }
+                    }
                 }
             }
-            fieldset {
+            fieldset class="person-fields" {
                 legend { "Person" }
-                (text_field("email", "Email", "Used when you sign in as a person.", &fields.email, errors.of(Field::Email), "email"))
+                (text_field("email", "Email", "Like mira@acme.test.", &fields.email, errors.of(Field::Email), "email"))
                 (text_field("groups", "Groups", "Group ids, separated by commas, like staff, finance.", &fields.groups, errors.of(Field::Groups), "off"))
             }
-            fieldset {
+            fieldset class="agent-fields" {
                 legend { "Agent" }
-                (text_field("agent_id", "Agent id", "Used when you sign in as an agent.", &fields.agent_id, errors.of(Field::AgentId), "off"))
+                (text_field("agent_id", "Agent id", "Like a_screener.", &fields.agent_id, errors.of(Field::AgentId), "off"))
             }
             div class="choice" {
                 input type="checkbox" id="operator" name="operator" checked[fields.operator.is_some()];

@@ -5,8 +5,9 @@ Usage: ui_browser.py dev|provider <server_url> <screenshots_dir> <axe.min.js>
 
 dev (a server in dev mode):
 
-1. A person signs in on the dev sign-in page (after a try with errors), sees who they are, is
-   refused a POST without the CSRF token, signs out; /ui then sends them to sign in again.
+1. A person signs in on the dev sign-in page (which shows only the chosen kind's fields, its
+   button in view at 1280x900; after a try with errors), sees who they are, is refused a POST
+   without the CSRF token, signs out; /ui then sends them to sign in again.
 2. The SDK's OAuth client connects to <server_url>/mcp with nothing but the URL: it discovers the
    authorization server, registers, and hands the authorization URL to this browser, which signs
    in as mira@acme.test and allows the client; the code comes back to a loopback redirect URI;
@@ -43,6 +44,7 @@ warnings.simplefilter("ignore", DeprecationWarning)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 PHONE = {"width": 375, "height": 740}
+DESKTOP = {"width": 1280, "height": 900}
 
 
 def check(condition, message):
@@ -103,6 +105,22 @@ async def sign_in_as_person(page, organization, email, groups):
     await page.wait_for_load_state("load")
 
 
+async def sign_in_shows_the_chosen_section(page, checks):
+    """Only the person's or the agent's fields show, as the radio says (no script: the page runs
+    none), and the Sign in button is in view without scrolling at 1280x900."""
+    await page.set_viewport_size(DESKTOP)
+    for kind, shown, hidden in [("agent", "#agent_id", "#email"), ("person", "#email", "#agent_id")]:
+        await page.check(f"#kind-{kind}")
+        check(await page.is_visible(shown), f"{shown} is hidden when {kind} is chosen")
+        check(not await page.is_visible(hidden), f"{hidden} shows when {kind} is chosen")
+        if kind == "agent":
+            await checks.visited_page("sign-in-agent")
+        button = await page.locator("button[type=submit]:has-text('Sign in')").bounding_box()
+        check(button is not None and button["y"] + button["height"] <= DESKTOP["height"],
+              f"the Sign in button is below the fold at 1280x900 ({kind}): {button}")
+    await page.set_viewport_size(PHONE)
+
+
 async def person_signs_in_and_out(browser, base, checks_for):
     context = await browser.new_context(viewport=PHONE)
     page = await context.new_page()
@@ -112,6 +130,7 @@ async def person_signs_in_and_out(browser, base, checks_for):
     await page.goto(f"{base}/ui")
     check(page.url == f"{base}/ui/sign-in", f"/ui without a session went to {page.url}")
     await checks.visited_page("sign-in")
+    await sign_in_shows_the_chosen_section(page, checks)
 
     # Every wrong field gets its error next to it.
     await page.fill("#organization", "")
