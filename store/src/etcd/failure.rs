@@ -51,6 +51,14 @@ const NOT_PROPOSED: &[&str] = &[
     "etcdserver: not capable",
 ];
 
+/// What etcd answers (`InvalidArgument`) to a request that names no user when the cluster has
+/// authentication on.
+const USER_MISSING: &str = "etcdserver: user name is empty";
+
+/// Why etcd refuses a request for want of a user or of the user's rights.
+const AUTHENTICATION_REFUSED: &str = "etcd refused the request: the cluster has authentication on and the \
+     store has no user (cluster.etcd_user), or that user's role does not grant these keys";
+
 pub(super) fn classify(error: etcd::Error) -> Failure {
     match error {
         etcd::Error::GRpcStatus(status) => classify_status(status.code(), status.message()),
@@ -77,6 +85,11 @@ fn classify_status(code: Code, message: &str) -> Failure {
         Code::OutOfRange if message == "etcdserver: mvcc: required revision has been compacted" => {
             Failure::Compacted
         }
+        // etcd's answer to a request without a user on a cluster with authentication on: a
+        // missing setting, not a malformed request, whatever its gRPC code says.
+        Code::InvalidArgument if message == USER_MISSING => {
+            Failure::Final(StoreError::Config(failure(AUTHENTICATION_REFUSED)))
+        }
         Code::InvalidArgument
             if message == "etcdserver: too many operations in txn request"
                 || message == "etcdserver: request is too large" =>
@@ -97,10 +110,9 @@ fn classify_status(code: Code, message: &str) -> Failure {
                 ),
             })
         }
-        Code::Unauthenticated | Code::PermissionDenied => Failure::Final(StoreError::Config(failure(
-            "etcd refused the request: the cluster has authentication on and the store has no user \
-             (cluster.etcd_user), or that user's role does not grant these keys",
-        ))),
+        Code::Unauthenticated | Code::PermissionDenied => {
+            Failure::Final(StoreError::Config(failure(AUTHENTICATION_REFUSED)))
+        }
         _ => Failure::Unknown(format!("{code:?}: {message}")),
     }
 }
@@ -161,5 +173,24 @@ mod tests {
             classify_status(Code::OutOfRange, "etcdserver: too large lease TTL"),
             Failure::Final(StoreError::InvalidRequest(_))
         ));
+    }
+
+    #[test]
+    fn a_request_without_the_user_authentication_needs_is_a_configuration_error() {
+        for (code, message) in [
+            (Code::InvalidArgument, "etcdserver: user name is empty"),
+            (Code::PermissionDenied, "etcdserver: permission denied"),
+            (Code::Unauthenticated, "etcdserver: invalid auth token"),
+        ] {
+            match classify_status(code, message) {
+                Failure::Final(StoreError::Config(reason)) => {
+                    assert!(
+                        reason.contains("authentication on") && reason.contains(message),
+                        "{reason}"
+                    )
+                }
+                other => panic!("{message}: {other:?}"),
+            }
+        }
     }
 }
