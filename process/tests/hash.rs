@@ -11,17 +11,100 @@ fn hash_of(source: &str) -> ContentHash {
     content_hash(&document.frontmatter, &document.body)
 }
 
+/// The partner-screening example's frontmatter as JSON, written out by hand from the file: what
+/// any YAML 1.2 core-schema parser reads from it.
+fn partner_screening_frontmatter() -> Value {
+    json!({
+        "name": "partner-screening",
+        "description": "Screen a prospective partner against watch lists, have a model check the screening, and get the partnerships manager's approval.",
+        "inputs": {
+            "partnerName": "string",
+            "dealSize": { "type": "number", "description": "Expected yearly revenue from the partnership in USD" }
+        },
+        "requires": { "systems": ["watchlist-screening"] },
+        "steps": [
+            {
+                "id": "screen_partner",
+                "agent": "Search partnerName in the watch-list screening system, on both the\nsanctions list and the adverse-media list. Attach the screening report.\nSet cleared to true only when neither list has a match. Choose\npartner_approval when cleared; otherwise turned_down.\n",
+                "output": { "cleared": "boolean", "summary": "string" },
+                "evidence": ["file"],
+                "next": ["partner_approval", "turned_down"],
+                "check": [
+                    {
+                        "ask": "Does the cleared value agree with the attached report?",
+                        "pass": 0.9,
+                        "fail": 0.5
+                    },
+                    {
+                        "ask": "How does the summary read?",
+                        "one_of": {
+                            "decisive": "Gives the result and names both lists.",
+                            "vague": "Hedges or leaves the result open.",
+                            "unreadable": "Impossible to tell."
+                        },
+                        "pass": ["decisive"],
+                        "unsure": ["unreadable"]
+                    },
+                    {
+                        "ask": "How thorough is the screening?",
+                        "levels": [
+                            "No list is clearly searched.",
+                            "One list is searched.",
+                            "Both lists are searched, with the search terms given."
+                        ],
+                        "pass": 2,
+                        "confidence": 0.8
+                    }
+                ]
+            },
+            {
+                "id": "partner_approval",
+                "person": "partnerships-manager",
+                "approve": "Approve only when the partner is cleared and the deal is worth it.",
+                "due": "2d",
+                "on_reject": "screen_partner",
+                "next": "accepted"
+            },
+            { "id": "turned_down", "finish": "declined" },
+            { "id": "accepted", "finish": "partnered" }
+        ]
+    })
+}
+
+/// Spec §6.5, computed here without the library: SHA-256 (the `sha2` crate) over the reference
+/// RFC 8785 implementation's canonical JSON of the frontmatter, one newline, then the body
+/// exactly as the file has it after the closing `---` line. The library's hash, stable across
+/// parses, agrees with it and with the value pinned once.
 #[test]
-fn an_example_hash_is_stable() {
+fn an_example_hash_is_stable_and_agrees_with_an_independent_computation() {
     let bytes = std::fs::read(agentprocess_testkit::example("partner-screening")).unwrap();
     let document = parse_document(&bytes).unwrap();
     let first = content_hash(&document.frontmatter, &document.body);
     let again = parse_document(&bytes).unwrap();
     assert_eq!(first, content_hash(&again.frontmatter, &again.body));
-    // Pinned once; an independent JCS + SHA-256 computation over the same file agrees.
+
+    let text = std::str::from_utf8(&bytes).unwrap();
+    let after_opening = text.strip_prefix("---\n").expect("the file opens with ---");
+    let closing = after_opening
+        .find("\n---\n")
+        .expect("the frontmatter closes with ---");
+    let body = &after_opening[closing + "\n---\n".len()..];
+    let frontmatter = partner_screening_frontmatter();
     assert_eq!(
-        first.to_hex(),
-        "b64ef77ddf8ebc033aad38bb2d741172b089e202c1efcec32545f4dc87218585"
+        document.frontmatter, frontmatter,
+        "the parsed frontmatter is the file's"
+    );
+    let mut independent = Sha256::new();
+    independent.update(serde_json_canonicalizer::to_vec(&frontmatter).unwrap());
+    independent.update(b"\n");
+    independent.update(body.as_bytes());
+    let independent = ContentHash(independent.finalize().into());
+
+    assert_eq!(first, independent, "the library's hash is the spec's");
+    assert_eq!(
+        independent.to_hex(),
+        "b64ef77ddf8ebc033aad38bb2d741172b089e202c1efcec32545f4dc87218585",
+        "the pinned hash"
     );
 }
 
