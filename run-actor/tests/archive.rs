@@ -9,9 +9,11 @@ use agentprocess_run_actor::machine::{Caller, ErrorCode, RunId, StepId};
 use agentprocess_run_actor::runtime::{
     Clock, Decision, ListRuns, LocalBlobs, Mode, Runtime, RuntimeConfig, ToolOutcome, Upload, Write,
 };
-use agentprocess_store::{RangeRequest, Store};
+use agentprocess_store::keys::{KeyFamily, Keys};
+use agentprocess_store::{KeyRange, RangeRequest, RangeResult, Store};
 use runtime_support::*;
 use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,18 +97,87 @@ async fn list_all(runtime: &Runtime, request: ListRuns, page: usize) -> Vec<Valu
     }
 }
 
-/// The hot store's keys that name `run`, its idempotency records and notifications (delivered
-/// by the scheduler, which this test does not run) aside.
-async fn hot_keys_of(store: &dyn Store, run: &RunId) -> Vec<String> {
-    let all = store
-        .range(RangeRequest::new(agentprocess_store::KeyRange::from(Vec::new())))
+/// Every key in the hot store.
+async fn hot_store(store: &dyn Store) -> RangeResult {
+    store
+        .range(RangeRequest::new(KeyRange::from(Vec::new())))
         .await
-        .unwrap();
-    all.kvs
-        .iter()
-        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
-        .filter(|key| key.contains(run.as_str()) && !key.contains("/idem") && !key.contains("/outbox/"))
+        .unwrap()
+}
+
+/// The hot store's revision now.
+async fn revision(store: &dyn Store) -> i64 {
+    store
+        .range(RangeRequest::new(KeyRange::from(Vec::new())).with_limit(1))
+        .await
+        .unwrap()
+        .revision
+}
+
+/// The keys a run's writes put in the hot store: those whose revision is newer than the
+/// store's before the write. The tests write one call at a time, so every key is the run's
+/// whose write made it.
+async fn written_since(store: &dyn Store, before: i64) -> BTreeSet<Vec<u8>> {
+    hot_store(store)
+        .await
+        .kvs
+        .into_iter()
+        .filter(|kv| kv.mod_revision > before)
+        .map(|kv| kv.key)
         .collect()
+}
+
+/// What archiving leaves of a run in the hot store: its idempotency records and their expiry
+/// entries (replays answer as first answered until their own retention ends) and its
+/// notifications not yet delivered (the scheduler, not run by these tests, delivers them).
+fn stays_after_archiving(keys: &Keys, key: &[u8]) -> bool {
+    keys.family_of(key).is_some_and(|owner| {
+        matches!(
+            owner.family,
+            KeyFamily::Idempotency | KeyFamily::IdempotencyExpiry | KeyFamily::Outbox
+        )
+    })
+}
+
+/// Every key `written` (by one run) is checked against the hot store: what archiving leaves
+/// ([`stays_after_archiving`]) is all still there, and nothing else is.
+async fn only_replays_and_notifications_stay(runtime: &Runtime, written: &BTreeSet<Vec<u8>>) {
+    let keys = runtime.keys();
+    let families = |set: &BTreeSet<Vec<u8>>| -> BTreeSet<KeyFamily> {
+        set.iter()
+            .filter_map(|key| keys.family_of(key).map(|owner| owner.family))
+            .collect()
+    };
+    let written_families = families(written);
+    assert!(
+        written_families.contains(&KeyFamily::Run)
+            && written_families.contains(&KeyFamily::Idempotency)
+            && written_families.contains(&KeyFamily::IdempotencyExpiry),
+        "the run's writes are all seen: {written_families:?}"
+    );
+    let hot: BTreeSet<Vec<u8>> = hot_store(runtime.store().as_ref())
+        .await
+        .kvs
+        .into_iter()
+        .map(|kv| kv.key)
+        .collect();
+    let left: BTreeSet<Vec<u8>> = written.intersection(&hot).cloned().collect();
+    let staying: BTreeSet<Vec<u8>> = written
+        .iter()
+        .filter(|key| stays_after_archiving(keys, key))
+        .cloned()
+        .collect();
+    let readable = |set: &BTreeSet<Vec<u8>>| -> Vec<String> {
+        set.iter()
+            .map(|key| String::from_utf8_lossy(key).into_owned())
+            .collect()
+    };
+    assert_eq!(
+        readable(&left),
+        readable(&staying),
+        "of the {} keys the run wrote, only its idempotency records and notifications stay",
+        written.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,7 +191,9 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
     // Eight runs over two processes, started a millisecond apart or in the same millisecond;
     // five end (cancelled), three stay open.
     let mut runs = Vec::new();
+    let mut written: BTreeMap<RunId, BTreeSet<Vec<u8>>> = BTreeMap::new();
     for i in 0..8 {
+        let before = revision(store.as_ref()).await;
         let view = if i % 2 == 0 {
             start(
                 &runtime,
@@ -141,6 +214,7 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
             .await
         };
         runs.push(run_id(&view));
+        written.insert(run_id(&view), written_since(store.as_ref(), before).await);
         if i != 3 {
             runtime.clock().advance(Duration::from_millis(1));
         }
@@ -148,7 +222,10 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
     let ended: Vec<&RunId> = runs.iter().step_by(2).chain([&runs[3]]).collect();
     let mut cancelled = Vec::new();
     for (i, run) in ended.iter().enumerate() {
+        let before = revision(store.as_ref()).await;
         cancelled.push(ok(cancel(&runtime, run, &format!("x-{i}")).await));
+        let by_cancel = written_since(store.as_ref(), before).await;
+        written.get_mut(*run).unwrap().extend(by_cancel);
     }
 
     // What the reads answer while every run is hot.
@@ -180,20 +257,30 @@ async fn an_ended_run_leaves_the_hot_store_and_reads_the_same_from_the_archive()
 
     // Not due yet: the archive timer leaves the run where it is.
     runtime.clock().advance(ARCHIVE_AFTER - Duration::from_secs(1));
+    let before_early_timers = hot_store(store.as_ref()).await.kvs;
     for run in &ended {
         runtime.fire_timer(&ORG.into(), run, "archive").await.unwrap();
-        assert!(!hot_keys_of(store.as_ref(), run).await.is_empty());
     }
+    assert_eq!(
+        hot_store(store.as_ref()).await.kvs,
+        before_early_timers,
+        "an archive timer fired early changes nothing"
+    );
     runtime.clock().advance(Duration::from_secs(1));
     let fired = fire_due_timers(&runtime).await;
     assert_eq!(fired.iter().filter(|id| *id == "archive").count(), 5, "{fired:?}");
 
-    // The hot store holds nothing of an ended run any more; the open ones are untouched.
+    // The hot store holds nothing of an ended run any more but its idempotency records and
+    // notifications; the open ones are untouched.
     for run in &ended {
-        assert_eq!(hot_keys_of(store.as_ref(), run).await, Vec::<String>::new());
+        only_replays_and_notifications_stay(&runtime, &written[*run]).await;
     }
+    let hot = hot_store(store.as_ref()).await.kvs;
     for run in runs.iter().filter(|r| !ended.contains(r)) {
-        assert!(!hot_keys_of(store.as_ref(), run).await.is_empty());
+        assert!(
+            written[run].iter().all(|key| hot.iter().any(|kv| &kv.key == key)),
+            "every key of open run {run} is still there"
+        );
     }
     assert!(dir.path().join("blobs/archive").is_dir());
 
@@ -364,8 +451,11 @@ async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived
     publish_example(&runtime, ORG, "defect-triage").await;
     let (worker, lead) = (agent("a_worker"), person("lead@acme.test", &["g_qa-lead"]));
     let mut writes: Vec<(Caller, Write, &str, Value)> = Vec::new();
+    let mut written = BTreeSet::new();
     let mut write = async |caller: &Caller, write: Write, request: &'static str| -> Value {
+        let before = revision(store.as_ref()).await;
         let data = ok(runtime.execute(caller, write.clone(), request).await.unwrap());
+        written.extend(written_since(store.as_ref(), before).await);
         writes.push((caller.clone(), write, request, data.clone()));
         data
     };
@@ -455,7 +545,7 @@ async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived
 
     runtime.clock().advance(ARCHIVE_AFTER);
     assert!(fire_due_timers(&runtime).await.contains(&"archive".to_string()));
-    assert_eq!(hot_keys_of(store.as_ref(), &run).await, Vec::<String>::new());
+    only_replays_and_notifications_stay(&runtime, &written).await;
 
     for (caller, write, request, first) in &writes {
         let again = runtime.execute(caller, write.clone(), request).await.unwrap();
@@ -487,7 +577,6 @@ async fn every_kind_of_write_replays_its_first_answer_after_the_run_was_archived
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_from_before_filing_are_filed_once_and_then_found_by_input_on_the_first_page() {
     use agentprocess_run_actor::runtime::Filing;
-    use agentprocess_store::keys::KeyFamily;
     use agentprocess_store::{Txn, TxnOp};
     const OTHERS: usize = 300;
     let dir = tempfile::tempdir().unwrap();
@@ -523,7 +612,7 @@ async fn runs_from_before_filing_are_filed_once_and_then_found_by_input_on_the_f
 
     // As a store from before filing: no filing in the hot store or the archive.
     let all = store
-        .range(RangeRequest::new(agentprocess_store::KeyRange::from(Vec::new())))
+        .range(RangeRequest::new(KeyRange::from(Vec::new())))
         .await
         .unwrap();
     let filings: Vec<TxnOp> = all
