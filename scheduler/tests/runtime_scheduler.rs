@@ -20,6 +20,7 @@ use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use serde_json::{Value, json};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -835,41 +836,62 @@ async fn liveness_is_running_until_the_scheduler_stops() {
 }
 
 /// A store that never answers: etcd cut off, each call waiting out a timeout that never ends.
-#[derive(Debug)]
-struct Unanswering;
+/// It counts the calls waiting in it, so a test sees when every task is stuck in one.
+#[derive(Debug, Default)]
+struct Unanswering {
+    waiting: Arc<AtomicUsize>,
+}
+
+/// One call waiting in an [`Unanswering`] store, counted until it is dropped (aborted).
+struct WaitingCall(Arc<AtomicUsize>);
+
+impl Drop for WaitingCall {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Unanswering {
+    /// Waits forever, counted among the waiting calls meanwhile.
+    async fn never<T>(&self) -> T {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _call = WaitingCall(self.waiting.clone());
+        std::future::pending().await
+    }
+}
 
 #[async_trait::async_trait]
 impl agentprocess_store::Store for Unanswering {
     async fn get(&self, _: &[u8]) -> Result<(Option<agentprocess_store::KeyValue>, i64), StoreError> {
-        std::future::pending().await
+        self.never().await
     }
     async fn range(&self, _: RangeRequest) -> Result<agentprocess_store::RangeResult, StoreError> {
-        std::future::pending().await
+        self.never().await
     }
     async fn txn(&self, _: agentprocess_store::Txn) -> Result<agentprocess_store::TxnResult, StoreError> {
-        std::future::pending().await
+        self.never().await
     }
     async fn lease_grant(&self, _: i64) -> Result<agentprocess_store::LeaseGrant, StoreError> {
-        std::future::pending().await
+        self.never().await
     }
     async fn lease_keep_alive(&self, _: agentprocess_store::LeaseId) -> Result<i64, StoreError> {
-        std::future::pending().await
+        self.never().await
     }
     async fn lease_revoke(&self, _: agentprocess_store::LeaseId) -> Result<(), StoreError> {
-        std::future::pending().await
+        self.never().await
     }
     async fn lease_time_to_live(
         &self,
         _: agentprocess_store::LeaseId,
     ) -> Result<Option<agentprocess_store::LeaseStatus>, StoreError> {
-        std::future::pending().await
+        self.never().await
     }
     async fn watch(
         &self,
         _: agentprocess_store::KeyRange,
         _: Option<i64>,
     ) -> Result<agentprocess_store::WatchStream, StoreError> {
-        std::future::pending().await
+        self.never().await
     }
 }
 
@@ -880,23 +902,37 @@ impl agentprocess_store::Store for Unanswering {
 async fn a_scheduler_stops_within_its_patience_when_the_store_does_not_answer() {
     let dir = tempfile::tempdir().unwrap();
     let (_store, runtime) = open(dir.path(), START).await;
+    let store = Arc::new(Unanswering::default());
     let parts = SchedulerParts {
-        store: Arc::new(Unanswering),
+        store: store.clone(),
         ..parts(&runtime)
     };
+    let patience = Duration::from_millis(300);
     let config = SchedulerConfig {
-        stop_patience: Duration::from_millis(300),
+        stop_patience: patience,
         ..quick()
     };
     let scheduler = Scheduler::start(parts, transport(), config);
     let liveness = scheduler.liveness();
-    // Every task is now inside a store call.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Each of the three tasks (timers, outbox, cleanup) begins with a read of the store.
+    eventually("every task waits inside a store call", || async {
+        store.waiting.load(Ordering::SeqCst) == 3
+    })
+    .await;
     assert!(liveness.is_running());
+    let stopping = std::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(10), scheduler.stop())
         .await
         .expect("the scheduler stops although its store does not answer");
+    let took = stopping.elapsed();
     assert!(!liveness.is_running());
+    // The tasks did not end by themselves: they were aborted in their calls, after the patience.
+    assert!(took >= patience, "stopped in {took:?}, before its patience");
+    assert_eq!(
+        store.waiting.load(Ordering::SeqCst),
+        0,
+        "the calls waiting in the store were dropped"
+    );
 }
 
 /// The data points of the metric `name` in the latest export: each one's attributes as
@@ -994,16 +1030,15 @@ async fn a_fired_timer_is_counted_by_kind_with_its_lateness() {
 #[derive(Debug)]
 struct SchedulerCalls {
     keys: agentprocess_store::keys::Keys,
-    webhook_reads: std::sync::atomic::AtomicUsize,
-    outbox_deletes: std::sync::atomic::AtomicUsize,
+    webhook_reads: AtomicUsize,
+    outbox_deletes: AtomicUsize,
 }
 
 #[async_trait::async_trait]
 impl Probe for SchedulerCalls {
     async fn range(&self, request: &RangeRequest) {
         if request.range == self.keys.webhooks(&OrgId::from(ORG)) {
-            self.webhook_reads
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.webhook_reads.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -1013,8 +1048,7 @@ impl Probe for SchedulerCalls {
             _ => false,
         });
         if deletes_outbox {
-            self.outbox_deletes
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.outbox_deletes.fetch_add(1, Ordering::SeqCst);
         }
     }
 }
@@ -1089,21 +1123,12 @@ async fn one_look_at_the_outbox_reads_the_webhooks_once_and_deletes_what_it_deli
     delivered.dedup();
     assert_eq!(delivered.len(), RUNS, "every notification, each once");
     // Deliveries end one by one; their deletes wait for the next look, at most 200 ms on.
-    let deletes = counting
-        .probe
-        .outbox_deletes
-        .load(std::sync::atomic::Ordering::SeqCst);
+    let deletes = counting.probe.outbox_deletes.load(Ordering::SeqCst);
     assert!(
         (1..=3).contains(&deletes),
         "{deletes} delete transactions for {RUNS} entries"
     );
-    assert_eq!(
-        counting
-            .probe
-            .webhook_reads
-            .load(std::sync::atomic::Ordering::SeqCst),
-        1
-    );
+    assert_eq!(counting.probe.webhook_reads.load(Ordering::SeqCst), 1);
     scheduler.stop().await;
     store.close().await;
 }
