@@ -11,7 +11,12 @@ use agentprocess_cluster::{
     ActorMembership, DEFAULT_SHARDS, Election, HostRecord, MembershipOptions, ShardMap, rendezvous_owner,
 };
 use agentprocess_store::keys::Keys;
-use agentprocess_store::{Compare, CompareTarget, LeaseId, RangeRequest, Store, Txn, TxnOp};
+use agentprocess_store::probed::{Probe, Probed};
+use agentprocess_store::{
+    Compare, CompareTarget, EventKind, KeyRange, LeaseId, RangeRequest, Store, Txn, TxnOp, WatchEvent,
+    WatchStream,
+};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// How long a shard handover after a graceful leave may take.
@@ -156,6 +161,43 @@ async fn fenced_put(setup: &Setup, fence: &Compare, key: &str) -> bool {
         .succeeded
 }
 
+/// The next change of a watched key; panics when none comes within `within`.
+async fn next_change(changes: &mut WatchStream, within: Duration) -> WatchEvent {
+    tokio::time::timeout(within, changes.next())
+        .await
+        .expect("a change of the watched key in time")
+        .expect("the watch goes on")
+        .expect("a change, not an error")
+}
+
+/// Tells whoever waits on `opened` each time a watch is opened through the store: how a test
+/// sees a standby candidate lose its attempt and wait for the leader's key to go.
+#[derive(Debug, Default)]
+struct WatchOpened {
+    opened: Arc<Notify>,
+}
+
+#[async_trait::async_trait]
+impl Probe for WatchOpened {
+    async fn watch(&self, _range: &KeyRange, events: WatchStream) -> WatchStream {
+        self.opened.notify_one();
+        events
+    }
+}
+
+/// Campaigns as `candidate` in a task, through a store that tells `opened` when the candidate
+/// starts watching the leader's key: it found the seat taken and waits for it to be free.
+fn campaign_in_background(
+    setup: &Setup,
+    key: &[u8],
+    candidate: &str,
+    opened: Arc<Notify>,
+) -> tokio::task::JoinHandle<Result<agentprocess_cluster::Leadership, agentprocess_store::StoreError>> {
+    let store: Arc<dyn Store> = Arc::new(Probed::new(setup.store.clone(), WatchOpened { opened }));
+    let (key, candidate, ttl) = (key.to_vec(), candidate.to_string(), setup.ttl);
+    tokio::spawn(async move { Election::campaign(store, key, candidate, ttl).await })
+}
+
 /// One host holds every shard; a second joins: they split by rendezvous, every shard held by
 /// exactly one of them (as the store says), and the shards that moved are exactly those the
 /// newcomer wins.
@@ -189,7 +231,8 @@ pub async fn second_host_takes_exactly_the_shards_it_wins(setup: Setup) {
 }
 
 /// Graceful leave: a call admitted before the leave finishes before its shard's key is
-/// deleted; once it is done, the other host holds every shard within [`HANDOVER`].
+/// deleted (the key's first change comes after the call ended); once it is done, the other host
+/// holds every shard within [`HANDOVER`].
 pub async fn leave_waits_for_calls_in_flight_then_hands_every_shard_over(setup: Setup) {
     let a = setup.join("actor-a").await;
     let b = setup.join("actor-b").await;
@@ -199,6 +242,13 @@ pub async fn leave_waits_for_calls_in_flight_then_hands_every_shard_over(setup: 
     let permit = a.admit(shard).expect("a admits calls on its shard");
     let fence = permit.fence().clone();
     assert_eq!(Some(&fence), a.fence(shard).as_ref());
+    let shard_key = setup.keys.shard(shard);
+    let (_, before_leave) = setup.store.get(&shard_key).await.expect("read the shard key");
+    let mut shard_changes = setup
+        .store
+        .watch(KeyRange::single(shard_key.clone()), Some(before_leave + 1))
+        .await
+        .expect("watch the shard key");
 
     let leaving = {
         let a = a.clone();
@@ -209,8 +259,6 @@ pub async fn leave_waits_for_calls_in_flight_then_hands_every_shard_over(setup: 
     })
     .await;
     // The call in flight holds the shard: the key is still on the leaving host's lease.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!leaving.is_finished(), "leave waits for the call in flight");
     assert!(a.still_holds(shard).await.expect("read the shard key"));
     assert_eq!(setup.holders().await[&shard].0, "actor-a");
     assert!(
@@ -218,6 +266,7 @@ pub async fn leave_waits_for_calls_in_flight_then_hands_every_shard_over(setup: 
         "the call in flight still commits"
     );
 
+    let (_, call_ended_at) = setup.store.get(&shard_key).await.expect("read the shard key");
     drop(permit);
     let took = eventually("the remaining host holds every shard", HANDOVER, || async {
         let holders = setup.holders().await;
@@ -227,6 +276,18 @@ pub async fn leave_waits_for_calls_in_flight_then_hands_every_shard_over(setup: 
     })
     .await;
     eprintln!("handover after leave: {took:?}");
+    let let_go = next_change(&mut shard_changes, HANDOVER).await;
+    assert_eq!(
+        let_go.kind,
+        EventKind::Delete,
+        "the leaving host lets go of the shard (its lease revoked) before another takes it"
+    );
+    assert!(
+        let_go.kv.mod_revision > call_ended_at,
+        "leave waits for the call in flight: the shard's key went at revision {}, while the call \
+         held it (up to revision {call_ended_at})",
+        let_go.kv.mod_revision
+    );
     leaving.await.expect("leave ends");
     assert!(a.held().is_empty());
     assert!(a.fence(shard).is_none());
@@ -359,16 +420,21 @@ pub async fn standby_leads_after_the_leader_crashes_and_lost_fires_on_deletion(s
         .await
         .expect("the first candidate wins");
     assert!(!leader.is_lost());
-    let standby = {
-        let (store, key, ttl) = (setup.store.clone(), key.clone(), setup.ttl);
-        tokio::spawn(async move { Election::campaign(store, key, "scheduler-b".into(), ttl).await })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!standby.is_finished(), "one leader at a time");
     let (kv, _) = setup.store.get(&key).await.expect("read the leader key");
     let kv = kv.expect("the leader key");
     assert_eq!(kv.value, b"scheduler-a");
     assert_eq!(kv.lease, Some(leader.lease()));
+    let mut key_changes = setup
+        .store
+        .watch(KeyRange::single(key.clone()), Some(kv.mod_revision + 1))
+        .await
+        .expect("watch the leader key");
+    let standby_waits = Arc::new(Notify::new());
+    let standby = campaign_in_background(&setup, &key, "scheduler-b", standby_waits.clone());
+    tokio::time::timeout(setup.ttl(), standby_waits.notified())
+        .await
+        .expect("the standby finds the seat taken and waits for the leader key to go");
+    assert!(!standby.is_finished(), "one leader at a time");
     assert!(fenced_put(&setup, &leader.fence(), "/test/leader-write").await);
 
     let crashed_at = Instant::now();
@@ -382,6 +448,15 @@ pub async fn standby_leads_after_the_leader_crashes_and_lost_fires_on_deletion(s
     let (kv, _) = setup.store.get(&key).await.expect("read the leader key");
     assert_eq!(kv.expect("the leader key").value, b"scheduler-b");
     assert!(!standby.is_lost());
+    // One leader at a time, as the key's history tells: the leader's key went (its lease
+    // expired) before the standby's was written.
+    let expired = next_change(&mut key_changes, AFTER_TTL).await;
+    assert_eq!(expired.kind, EventKind::Delete, "{expired:?}");
+    let took_over = next_change(&mut key_changes, AFTER_TTL).await;
+    assert_eq!(
+        (took_over.kind, took_over.kv.value.as_slice()),
+        (EventKind::Put, b"scheduler-b".as_slice())
+    );
 
     setup
         .store
@@ -400,12 +475,12 @@ pub async fn resigning_hands_leadership_over_at_once(setup: Setup) {
     let leader = Election::campaign(setup.store.clone(), key.clone(), "scheduler-a".into(), setup.ttl)
         .await
         .expect("the first candidate wins");
-    let standby = {
-        let (store, key, ttl) = (setup.store.clone(), key.clone(), setup.ttl);
-        tokio::spawn(async move { Election::campaign(store, key, "scheduler-b".into(), ttl).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!standby.is_finished());
+    let standby_waits = Arc::new(Notify::new());
+    let standby = campaign_in_background(&setup, &key, "scheduler-b", standby_waits.clone());
+    tokio::time::timeout(setup.ttl(), standby_waits.notified())
+        .await
+        .expect("the standby finds the seat taken and waits for the leader key to go");
+    assert!(!standby.is_finished(), "one leader at a time");
     leader.resign().await.expect("resign");
     let standby = tokio::time::timeout(HANDOVER, standby)
         .await
