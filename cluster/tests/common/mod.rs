@@ -171,7 +171,8 @@ async fn next_change(changes: &mut WatchStream, within: Duration) -> WatchEvent 
 }
 
 /// Tells whoever waits on `opened` each time a watch is opened through the store: how a test
-/// sees a standby candidate lose its attempt and wait for the leader's key to go.
+/// sees a candidate start watching the leader's key, as it does when it found the seat taken
+/// (and also once it won, to notice losing it: the test checks whose the seat is).
 #[derive(Debug, Default)]
 struct WatchOpened {
     opened: Arc<Notify>,
@@ -186,7 +187,7 @@ impl Probe for WatchOpened {
 }
 
 /// Campaigns as `candidate` in a task, through a store that tells `opened` when the candidate
-/// starts watching the leader's key: it found the seat taken and waits for it to be free.
+/// starts watching the leader's key.
 fn campaign_in_background(
     setup: &Setup,
     key: &[u8],
@@ -264,6 +265,14 @@ pub async fn leave_waits_for_calls_in_flight_then_hands_every_shard_over(setup: 
     assert!(
         fenced_put(&setup, &fence, "/test/in-flight-write").await,
         "the call in flight still commits"
+    );
+    // Nothing marks a leave that is waiting. A leave with no call in flight lets go of its
+    // shards within HANDOVER (as checked below once the call ends), so the call is held that
+    // long while the shard's key is watched: a leave that did not wait would change it.
+    let changed = tokio::time::timeout(HANDOVER, shard_changes.next()).await;
+    assert!(
+        changed.is_err(),
+        "leave waits for the call in flight, but the shard's key changed: {changed:?}"
     );
 
     let (_, call_ended_at) = setup.store.get(&shard_key).await.expect("read the shard key");
@@ -434,6 +443,17 @@ pub async fn standby_leads_after_the_leader_crashes_and_lost_fires_on_deletion(s
     tokio::time::timeout(setup.ttl(), standby_waits.notified())
         .await
         .expect("the standby finds the seat taken and waits for the leader key to go");
+    assert_eq!(
+        setup
+            .store
+            .get(&key)
+            .await
+            .expect("read the leader key")
+            .0
+            .map(|kv| kv.value),
+        Some(b"scheduler-a".to_vec()),
+        "the seat is still the leader's"
+    );
     assert!(!standby.is_finished(), "one leader at a time");
     assert!(fenced_put(&setup, &leader.fence(), "/test/leader-write").await);
 
@@ -480,6 +500,17 @@ pub async fn resigning_hands_leadership_over_at_once(setup: Setup) {
     tokio::time::timeout(setup.ttl(), standby_waits.notified())
         .await
         .expect("the standby finds the seat taken and waits for the leader key to go");
+    assert_eq!(
+        setup
+            .store
+            .get(&key)
+            .await
+            .expect("read the leader key")
+            .0
+            .map(|kv| kv.value),
+        Some(b"scheduler-a".to_vec()),
+        "the seat is still the leader's"
+    );
     assert!(!standby.is_finished(), "one leader at a time");
     leader.resign().await.expect("resign");
     let standby = tokio::time::timeout(HANDOVER, standby)
