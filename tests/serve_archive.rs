@@ -163,9 +163,25 @@ async fn kill_9_while_archiving_loses_no_run_and_shows_none_twice() {
         assert!(Instant::now() < deadline, "archiving never began");
         std::thread::sleep(Duration::from_millis(1));
     }
-    server.kill_and_restart();
+    server.kill9();
+    // What the dead server left: archiving was under way, some runs in the archive already and
+    // some only in the hot store still.
     let archived_at_kill = archived_runs(data.path());
-    eprintln!("archived when killed: {archived_at_kill} of {RUNS}");
+    let hot_at_kill = hot_runs(data.path()).await;
+    eprintln!("when killed: {archived_at_kill} of {RUNS} runs archived, {hot_at_kill} still hot");
+    assert!(
+        archived_at_kill > 0 && archived_at_kill < RUNS,
+        "the kill came while archiving was under way: {archived_at_kill} of {RUNS} archived"
+    );
+    assert!(
+        hot_at_kill > 0,
+        "runs were left in the hot store at the kill ({archived_at_kill} archived)"
+    );
+    assert!(
+        archived_at_kill + hot_at_kill >= RUNS,
+        "every run is in one tier at least at the kill: {archived_at_kill} archived, {hot_at_kill} hot"
+    );
+    server.kill_and_restart();
 
     // Right after the restart, whatever tier each run is in: every run once, as before.
     let agent = server.client(&Who::Agent("a_reader")).await;
