@@ -52,9 +52,6 @@ One run per expense claim.
 FIXED = WITH_A_MISTAKE.replace("next: nowhere", "next: paid")
 CHANGED = FIXED.replace("Check the receipt against the amount claimed.",
                         "Check the receipt and the card statement against the amount claimed.")
-# A tiny map served in place of the map route while this server has none.
-MAP_STANDIN = ('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">'
-               '<rect width="10" height="10"/></svg>')
 
 
 async def sign_in(page, base, email, operator):
@@ -141,19 +138,35 @@ async def import_fix_bind_publish_compare(page, base, checks):
     check("removed" in removed and "Check the receipt against" in removed, f"the removed line: {removed!r}")
     await checks.visited_page("process-diff")
 
-    map_url = f"{base}/ui/processes/{PROCESS}/versions/1/map.svg"
-    if (await page.request.get(map_url)).status == 404:
-        # The map route belongs to another part of the UI; until it is there, a stand-in.
-        await page.route(map_url, lambda route: route.fulfill(
-            status=200, content_type="image/svg+xml", body=MAP_STANDIN))
     await page.goto(f"{base}/ui/processes/{PROCESS}")
     await submit(page, "table.versions a:has-text('v1')")
     shown = await text_of(page)
     check(hashes["1"] in shown and "next: paid" in shown, f"the version page: {shown!r}")
     alt = await page.get_attribute("figure.process-map img", "alt")
     check(alt and "Process map" in alt, f"the map's text alternative: {alt!r}")
+    await version_map_is_drawn(page, base, "1")
     await checks.visited_page("process-version")
     return hashes
+
+
+async def version_map_is_drawn(page, base, version):
+    """The version page's map is the server's SVG of that version (every step of it drawn), and
+    the browser drew it."""
+    map_path = f"/ui/processes/{PROCESS}/versions/{version}/map.svg"
+    source = await page.get_attribute("figure.process-map img", "src")
+    check(source == map_path, f"the map image's source: {source!r}")
+    response = await page.request.get(f"{base}{map_path}")
+    body = await response.text()
+    check(response.status == 200, f"{map_path}: {response.status} {body[:200]!r}")
+    content_type = response.headers.get("content-type", "")
+    check(content_type.startswith("image/svg+xml"), f"{map_path}: content type {content_type!r}")
+    check('<svg xmlns="http://www.w3.org/2000/svg"' in body and body.rstrip().endswith("</svg>")
+          and f'data-process="{PROCESS}"' in body, f"{map_path} is not {PROCESS}'s map: {body[:300]!r}")
+    for step in ["check", "review", "paid"]:
+        check(f'data-step="{step}"' in body, f"{map_path} does not draw step {step}: {body!r}")
+    drawn = await page.eval_on_selector(
+        "figure.process-map img", "image => image.complete && image.naturalWidth > 0")
+    check(drawn, f"the browser did not draw {map_path}")
 
 
 async def manage_webhooks(page, base, checks, receiver_url, redeliver, delete):
