@@ -112,15 +112,6 @@ async fn start_collector() -> (String, Collector) {
     (endpoint, collector)
 }
 
-/// The metrics URL a role printed in its log.
-fn metrics_url(cluster: &Cluster, role: Role, index: usize) -> String {
-    let log = cluster.log(role, index);
-    log.lines()
-        .find_map(|line| line.trim().strip_prefix("metrics: "))
-        .map(str::to_owned)
-        .unwrap_or_else(|| panic!("{role:?} {index} printed no metrics endpoint:\n{log}"))
-}
-
 /// Where a client puts its W3C `traceparent`.
 #[derive(Debug, Clone, Copy)]
 enum TraceIn {
@@ -294,7 +285,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
     );
 
     // Every role's metrics.
-    let gateway = metrics_url(&cluster, Role::Gateway, 1);
+    let gateway = cluster.metrics_url(Role::Gateway, 1);
     let samples = scrape(&gateway).await;
     assert_eq!(
         value(
@@ -311,7 +302,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
     // The team lead's approval is the only open work: every gateway's backlog says so.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let samples = scrape(&metrics_url(&cluster, Role::Gateway, 0)).await;
+        let samples = scrape(&cluster.metrics_url(Role::Gateway, 0)).await;
         if value(&samples, "agentprocess_backlog_work_items", &[PROCESS]) == Some(1.0)
             && value(&samples, "agentprocess_backlog_ready_steps", &[PROCESS]).unwrap_or(0.0) == 0.0
         {
@@ -326,7 +317,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
     let mut started_runs = 0.0;
     let mut shards = 0.0;
     for actor in 0..2 {
-        let samples = scrape(&metrics_url(&cluster, Role::Actor, actor)).await;
+        let samples = scrape(&cluster.metrics_url(Role::Actor, actor)).await;
         assert_eq!(
             value(&samples, "agentprocess_build_info", &[("role", "actor")]),
             Some(1.0)
@@ -348,7 +339,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
     }
     assert_eq!(started_runs, 1.0, "one run started, on one of the hosts");
     assert_eq!(shards, 256.0, "the hosts own every shard between them");
-    let samples = scrape(&metrics_url(&cluster, Role::Scheduler, 0)).await;
+    let samples = scrape(&cluster.metrics_url(Role::Scheduler, 0)).await;
     assert_eq!(
         value(&samples, "agentprocess_build_info", &[("role", "scheduler")]),
         Some(1.0)
@@ -378,7 +369,7 @@ async fn every_role_is_scraped_and_a_tool_call_is_one_trace_across_processes() {
         let mut scraped = std::collections::BTreeSet::new();
         for (role, count) in [(Role::Gateway, 2), (Role::Actor, 2), (Role::Scheduler, 1)] {
             for index in 0..count {
-                for sample in scrape(&metrics_url(&cluster, role, index)).await {
+                for sample in scrape(&cluster.metrics_url(role, index)).await {
                     scraped.insert(sample.name);
                 }
             }

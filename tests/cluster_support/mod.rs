@@ -403,6 +403,16 @@ impl Cluster {
             .any(|p| p.role == role && p.index == index && p.child.is_some())
     }
 
+    /// The metrics URL the process printed in its log (its roles serve metrics when
+    /// `AGENTPROCESS_METRICS_LISTEN` is set).
+    pub fn metrics_url(&self, role: Role, index: usize) -> String {
+        let log = self.log(role, index);
+        log.lines()
+            .find_map(|line| line.trim().strip_prefix("metrics: "))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{role:?} {index} printed no metrics endpoint:\n{log}"))
+    }
+
     /// The last lines of every process's log, for failure messages.
     pub fn logs(&self) -> String {
         let mut text = String::new();
