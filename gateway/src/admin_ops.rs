@@ -23,9 +23,10 @@
 //! reads it for an agent. `olderThan` and `stuck` end that ordered range at `now − seconds`, so a
 //! page costs in proportion to `limit`, never to the number of runs. `stuck` lists, for each
 //! step waiting past it, its run (a run with two such steps comes twice), the longest waiting
-//! first; its cursor is of that listing. Each ready step says how many times a claim of it lapsed,
-//! from the operator's inspection of its run; `leaseExpiredMoreThan` keeps the steps past that
-//! count, out of the page read.
+//! first; its cursor is of that listing ([`stuck_runs`], which the web console's stuck filter
+//! reads too, with a [`StuckRule`] that may also count lapsed claims). Each ready step says how
+//! many times a claim of it lapsed, from the operator's inspection of its run;
+//! `leaseExpiredMoreThan` keeps the steps past that count, out of the page read.
 
 use crate::admin::require_operator;
 use crate::admin_model::RunInspection;
@@ -38,6 +39,7 @@ use crate::escalations::open_escalations;
 use crate::mcp::{RunRead, ToolBackend, ToolError, ToolName};
 use crate::respond::{self, HttpFailure};
 use crate::runtime_backend::caller_of;
+use crate::tool_caller::ToolCaller;
 use agentprocess_org::Clock;
 use agentprocess_service::{ReadySteps, RunService, Timestamp, ToolOutcome};
 use axum::body::Bytes;
@@ -80,8 +82,8 @@ pub fn routes<B: ToolBackend>(backend: Arc<B>, runs: Arc<dyn RunService>, clock:
 }
 
 /// Calls `tool` as `identity` as `/mcp` would: the arguments checked against its schema first.
-async fn call<B: ToolBackend>(
-    backend: &B,
+async fn call<T: ToolCaller + ?Sized>(
+    tools: &T,
     identity: &Identity,
     tool: ToolName,
     arguments: Value,
@@ -89,8 +91,8 @@ async fn call<B: ToolBackend>(
     if let Err(issues) = tool.validate_arguments(&arguments) {
         return Err(HttpFailure::ToolRefused(ToolError::invalid_arguments(issues)));
     }
-    backend
-        .call(identity, tool, arguments)
+    tools
+        .run_tool(identity, tool, arguments)
         .await
         .map(|data| data.into_value())
         .map_err(HttpFailure::ToolRefused)
@@ -105,7 +107,14 @@ async fn list_runs<B: ToolBackend>(
     let query = RunsQuery::parse(query.as_deref().unwrap_or("")).map_err(HttpFailure::Malformed)?;
     let page = match query.stuck_seconds {
         None => runs_page(ops.backend.as_ref(), &identity, &query).await?,
-        Some(_) => stuck_runs_page(&ops, &identity, &query).await?,
+        Some(seconds) => {
+            let rule = StuckRule {
+                waited_more_than_seconds: seconds,
+                lease_expired_more_than: None,
+            };
+            let (tools, runs) = (ops.backend.as_ref(), ops.runs.as_ref());
+            stuck_runs(tools, runs, &identity, &query, rule, ops.clock.now()).await?
+        }
     };
     Ok(Json(page))
 }
@@ -270,16 +279,55 @@ pub fn age_seconds(since: Timestamp, now: Timestamp) -> u64 {
     u64::try_from((now.as_millis() - since.as_millis()) / 1000).unwrap_or(0)
 }
 
-/// Runs with an agent step ready and unclaimed for longer than `query.stuck_seconds`, one per
-/// such step, the longest waiting first, filtered by the rest of `query`.
-async fn stuck_runs_page<B: ToolBackend>(
-    ops: &Ops<B>,
+/// What makes a ready, unclaimed agent step stuck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StuckRule {
+    /// It has been ready and unclaimed for longer than this.
+    pub waited_more_than_seconds: u64,
+    /// Or, when given, its claims lapsed more than this many times, however long it has waited
+    /// since (a claim that lapses leaves the step ready since the same instant).
+    pub lease_expired_more_than: Option<u32>,
+}
+
+impl StuckRule {
+    /// Where a listing oldest first may stop: steps ready after it have not waited long enough,
+    /// so without a lease rule none of them is stuck. `None`: the whole index may hold some.
+    fn ready_until_ms(&self, now: Timestamp) -> Option<u64> {
+        match self.lease_expired_more_than {
+            None => Some(waited_longer_than(now, self.waited_more_than_seconds)),
+            Some(_) => None,
+        }
+    }
+
+    /// Whether a step ready since `since` has waited too long by `now`.
+    pub fn waited_too_long(&self, since: Timestamp, now: Timestamp) -> bool {
+        since.as_millis()
+            <= i64::try_from(waited_longer_than(now, self.waited_more_than_seconds)).unwrap_or(i64::MAX)
+    }
+
+    /// Whether `lease_expiries` lapsed claims are too many.
+    pub fn lapsed_too_often(&self, lease_expiries: u32) -> bool {
+        self.lease_expired_more_than
+            .is_some_and(|more_than| lease_expiries > more_than)
+    }
+}
+
+/// The runs with a stuck agent step by `rule` (ready and unclaimed too long, or claims lapsed
+/// too often), one per such step, the longest waiting first, filtered by the rest of `query`:
+/// the admin API's `stuck` listing and the web console's stuck filter. Each step is read from
+/// the organization's ready-step index (`runs`, for the operator `identity`), each run with
+/// `get_run` (and, for a lease rule, its inspection) through `tools`; a page reads at most ten
+/// index entries per run it may hold, so it costs in proportion to its limit. Its cursor is of
+/// this listing.
+pub async fn stuck_runs<T: ToolCaller + ?Sized>(
+    tools: &T,
+    runs: &dyn RunService,
     identity: &Identity,
     query: &RunsQuery,
+    rule: StuckRule,
+    now: Timestamp,
 ) -> Result<RunsPage, HttpFailure> {
-    let backend = ops.backend.as_ref();
-    let now = ops.clock.now();
-    let ready_until_ms = waited_longer_than(now, query.stuck_seconds.unwrap_or_default());
+    let ready_until_ms = rule.ready_until_ms(now);
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     let mut cursor = match query.cursor.as_deref() {
         None => None,
@@ -303,8 +351,7 @@ async fn stuck_runs_page<B: ToolBackend>(
     let mut scanned = 0;
     loop {
         let wanted = limit.saturating_sub(items.len() as u64);
-        let (steps, next) =
-            ready_steps(ops.runs.as_ref(), identity, wanted, cursor, Some(ready_until_ms)).await?;
+        let (steps, next) = ready_steps(runs, identity, wanted, cursor, ready_until_ms).await?;
         for step in &steps {
             scanned += 1;
             let since = ready_since(step)?;
@@ -313,8 +360,15 @@ async fn stuck_runs_page<B: ToolBackend>(
             {
                 continue;
             }
+            if !rule.waited_too_long(since, now) {
+                let run_id = step["runId"].as_str().unwrap_or_default();
+                let step_id = step["stepId"].as_str().unwrap_or_default();
+                if !rule.lapsed_too_often(lease_expiries(tools, identity, run_id, step_id).await?) {
+                    continue;
+                }
+            }
             let view = call(
-                backend,
+                tools,
                 identity,
                 ToolName::GetRun,
                 json!({ "runId": step["runId"] }),
@@ -417,13 +471,13 @@ async fn work<B: ToolBackend>(
 
 /// How many times a claim of `step_id` in run `run_id` lapsed, from the operator's inspection of
 /// the run.
-async fn lease_expiries<B: ToolBackend>(
-    backend: &B,
+async fn lease_expiries<T: ToolCaller + ?Sized>(
+    tools: &T,
     identity: &Identity,
     run_id: &str,
     step_id: &str,
 ) -> Result<u32, HttpFailure> {
-    let inspection = backend
+    let inspection = tools
         .read_run(identity, RunRead::Inspection, run_id)
         .await
         .map_err(HttpFailure::ToolRefused)?
@@ -490,6 +544,29 @@ mod tests {
         let since = Timestamp::parse_rfc3339("2026-10-06T09:05:47.900Z").unwrap();
         assert_eq!(age_seconds(since, now), 252);
         assert_eq!(age_seconds(now, since), 0);
+    }
+
+    /// A step is stuck once it has waited longer than the threshold, to the millisecond, as the
+    /// ready-step index is cut; with a lease rule, also once its claims lapsed more than that.
+    #[test]
+    fn a_step_is_stuck_past_the_wait_or_past_the_lapsed_claims() {
+        let now = Timestamp::parse_rfc3339("2026-10-06T10:00:00Z").unwrap();
+        let at = |text: &str| Timestamp::parse_rfc3339(text).unwrap();
+        let waiting = StuckRule {
+            waited_more_than_seconds: 600,
+            lease_expired_more_than: None,
+        };
+        assert!(waiting.waited_too_long(at("2026-10-06T09:49:59.999Z"), now));
+        assert!(!waiting.waited_too_long(at("2026-10-06T09:50:00Z"), now));
+        assert!(!waiting.lapsed_too_often(u32::MAX));
+        assert_eq!(waiting.ready_until_ms(now), Some(waited_longer_than(now, 600)));
+        let lapsing = StuckRule {
+            lease_expired_more_than: Some(2),
+            ..waiting
+        };
+        assert!(!lapsing.lapsed_too_often(2));
+        assert!(lapsing.lapsed_too_often(3));
+        assert_eq!(lapsing.ready_until_ms(now), None);
     }
 
     #[test]
