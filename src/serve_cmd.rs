@@ -124,6 +124,8 @@ async fn serve(mut settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Res
     let ui_admin = UiAdmin {
         parts: admin.clone(),
         offer,
+        run_service: Arc::new(runtime.clone()),
+        clock: clock.clone(),
     };
     let mut authenticated = admin_routes(admin, offer);
     if settings.testing.clock_control {

@@ -40,8 +40,9 @@ use agentprocess_gateway::Identity;
 use agentprocess_gateway::auth::Authenticator;
 use agentprocess_gateway::mcp::{ToolData, ToolError, ToolName};
 use agentprocess_gateway::tool_caller::ToolCaller;
+use agentprocess_org::Clock;
 use agentprocess_process::Offer;
-use agentprocess_service::OrgOverview;
+use agentprocess_service::{OrgOverview, RunService};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::response::Redirect;
@@ -71,12 +72,18 @@ pub struct UiState {
     pub overview: Option<Arc<dyn OrgOverview>>,
 }
 
-/// The operators' parts of the UI: the admin API's parts and the server's offer.
+/// The operators' parts of the UI: the admin API's parts, the server's offer, and what the
+/// admin API's run listings read beside the tools.
 #[derive(Debug, Clone)]
 pub struct UiAdmin {
     pub parts: AdminParts,
     /// What imports and publications are validated against (as the admin API does).
     pub offer: Offer,
+    /// The run service the tools reach, for the organization's ready-step index (the stuck
+    /// runs), which only operators read and no tool lists.
+    pub run_service: Arc<dyn RunService>,
+    /// The server's clock, which ages and the stuck threshold are measured by.
+    pub clock: Clock,
 }
 
 /// Everything [`UiState::new`] takes.

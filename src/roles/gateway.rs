@@ -130,6 +130,8 @@ async fn gateway(settings: Settings, telemetry: Arc<Telemetry>) -> anyhow::Resul
     let ui_admin = UiAdmin {
         parts: admin.clone(),
         offer,
+        run_service: runs.clone(),
+        clock: clock.clone(),
     };
     let mut authenticated = admin_routes(admin, offer);
     if settings.testing.clock_control {
