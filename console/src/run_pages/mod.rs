@@ -1,10 +1,11 @@
-//! The runs area: the runs list, a run's page (timeline, map, cancel), process version maps,
+//! The runs area: the runs table, a run's page (timeline, map, cancel), process version maps,
 //! the operators' escalation queue and the trust report.
 
 mod escalations;
 mod list;
 mod map;
 mod run;
+mod table;
 mod timeline;
 mod trust;
 

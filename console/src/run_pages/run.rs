@@ -1,6 +1,7 @@
-//! `GET /ui/runs/{runId}`: a run from `get_run`, its state, inputs, open work, steps, map,
-//! timeline (from the run's history, so decided escalations and their notes stay) and reworked
-//! steps; `POST /ui/runs/{runId}/cancel` cancels it with a reason.
+//! `GET /ui/runs/{runId}`: a run from `get_run`, its state, inputs, open work, claims (who holds
+//! each until when, from an operator's inspection), steps, map, timeline (from the run's history,
+//! so decided escalations and their notes stay) and reworked steps; `POST /ui/runs/{runId}/cancel`
+//! cancels it with a reason.
 
 use super::timeline::{self, Entry, attempts, record_details, text};
 use super::{issue_field, refusal_notice, refusal_page, time};
@@ -88,10 +89,12 @@ pub async fn cancel(
     }
 }
 
-/// What the run page shows: the run view and the run's history.
+/// What the run page shows: the run view, the run's history and, for an operator, its
+/// inspection or why it could not be read.
 struct RunRead {
     view: Value,
     history: Value,
+    inspection: Option<Result<Value, ToolError>>,
 }
 
 /// The run view and its history, or the page that says why they cannot be read.
@@ -111,7 +114,25 @@ async fn read_run(state: &UiState, signed_in: &SignedIn, run_id: &str) -> Result
         .await
         .map_err(cannot)?
         .into_value();
-    Ok(RunRead { view, history })
+    // Only operators may inspect a run: the page says who holds a claim to them alone.
+    let inspection = if signed_in.identity.operator {
+        let inspection = state
+            .runs
+            .read_run(
+                &signed_in.identity,
+                agentprocess_gateway::mcp::RunRead::Inspection,
+                run_id,
+            )
+            .await;
+        Some(inspection.map(|read| read.into_value()))
+    } else {
+        None
+    };
+    Ok(RunRead {
+        view,
+        history,
+        inspection,
+    })
 }
 
 fn render(read: &RunRead, signed_in: &SignedIn, attempt: &CancelAttempt, status: StatusCode) -> Response {
@@ -124,8 +145,9 @@ fn render(read: &RunRead, signed_in: &SignedIn, attempt: &CancelAttempt, status:
         (facts(run))
         (inputs(&view["data"]["inputs"]))
         (open_work(view))
+        (claims(read.inspection.as_ref()))
         (map_figure(view))
-        (steps(view))
+        (steps(view, read.inspection.as_ref().and_then(|read| read.as_ref().ok())))
         (timeline_section(&timeline::timeline(&read.history, view)))
         (reworked(view))
         (cancel_section(view, signed_in, attempt))
@@ -208,8 +230,51 @@ fn open_work(view: &Value) -> Markup {
     }
 }
 
-/// The map as an image from `map.svg` (its own styles stay out of the page's policy), with a
-/// text alternative naming the current steps; the step list below says the same in full.
+/// Who holds a claim on each claimed step and until when, and how often claims lapsed, from the
+/// operator's inspection; for anyone else, that only operators see it.
+fn claims(inspection: Option<&Result<Value, ToolError>>) -> Markup {
+    let inspection = match inspection {
+        None => {
+            return html! {
+                h2 { "Claims" }
+                p class="muted" { "Who holds a claim is shown to operators." }
+            };
+        }
+        Some(Err(error)) => return html! { h2 { "Claims" } (refusal_notice(error)) },
+        Some(Ok(inspection)) => inspection,
+    };
+    let steps: Vec<&Value> = inspection["steps"].as_array().into_iter().flatten().collect();
+    let held: Vec<&&Value> = steps.iter().filter(|step| step["claim"].is_object()).collect();
+    let lapsed: Vec<&&Value> = steps
+        .iter()
+        .filter(|step| step["leaseExpiries"].as_u64().is_some_and(|lapses| lapses > 0))
+        .collect();
+    html! {
+        h2 id="claims" { "Claims" }
+        @if held.is_empty() {
+            p { "No one holds a claim on this run." }
+        } @else {
+            ul class="claims" aria-labelledby="claims" {
+                @for step in &held {
+                    li {
+                        code { (text(&step["id"])) } " is held by " strong { (text(&step["claim"]["holder"])) }
+                        " until " (time(&text(&step["claim"]["expiresAt"])))
+                    }
+                }
+            }
+        }
+        @for step in &lapsed {
+            @let lapses = step["leaseExpiries"].as_u64().unwrap_or(0);
+            p class="lapses" {
+                "Claims of " code { (text(&step["id"])) } " lapsed " (lapses) @if lapses == 1 { " time." } @else { " times." }
+            }
+        }
+    }
+}
+
+/// The map as an image from `map.svg` (its own styles stay out of the page's policy) at its own
+/// size, in a box that scrolls when the map is wider than the screen, with a text alternative
+/// naming the current steps; the step list below says the same in full.
 fn map_figure(view: &Value) -> Markup {
     let run = &view["run"];
     let current: Vec<String> = view["steps"]
@@ -231,18 +296,26 @@ fn map_figure(view: &Value) -> Markup {
     );
     let map = format!("/ui/runs/{}/map.svg", path_segment(&text(&run["id"])));
     html! {
-        h2 { "Map" }
+        h2 id="map" { "Map" }
         figure class="run-map" {
-            img src=(map) alt=(alt);
+            // A box that scrolls must be reachable by keyboard, so it takes focus.
+            div class="map-box" tabindex="0" role="region" aria-labelledby="map" {
+                img src=(map) alt=(alt);
+            }
             figcaption {
                 "The current steps are outlined; finished steps are marked done. "
-                a href=(map) { "Open the map full size" }
+                a href=(map) { "Open the map on its own" }
             }
         }
     }
 }
 
-fn steps(view: &Value) -> Markup {
+fn steps(view: &Value, inspection: Option<&Value>) -> Markup {
+    let inspected = |id: &Value| {
+        inspection
+            .and_then(|inspection| inspection["steps"].as_array())
+            .and_then(|steps| steps.iter().find(|step| &step["id"] == id))
+    };
     html! {
         h2 { "Steps" }
         ol class="step-states" {
@@ -252,6 +325,10 @@ fn steps(view: &Value) -> Markup {
                     @match step["state"].as_str() {
                         Some(state) => span class={ "state state-" (state) } { (state) },
                         None => span class="muted" { "not reached" },
+                    }
+                    @if let Some(claim) = inspected(&step["id"]).and_then(|step| step["claim"].as_object()) {
+                        " · held by " (claim.get("holder").map(text).unwrap_or_default())
+                        " until " (time(&claim.get("expiresAt").map(text).unwrap_or_default()))
                     }
                     @if let Some(due) = step["due"].as_str() { " · due " (time(due)) }
                     @if step["overdue"] == true { " " span class="tag overdue" { "Overdue" } }
