@@ -1,7 +1,9 @@
 //! The runs area of the web UI against `agentprocess serve` with the fake evaluator: the runs
-//! list with each filter of `list_runs` (tools.md `list_runs`) and its cursor, a run's page with
-//! the history of a step reworked after a rejection (spec §5 `on_reject`, tools.md run view
-//! `history`), its map with the current step highlighted, cancel with a reason (tools.md
+//! table with each filter of `list_runs` (tools.md `list_runs`) and its cursor, the stuck filter
+//! (ready and unclaimed too long, or claims lapsed too often) and each sort, who holds each claim
+//! until when, a run's page with the history of a step reworked after a rejection (spec §5
+//! `on_reject`, tools.md run view `history`) and of an escalation once it is decided (spec §3.3),
+//! its claims and its map with the current step highlighted, cancel with a reason (tools.md
 //! `cancel`), the operators' escalation queue (spec §3.3) and the trust report (check-1 §4);
 //! then the same pages in a real browser (`tests/python/ui_runs_browser.py`).
 
@@ -33,6 +35,29 @@ steps:
 
 # Timed review
 "#;
+
+/// An agent sorts a ticket into a queue: the runs whose claims the table shows.
+const TRIAGE: &str = r#"---
+name: triage
+description: An agent sorts a ticket into a queue.
+inputs:
+  ticket: string
+  priority: string
+steps:
+  - id: sort
+    agent: Sort the ticket into the queue its priority calls for.
+    output:
+      queue: string
+  - id: done
+    finish: sorted
+---
+
+# Triage
+"#;
+
+/// The agent's note when it escalates the held run's ticket, and the operator's when returning it.
+const TRIAGE_ESCALATION: &str = "the ticket names no customer";
+const TRIAGE_RETURN: &str = "it is the Acme account; go on";
 
 const OPERATOR: &[(&str, &str)] = &[
     ("organization", "acme"),
@@ -135,6 +160,50 @@ struct Scripted {
     escalated: String,
     overdue: String,
     on_time: String,
+    /// A triage run whose claim lapsed once: ready since before the clock moved two hours.
+    lapsed: String,
+    /// A triage run escalated, returned, and claimed again after the clock moved: its claim is
+    /// live.
+    held: String,
+    /// A triage run started after the clock moved, ready and unclaimed.
+    fresh: String,
+}
+
+/// Starts a triage run of `ticket`.
+async fn start_triage(agent: &common::Mcp, ticket: &str, priority: &str) -> String {
+    let started = agent
+        .ok(
+            "start_run",
+            json!({ "process": "triage", "inputs": { "ticket": ticket, "priority": priority }, "requestId": request_id() }),
+        )
+        .await;
+    started["run"]["id"].as_str().unwrap().to_owned()
+}
+
+async fn claim_sort(agent: &common::Mcp, run_id: &str) -> serde_json::Value {
+    agent
+        .ok(
+            "claim",
+            json!({ "runId": run_id, "stepId": "sort", "requestId": request_id() }),
+        )
+        .await
+}
+
+/// Waits until `run_id`'s step `step` is in `state`, as `client` reads it.
+async fn step_reaches(client: &common::Mcp, run_id: &str, step: &str, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let view = client.ok("get_run", json!({ "runId": run_id })).await;
+        let steps = view["steps"].as_array().unwrap();
+        if steps.iter().any(|s| s["id"] == step && s["state"] == state) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{step} of {run_id} is not {state}: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn script(server: &Server) -> Scripted {
@@ -171,8 +240,32 @@ async fn script(server: &Server) -> Scripted {
         }
     };
     let overdue = start_review("late").await;
+    // A triage the agent claims and leaves: its claim lapses when the clock moves.
+    let lapsed = start_triage(&agent, "T-1", "high").await;
+    claim_sort(&agent, &lapsed).await;
     server.advance(2 * 3600).await;
     let operator = server.client(&Who::Operator("ops@acme.test", &["ops"])).await;
+    step_reaches(&operator, &lapsed, "sort", "ready").await;
+    // A triage escalated and returned, then claimed again: the claim is live.
+    let held = start_triage(&agent, "T-2", "low").await;
+    let claimed = claim_sort(&agent, &held).await;
+    agent
+        .ok(
+            "escalate",
+            json!({ "token": claimed["token"], "note": TRIAGE_ESCALATION, "requestId": request_id() }),
+        )
+        .await;
+    let view = operator.ok("get_run", json!({ "runId": held })).await;
+    let item = &view["workItems"][0];
+    operator
+        .ok(
+            "decide",
+            json!({ "runId": held, "workItemId": item["id"], "snapshot": item["snapshot"],
+                    "decision": "returned", "note": TRIAGE_RETURN, "requestId": request_id() }),
+        )
+        .await;
+    claim_sort(&agent, &held).await;
+    let fresh = start_triage(&agent, "T-3", "high").await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let view = operator.ok("get_run", json!({ "runId": overdue })).await;
@@ -191,7 +284,76 @@ async fn script(server: &Server) -> Scripted {
         escalated,
         overdue,
         on_time,
+        lapsed,
+        held,
+        fresh,
     }
+}
+
+/// The cells of the runs table's row of `run_id`, as text without tags.
+fn row_text(html: &str, run_id: &str) -> String {
+    let at = html
+        .find(&format!("href=\"/ui/runs/{run_id}\""))
+        .unwrap_or_else(|| panic!("no row of {run_id}: {html}"));
+    let start = html[..at].rfind("<tr").unwrap();
+    let end = at + html[at..].find("</tr>").unwrap();
+    without_tags(&html[start..end])
+}
+
+/// HTML as its text: tags dropped, each as a space, and runs of spaces made one.
+fn without_tags(html: &str) -> String {
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => {
+                in_tag = true;
+                text.push(' ');
+            }
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The `aria-sort` of the header of the table's column `label`, if it has one.
+fn aria_sort(html: &str, label: &str) -> Option<String> {
+    let table = html.find("<table")?;
+    let at = table + html[table..].find(&format!(">{label}<"))?;
+    let start = html[..at].rfind("<th")?;
+    let header = &html[start..at];
+    let value = header.split("aria-sort=\"").nth(1)?;
+    Some(value[..value.find('"')?].to_owned())
+}
+
+/// `items` (`list_runs` items, in the listing's order) sorted as the table sorts a page by
+/// `key`: stable, so rows alike keep the listing's order.
+fn sorted_as_the_table(mut items: Vec<serde_json::Value>, key: &str, descending: bool) -> Vec<String> {
+    let rank = |state: &str| {
+        ["active", "waiting", "ended", "cancelled"]
+            .iter()
+            .position(|s| *s == state)
+    };
+    let at = |item: &serde_json::Value, field: &str| {
+        agentprocess_service::Timestamp::parse_rfc3339(item[field].as_str().unwrap()).unwrap()
+    };
+    items.sort_by(|a, b| {
+        let ordering = match key {
+            "started" => at(a, "startedAt").cmp(&at(b, "startedAt")),
+            "updated" => at(a, "updatedAt").cmp(&at(b, "updatedAt")),
+            "process" => (a["process"].as_str(), a["version"].as_u64())
+                .cmp(&(b["process"].as_str(), b["version"].as_u64())),
+            "state" => rank(a["state"].as_str().unwrap()).cmp(&rank(b["state"].as_str().unwrap())),
+            other => panic!("no sort {other}"),
+        };
+        if descending { ordering.reverse() } else { ordering }
+    });
+    items
+        .iter()
+        .map(|item| item["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// The runs list shows what `list_runs` gives the caller for each filter (process, state,
@@ -214,12 +376,17 @@ async fn runs_maps_escalations_and_trust_through_the_pages() {
         ],
     );
     for (name, text, bindings) in [
-        ("screened-payment", SCREENED_PAYMENT, ("approvers", "approvers")),
-        ("timed-review", TIMED_REVIEW, ("reviewers", "reviewers")),
+        (
+            "screened-payment",
+            SCREENED_PAYMENT,
+            &[("approvers", "approvers")][..],
+        ),
+        ("timed-review", TIMED_REVIEW, &[("reviewers", "reviewers")][..]),
+        ("triage", TRIAGE, &[][..]),
     ] {
         let source = data.path().join(format!("{name}.md"));
         std::fs::write(&source, text).unwrap();
-        let (code, out, err) = server.import(&source, &[bindings], true);
+        let (code, out, err) = server.import(&source, bindings, true);
         assert_eq!(code, 0, "{out}\n{err}");
     }
     let scripted = script(&server).await;
@@ -284,6 +451,141 @@ async fn runs_maps_escalations_and_trust_through_the_pages() {
     );
     let (_, html) = operator.page("/ui/runs?cursor=zz").await;
     assert!(html.contains("Start from the first page"), "{html}");
+
+    // The table: each run's process and version, state, current steps with who holds each
+    // claim until when (from the operator's inspection), first inputs and age.
+    let (_, html) = operator.page("/ui/runs?process=triage").await;
+    for header in [
+        "Run",
+        "Process",
+        "State",
+        "Current steps",
+        "Inputs",
+        "Started",
+        "Updated",
+    ] {
+        assert!(html.contains(&format!(">{header}<")), "{header}: {html}");
+    }
+    let held = row_text(&html, &scripted.held);
+    for expected in [
+        "triage v1",
+        "active",
+        "sort claimed",
+        "held by screener until",
+        "ticket: T-2",
+        "priority: low",
+        "ago",
+    ] {
+        assert!(held.contains(expected), "{expected}: {held}");
+    }
+    let lapsed = row_text(&html, &scripted.lapsed);
+    for expected in ["sort ready", "1 claim lapsed", "ticket: T-1", "2 h "] {
+        assert!(lapsed.contains(expected), "{expected}: {lapsed}");
+    }
+    assert!(!lapsed.contains("held by"), "{lapsed}");
+    // A person who is no operator sees the run, not who holds its claim.
+    let (_, html) = approver.page("/ui/runs?process=triage").await;
+    assert!(!row_text(&html, &scripted.held).contains("held by"), "{html}");
+
+    // Stuck: ready and unclaimed longer than the threshold (the rework of P-3 and the lapsed
+    // triage, the longest waiting first), or claims lapsed more than the limit however long
+    // the step waited; the other filters still hold.
+    for (query, expected) in [
+        (
+            "stuck=on&waited=60&lapsed=",
+            vec![verdicts.rejected_pass.as_str(), scripted.lapsed.as_str()],
+        ),
+        ("stuck=on&waited=180&lapsed=", Vec::<&str>::new()),
+        ("stuck=on&waited=180&lapsed=0", vec![scripted.lapsed.as_str()]),
+        ("stuck=on&waited=180&lapsed=1", Vec::<&str>::new()),
+        (
+            "stuck=on&waited=60&lapsed=&process=triage",
+            vec![scripted.lapsed.as_str()],
+        ),
+        (
+            "stuck=on&waited=60&lapsed=&inputs=payment%3DP-3",
+            vec![verdicts.rejected_pass.as_str()],
+        ),
+        (
+            "stuck=on&waited=60&lapsed=&limit=1",
+            vec![verdicts.rejected_pass.as_str(), scripted.lapsed.as_str()],
+        ),
+    ] {
+        assert_eq!(ui_runs(&operator, query).await, expected, "{query}");
+    }
+    let (_, html) = operator.page("/ui/runs?stuck=on&waited=60&lapsed=").await;
+    assert!(html.contains("Stuck runs, the longest waiting first"), "{html}");
+    let stuck_row = row_text(&html, &scripted.lapsed);
+    assert!(
+        stuck_row.contains("Stuck") && stuck_row.contains("unclaimed for 2 h"),
+        "{stuck_row}"
+    );
+    let (_, html) = operator.page("/ui/runs?stuck=on&waited=0").await;
+    assert!(html.contains("id=\"waited-error\""), "{html}");
+    // Stuck is the operators' (it reads the organization's ready steps).
+    let (_, html) = approver.page("/ui/runs").await;
+    assert!(!html.contains("id=\"stuck\""), "{html}");
+    let (_, html) = approver.page("/ui/runs?stuck=on").await;
+    assert!(html.contains("id=\"stuck-error\""), "{html}");
+
+    // Sorts: the listing's order (the order runs started) across pages, said by aria-sort;
+    // every other order sorts the page shown, each header linking to its sort.
+    let (listed, _) = mcp.listed_run_ids(json!({})).await;
+    let items = mcp.ok("list_runs", json!({ "limit": 100 })).await["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(listed.len(), items.len(), "one page holds every run");
+    let (_, html) = operator.page("/ui/runs?limit=100").await;
+    assert_eq!(listed_runs(&html), listed);
+    assert_eq!(aria_sort(&html, "Started").as_deref(), Some("ascending"));
+    assert!(html.contains("href=\"/ui/runs?process=&amp;state=&amp;inputs=&amp;limit=100&amp;sort=started&amp;order=desc#results\""), "{html}");
+    for key in ["started", "updated", "process", "state"] {
+        for (order, descending) in [("asc", false), ("desc", true)] {
+            let (_, html) = operator
+                .page(&format!("/ui/runs?limit=100&sort={key}&order={order}"))
+                .await;
+            assert_eq!(
+                listed_runs(&html),
+                sorted_as_the_table(items.clone(), key, descending),
+                "{key} {order}"
+            );
+            let label = format!("{}{}", key[..1].to_uppercase(), &key[1..]);
+            let expected = if descending { "descending" } else { "ascending" };
+            assert_eq!(
+                aria_sort(&html, &label).as_deref(),
+                Some(expected),
+                "{key} {order}"
+            );
+            assert!(html.contains("a sort orders the page shown"), "{html}");
+        }
+    }
+
+    // The held run's page: who holds the claim until when, and the escalation in its history,
+    // with both notes, though it was returned (spec §3.3).
+    let (status, html) = operator.page(&format!("/ui/runs/{}", scripted.held)).await;
+    assert_eq!(status, 200, "{html}");
+    let text = without_tags(&html);
+    for expected in [
+        "sort is held by screener until",
+        &format!("escalated sort Reason {TRIAGE_ESCALATION}"),
+        &format!("ops@acme.test returned sort Note {TRIAGE_RETURN}"),
+        "sort · agent · claimed · held by screener until",
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    let (_, html) = approver.page(&format!("/ui/runs/{}", scripted.held)).await;
+    assert!(
+        html.contains("Who holds a claim is shown to operators."),
+        "{html}"
+    );
+    assert!(!html.contains("is held by"), "{html}");
+    let (_, html) = operator.page(&format!("/ui/runs/{}", scripted.lapsed)).await;
+    assert!(
+        without_tags(&html).contains("Claims of sort lapsed 1 time."),
+        "{html}"
+    );
+    assert!(html.contains("No one holds a claim on this run."), "{html}");
 
     // The reworked run: both screenings and the rejection between them.
     let (status, html) = operator.page(&format!("/ui/runs/{}", verdicts.reworked)).await;
@@ -411,6 +713,8 @@ async fn runs_maps_escalations_and_trust_through_the_pages() {
     let ids = json!({
         "reworked": verdicts.reworked, "waiting": verdicts.waiting, "rejectedPass": verdicts.rejected_pass,
         "escalated": scripted.escalated, "overdue": scripted.overdue, "cancel": scripted.on_time,
+        "lapsed": scripted.lapsed, "held": scripted.held, "fresh": scripted.fresh,
+        "escalationNote": TRIAGE_ESCALATION, "returnNote": TRIAGE_RETURN,
     });
     let summary = drive_browser_script(&server, "ui_runs_browser.py", &[&ids.to_string()], &[]).await;
     assert!(summary["pages"].as_array().unwrap().len() >= 8, "{summary}");
