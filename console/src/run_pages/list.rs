@@ -16,6 +16,7 @@ use agentprocess_gateway::respond::{HttpFailure, tool_failed};
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use futures_util::{StreamExt, stream};
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -25,6 +26,8 @@ use std::sync::Arc;
 const DEFAULT_PAGE_SIZE: &str = "20";
 /// The most runs a page holds (`list_runs`' own limit, which the stuck listing keeps too).
 const MAX_PAGE_SIZE: u64 = 100;
+/// How many runs of a page are read at once (a `get_run`, and an inspection for operators).
+const ROW_READS_AT_ONCE: usize = 8;
 /// Minutes ready and unclaimed after which a step is stuck, when the form does not say.
 const DEFAULT_STUCK_MINUTES: &str = "60";
 /// Lapsed claims after which a step is stuck, when the form does not say.
@@ -339,11 +342,11 @@ pub async fn runs_page(
 
 /// The rows of `items`, each run read with `get_run` as the caller and, for an operator, with
 /// its inspection (who holds each claim until when); with `overdue_only`, only the runs with an
-/// overdue step. A run that cannot be read keeps its row with what the listing said.
+/// overdue step. A run that cannot be read keeps its row with what the listing said. Up to
+/// [`ROW_READS_AT_ONCE`] runs are read at once, rows kept in the listing's order.
 async fn rows_of(state: &UiState, signed_in: &SignedIn, items: Vec<Value>, overdue_only: bool) -> Vec<Row> {
     let identity = &signed_in.identity;
-    let mut rows = Vec::new();
-    for item in items {
+    let reads = items.into_iter().map(|item| async move {
         let run_id = text(&item["id"]);
         let view = state
             .call(identity, ToolName::GetRun, json!({ "runId": run_id }))
@@ -355,7 +358,7 @@ async fn rows_of(state: &UiState, signed_in: &SignedIn, items: Vec<Value>, overd
             inspection: None,
         };
         if overdue_only && !row.is_overdue() {
-            continue;
+            return None;
         }
         if identity.operator {
             row.inspection = state
@@ -365,9 +368,13 @@ async fn rows_of(state: &UiState, signed_in: &SignedIn, items: Vec<Value>, overd
                 .ok()
                 .map(|read| read.into_value());
         }
-        rows.push(row);
-    }
-    rows
+        Some(row)
+    });
+    stream::iter(reads)
+        .buffered(ROW_READS_AT_ONCE)
+        .filter_map(|row| async move { row })
+        .collect()
+        .await
 }
 
 /// The address of this page sorted by `sort`: the same filters and cursor.
