@@ -186,17 +186,41 @@ impl Probe for WatchOpened {
     }
 }
 
-/// Campaigns as `candidate` in a task, through a store that tells `opened` when the candidate
-/// starts watching the leader's key.
-fn campaign_in_background(
+/// Campaigns as `candidate` in a task, through a store that says when the candidate starts
+/// watching the leader's key; returns once it does, after checking that the seat is still
+/// `leader`'s and the campaign has not ended: one leader at a time.
+async fn standby_waiting_behind(
     setup: &Setup,
     key: &[u8],
     candidate: &str,
-    opened: Arc<Notify>,
+    leader: &str,
 ) -> tokio::task::JoinHandle<Result<agentprocess_cluster::Leadership, agentprocess_store::StoreError>> {
-    let store: Arc<dyn Store> = Arc::new(Probed::new(setup.store.clone(), WatchOpened { opened }));
-    let (key, candidate, ttl) = (key.to_vec(), candidate.to_string(), setup.ttl);
-    tokio::spawn(async move { Election::campaign(store, key, candidate, ttl).await })
+    let opened = Arc::new(Notify::new());
+    let store: Arc<dyn Store> = Arc::new(Probed::new(
+        setup.store.clone(),
+        WatchOpened {
+            opened: opened.clone(),
+        },
+    ));
+    let (owned_key, owned_candidate, ttl) = (key.to_vec(), candidate.to_string(), setup.ttl);
+    let standby =
+        tokio::spawn(async move { Election::campaign(store, owned_key, owned_candidate, ttl).await });
+    tokio::time::timeout(setup.ttl(), opened.notified())
+        .await
+        .expect("the standby finds the seat taken and waits for the leader key to go");
+    assert_eq!(
+        setup
+            .store
+            .get(key)
+            .await
+            .expect("read the leader key")
+            .0
+            .map(|kv| kv.value),
+        Some(leader.as_bytes().to_vec()),
+        "the seat is still the leader's"
+    );
+    assert!(!standby.is_finished(), "one leader at a time");
+    standby
 }
 
 /// One host holds every shard; a second joins: they split by rendezvous, every shard held by
@@ -438,23 +462,7 @@ pub async fn standby_leads_after_the_leader_crashes_and_lost_fires_on_deletion(s
         .watch(KeyRange::single(key.clone()), Some(kv.mod_revision + 1))
         .await
         .expect("watch the leader key");
-    let standby_waits = Arc::new(Notify::new());
-    let standby = campaign_in_background(&setup, &key, "scheduler-b", standby_waits.clone());
-    tokio::time::timeout(setup.ttl(), standby_waits.notified())
-        .await
-        .expect("the standby finds the seat taken and waits for the leader key to go");
-    assert_eq!(
-        setup
-            .store
-            .get(&key)
-            .await
-            .expect("read the leader key")
-            .0
-            .map(|kv| kv.value),
-        Some(b"scheduler-a".to_vec()),
-        "the seat is still the leader's"
-    );
-    assert!(!standby.is_finished(), "one leader at a time");
+    let standby = standby_waiting_behind(&setup, &key, "scheduler-b", "scheduler-a").await;
     assert!(fenced_put(&setup, &leader.fence(), "/test/leader-write").await);
 
     let crashed_at = Instant::now();
@@ -495,23 +503,7 @@ pub async fn resigning_hands_leadership_over_at_once(setup: Setup) {
     let leader = Election::campaign(setup.store.clone(), key.clone(), "scheduler-a".into(), setup.ttl)
         .await
         .expect("the first candidate wins");
-    let standby_waits = Arc::new(Notify::new());
-    let standby = campaign_in_background(&setup, &key, "scheduler-b", standby_waits.clone());
-    tokio::time::timeout(setup.ttl(), standby_waits.notified())
-        .await
-        .expect("the standby finds the seat taken and waits for the leader key to go");
-    assert_eq!(
-        setup
-            .store
-            .get(&key)
-            .await
-            .expect("read the leader key")
-            .0
-            .map(|kv| kv.value),
-        Some(b"scheduler-a".to_vec()),
-        "the seat is still the leader's"
-    );
-    assert!(!standby.is_finished(), "one leader at a time");
+    let standby = standby_waiting_behind(&setup, &key, "scheduler-b", "scheduler-a").await;
     leader.resign().await.expect("resign");
     let standby = tokio::time::timeout(HANDOVER, standby)
         .await
