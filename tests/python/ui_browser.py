@@ -305,6 +305,28 @@ async def person_signs_in_with_provider(browser, base, checks_for):
     return checks.visited
 
 
+def run_walk(walk):
+    """The main of a script run as `<data.json> <server_url> <screenshots_dir> <axe.min.js>`:
+    opens Chromium and runs `walk(browser, base, data, checks_for)`, which returns the pages it
+    visited; prints them as the one JSON line the Rust test reads."""
+    data, base = json.loads(sys.argv[1]), sys.argv[2].rstrip("/")
+    screenshots, axe_source = Path(sys.argv[3]), Path(sys.argv[4]).read_text()
+    screenshots.mkdir(parents=True, exist_ok=True)
+
+    async def run():
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+            def checks_for(page):
+                return PageChecks(page, base, screenshots, axe_source)
+
+            pages = await walk(browser, base, data, checks_for)
+            await browser.close()
+        return pages
+
+    print(json.dumps({"pages": asyncio.run(run())}))
+
+
 def envelope(result):
     return json.loads(result.content[0].text)
 

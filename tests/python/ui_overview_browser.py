@@ -9,17 +9,7 @@ Prints one JSON line the Rust test reads: {"pages": [...]}. Exits non-zero on th
 that fails, saying what differed.
 """
 
-import asyncio
-import json
-import sys
-from pathlib import Path
-
-from playwright.async_api import async_playwright
-
-from ui_browser import CHROMIUM, CHROMIUM_ARGS, PHONE, PageChecks, check, sign_in_as_person
-
-DESKTOP = {"width": 1280, "height": 900}
-
+from ui_browser import DESKTOP, PHONE, check, run_walk, sign_in_as_person
 
 async def tile(page, label):
     """The figure of the tile whose label starts with `label`."""
@@ -95,19 +85,5 @@ async def operator_looks(browser, base, expected, checks_for):
     return pages
 
 
-async def main(expected, base, screenshots, axe_path):
-    screenshots.mkdir(parents=True, exist_ok=True)
-    axe_source = Path(axe_path).read_text()
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-
-        def checks_for(page):
-            return PageChecks(page, base, screenshots, axe_source)
-
-        pages = await operator_looks(browser, base, expected, checks_for)
-        await browser.close()
-    print(json.dumps({"pages": pages}))
-
-
 if __name__ == "__main__":
-    asyncio.run(main(json.loads(sys.argv[1]), sys.argv[2].rstrip("/"), Path(sys.argv[3]), sys.argv[4]))
+    run_walk(operator_looks)

@@ -24,17 +24,9 @@ Prints one JSON line the Rust test reads: {"pages": [...]}. Exits non-zero on th
 that fails, saying what differed.
 """
 
-import asyncio
-import json
-import sys
-from pathlib import Path
-
-from playwright.async_api import async_playwright
-
-from ui_browser import CHROMIUM, CHROMIUM_ARGS, PHONE, PageChecks, check, sign_in_as_person, text_of
+from ui_browser import DESKTOP, PHONE, check, run_walk, sign_in_as_person, text_of
 
 # A desktop screen, for the table with its headers and the screenshots of the docs.
-WIDE = {"width": 1280, "height": 900}
 
 
 async def operator_walks_the_runs(browser, base, ids, checks_for):
@@ -201,7 +193,7 @@ async def operator_walks_the_runs(browser, base, ids, checks_for):
 
 
 async def operator_reads_a_wide_table(browser, base, ids, checks_for):
-    context = await browser.new_context(viewport=WIDE)
+    context = await browser.new_context(viewport=DESKTOP)
     page = await context.new_page()
     checks = checks_for(page)
     await page.goto(f"{base}/ui/runs")
@@ -228,20 +220,10 @@ async def operator_reads_a_wide_table(browser, base, ids, checks_for):
     return checks.visited
 
 
-async def main(ids, base, screenshots, axe_path):
-    screenshots.mkdir(parents=True, exist_ok=True)
-    axe_source = Path(axe_path).read_text()
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-
-        def checks_for(page):
-            return PageChecks(page, base, screenshots, axe_source)
-
-        pages = await operator_walks_the_runs(browser, base, ids, checks_for)
-        pages += await operator_reads_a_wide_table(browser, base, ids, checks_for)
-        await browser.close()
-    print(json.dumps({"pages": pages}))
+async def operator_walks_and_reads_wide(browser, base, ids, checks_for):
+    pages = await operator_walks_the_runs(browser, base, ids, checks_for)
+    return pages + await operator_reads_a_wide_table(browser, base, ids, checks_for)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(json.loads(sys.argv[1]), sys.argv[2].rstrip("/"), Path(sys.argv[3]), sys.argv[4]))
+    run_walk(operator_walks_and_reads_wide)
