@@ -7,7 +7,7 @@
 //! (`agentprocess.backlog.truncated`). Ages are measured when scraped, from the oldest entry of
 //! the last sample, so they grow between samples as they do in the store.
 
-use crate::machine::{OrgId, Timestamp};
+use crate::machine::{OrgId, RunId, Timestamp};
 use crate::packed;
 use agentprocess_org::Clock;
 use agentprocess_store::keys::Keys;
@@ -320,7 +320,8 @@ pub async fn sample(
     let mut sample = Sample::default();
     for org in organizations(store, keys).await? {
         let label = options.organization_label.then(|| org.clone());
-        let (processes, truncated) = organization_backlog(store, keys, now, &org, options.scan_limit).await?;
+        let (processes, truncated) =
+            organization_backlog(store, keys, now, &org, options.scan_limit, |_| {}).await?;
         for (process, backlog) in processes {
             let total = sample.processes.entry((label.clone(), process)).or_default();
             total.add(&backlog);
@@ -344,13 +345,15 @@ pub async fn sample(
 }
 
 /// The backlog of one organization's processes, reading at most `scan_limit` entries of each
-/// index; `true` with it when an index held more.
+/// index; `true` with it when an index held more. Each entry's run (a run with a ready step or
+/// an open work item) is handed to `with_work_waiting` as it is read.
 pub async fn organization_backlog(
     store: &dyn Store,
     keys: &Keys,
     now: Timestamp,
     org: &OrgId,
     scan_limit: usize,
+    mut with_work_waiting: impl FnMut(&RunId),
 ) -> Result<(BTreeMap<String, ProcessBacklog>, bool), StoreError> {
     let mut processes: BTreeMap<String, ProcessBacklog> = BTreeMap::new();
     let mut truncated = false;
@@ -358,6 +361,7 @@ pub async fn organization_backlog(
         let (Some(parsed), Some(entry)) = (keys.parse_ready_step(key), read::<ReadyEntry>(value)) else {
             return;
         };
+        with_work_waiting(&parsed.run_id);
         let backlog = processes.entry(entry.process).or_default();
         backlog.ready_steps += 1;
         // The index is ordered by readySince: the first entry of a process is its oldest.
@@ -371,6 +375,7 @@ pub async fn organization_backlog(
         let (Some(parsed), Some(entry)) = (keys.parse_work_item(key), read::<WorkEntry>(value)) else {
             return;
         };
+        with_work_waiting(&parsed.run_id);
         if !seen.insert((parsed.run_id, parsed.work_item_id)) {
             return;
         }
@@ -427,12 +432,23 @@ async fn scan(
     store: &dyn Store,
     range: KeyRange,
     limit: usize,
+    visit: impl FnMut(&[u8], &[u8]),
+) -> Result<bool, StoreError> {
+    scan_in_pages(store, range, limit, PAGE, visit).await
+}
+
+/// [`scan`], reading `page` entries per range request (fewer for large values).
+pub(crate) async fn scan_in_pages(
+    store: &dyn Store,
+    range: KeyRange,
+    limit: usize,
+    page: usize,
     mut visit: impl FnMut(&[u8], &[u8]),
 ) -> Result<bool, StoreError> {
     let mut from = range.start.clone();
     let mut read = 0;
     loop {
-        let page_limit = PAGE.min(limit - read);
+        let page_limit = page.min(limit - read);
         if page_limit == 0 {
             return Ok(false);
         }
@@ -441,12 +457,12 @@ async fn scan(
             end: range.end.clone(),
         })
         .with_limit(page_limit);
-        let page = store.range(request).await?;
-        for kv in &page.kvs {
+        let answer = store.range(request).await?;
+        for kv in &answer.kvs {
             visit(&kv.key, &kv.value);
         }
-        read += page.kvs.len();
-        let Some(last) = page.kvs.last().filter(|_| page.more) else {
+        read += answer.kvs.len();
+        let Some(last) = answer.kvs.last().filter(|_| answer.more) else {
             return Ok(true);
         };
         from = last.key.clone();

@@ -5,13 +5,13 @@
 //! `scan_limit` entries of each index and `run_limit` run records; an overview cut short says so. One organization's overview is kept for a few
 //! seconds, so that pages refreshing together cost one read.
 
-use crate::backlog::organization_backlog;
+use crate::backlog::{organization_backlog, scan_in_pages};
 use crate::machine::{HistoryKind, OrgId, RunId, RunState, Timestamp};
 use crate::packed;
 use agentprocess_org::Clock;
 use agentprocess_service::{OVERVIEW_HOURS, OrgOverview, Overview, ProcessOverview, ServiceError};
 use agentprocess_store::keys::Keys;
-use agentprocess_store::{KeyRange, RangeRequest, Store};
+use agentprocess_store::{KeyRange, Store};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -107,19 +107,30 @@ impl StoreOverview {
         };
         let mut recent = Vec::new();
         let mut recent_ids = BTreeSet::new();
-        overview.truncated |= !self
-            .records(window, self.run_limit, |run| {
-                recent_ids.insert(run.id.clone());
-                recent.push(run);
+        overview.truncated |=
+            !scan_in_pages(self.store.as_ref(), window, self.run_limit, PAGE, |_, value| {
+                if let Ok(run) = packed::read_json::<RunState>(value) {
+                    recent_ids.insert(run.id.clone());
+                    recent.push(run);
+                }
             })
             .await?;
-        let (backlog, backlog_truncated) =
-            organization_backlog(self.store.as_ref(), &self.keys, now, org, self.scan_limit).await?;
-        overview.truncated |= backlog_truncated;
         // Older runs with work waiting: a lapsed claim makes its step ready again, and an
         // escalation opens a work item, so these hold the events of the window the recent runs
         // do not.
-        let waiting = self.runs_with_work_waiting(org).await?;
+        let mut waiting = BTreeSet::new();
+        let (backlog, backlog_truncated) = organization_backlog(
+            self.store.as_ref(),
+            &self.keys,
+            now,
+            org,
+            self.scan_limit,
+            |run| {
+                waiting.insert(run.clone());
+            },
+        )
+        .await?;
+        overview.truncated |= backlog_truncated;
         let mut older = Vec::new();
         for run_id in waiting.difference(&recent_ids) {
             if recent.len() + older.len() >= self.run_limit {
@@ -143,69 +154,6 @@ impl StoreOverview {
             entry.overdue_work_items = backlog.overdue_work_items;
         }
         Ok(overview)
-    }
-
-    /// Reads the run records of `range` in pages, up to `limit`; `true` when it read them all.
-    async fn records(
-        &self,
-        range: KeyRange,
-        limit: usize,
-        mut visit: impl FnMut(RunState),
-    ) -> Result<bool, agentprocess_store::StoreError> {
-        let mut from = range.start;
-        let mut read = 0;
-        loop {
-            let page_limit = PAGE.min(limit - read);
-            if page_limit == 0 {
-                return Ok(false);
-            }
-            let page = self
-                .store
-                .range(
-                    RangeRequest::new(KeyRange {
-                        start: from,
-                        end: range.end.clone(),
-                    })
-                    .with_limit(page_limit),
-                )
-                .await?;
-            read += page.kvs.len();
-            for kv in &page.kvs {
-                if let Ok(run) = packed::read_json::<RunState>(&kv.value) {
-                    visit(run);
-                }
-            }
-            match page.kvs.last() {
-                Some(last) if page.more => {
-                    from = last.key.clone();
-                    from.push(0);
-                }
-                _ => return Ok(true),
-            }
-        }
-    }
-
-    /// The runs with a ready step or an open work item, at most `scan_limit` entries of each
-    /// index read.
-    async fn runs_with_work_waiting(
-        &self,
-        org: &OrgId,
-    ) -> Result<BTreeSet<RunId>, agentprocess_store::StoreError> {
-        let mut runs = BTreeSet::new();
-        for range in [self.keys.ready_steps(org), self.keys.all_work_items(org)] {
-            let page = self
-                .store
-                .range(RangeRequest::new(range).with_limit(self.scan_limit))
-                .await?;
-            for kv in &page.kvs {
-                if let Some(parsed) = self.keys.parse_ready_step(&kv.key) {
-                    runs.insert(parsed.run_id);
-                } else if let Some(parsed) = self.keys.parse_work_item(&kv.key) {
-                    runs.insert(parsed.run_id);
-                }
-            }
-        }
-        Ok(runs)
     }
 }
 
