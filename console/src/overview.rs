@@ -222,21 +222,18 @@ impl Totals {
         let mut totals = Totals::default();
         for process in overview.processes.values() {
             totals.ready_steps += process.ready_steps;
-            totals.oldest_ready = earliest(totals.oldest_ready, process.oldest_ready);
+            totals.oldest_ready = totals.oldest_ready.into_iter().chain(process.oldest_ready).min();
             totals.work_items += process.work_items;
-            totals.oldest_work_item = earliest(totals.oldest_work_item, process.oldest_work_item);
+            totals.oldest_work_item = totals
+                .oldest_work_item
+                .into_iter()
+                .chain(process.oldest_work_item)
+                .min();
             totals.open_escalations += process.open_escalations;
             totals.overdue_agent_steps += process.overdue_agent_steps;
             totals.overdue_work_items += process.overdue_work_items;
         }
         totals
-    }
-}
-
-fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 

@@ -80,19 +80,20 @@ impl ProcessBacklog {
     /// Adds `other`'s counts to these, keeping the older of the two oldest entries.
     fn add(&mut self, other: &ProcessBacklog) {
         self.ready_steps += other.ready_steps;
-        self.oldest_ready_ms = min_of(self.oldest_ready_ms, other.oldest_ready_ms);
+        self.oldest_ready_ms = self
+            .oldest_ready_ms
+            .into_iter()
+            .chain(other.oldest_ready_ms)
+            .min();
         self.work_items += other.work_items;
-        self.oldest_work_item_ms = min_of(self.oldest_work_item_ms, other.oldest_work_item_ms);
+        self.oldest_work_item_ms = self
+            .oldest_work_item_ms
+            .into_iter()
+            .chain(other.oldest_work_item_ms)
+            .min();
         self.escalations += other.escalations;
         self.overdue_agent_steps += other.overdue_agent_steps;
         self.overdue_work_items += other.overdue_work_items;
-    }
-}
-
-fn min_of(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 
