@@ -255,6 +255,9 @@ async fn an_index_past_the_memory_bound_is_read_from_the_store_and_holds_nothing
     for n in 2..=6 {
         runs.push(started(&hosts.writer, n).await.to_string());
     }
+    // Pages come oldest ready first, runs ready in one millisecond by id: the order of run ids,
+    // which begin with their start time.
+    runs.sort();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while hosts.reader.index_mirror_bytes() != Some(0) {
         assert!(
